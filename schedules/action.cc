@@ -1,0 +1,68 @@
+#include "schedules/action.h"
+
+#include <fmt/format.h>
+
+#include <charconv>
+
+namespace ppsim {
+
+char action_kind_letter(ActionKind kind) {
+  switch (kind) {
+    case ActionKind::kForward:
+      return 'F';
+    case ActionKind::kBackward:
+      return 'B';
+    case ActionKind::kBackwardInput:
+      return 'I';
+    case ActionKind::kBackwardWeight:
+      return 'W';
+  }
+  return '?';
+}
+
+std::string to_string(const Action& action) {
+  return fmt::format("{}{}{}", action.stage, action_kind_letter(action.kind), action.microbatch);
+}
+
+namespace {
+
+bool parse_index(std::string_view text, int32_t* out) {
+  if (text.empty()) return false;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), *out);
+  return ec == std::errc() && end == text.data() + text.size() && *out >= 0;
+}
+
+}  // namespace
+
+Result<Action> parse_action(std::string_view text) {
+  while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
+  while (!text.empty() && (text.back() == ' ' || text.back() == '\t' || text.back() == '\r')) {
+    text.remove_suffix(1);
+  }
+  const size_t pos = text.find_first_of("FBIW");
+  Action action;
+  if (pos == std::string_view::npos || !parse_index(text.substr(0, pos), &action.stage) ||
+      !parse_index(text.substr(pos + 1), &action.microbatch)) {
+    return Error{fmt::format(
+        "\"{}\" is not an action: expected STAGE KIND MICROBATCH with KIND one of F, B, I, W "
+        "(e.g. \"2F0\")",
+        text)};
+  }
+  switch (text[pos]) {
+    case 'F':
+      action.kind = ActionKind::kForward;
+      break;
+    case 'B':
+      action.kind = ActionKind::kBackward;
+      break;
+    case 'I':
+      action.kind = ActionKind::kBackwardInput;
+      break;
+    default:
+      action.kind = ActionKind::kBackwardWeight;
+      break;
+  }
+  return action;
+}
+
+}  // namespace ppsim

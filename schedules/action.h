@@ -1,0 +1,44 @@
+// An Action is one unit of work on a pipeline rank, named the way
+// torch.distributed.pipelining names it: `2F0` is stage 2's forward of
+// microbatch 0, `1B3` a full backward, `1I3`/`1W3` its input- and
+// weight-gradient halves. Actions are plain values (8 bytes) so programs of
+// 10^5..10^6 of them stay cache friendly.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "schedules/status.h"
+
+namespace ppsim {
+
+enum class ActionKind : uint8_t {
+  kForward,         // F
+  kBackward,        // B: input and weight gradients together
+  kBackwardInput,   // I: input gradient only (zero-bubble split)
+  kBackwardWeight,  // W: weight gradient only
+};
+inline constexpr int kNumActionKinds = 4;
+
+struct Action {
+  ActionKind kind = ActionKind::kForward;
+  int32_t stage = 0;
+  int32_t microbatch = 0;
+
+  friend bool operator==(const Action&, const Action&) = default;
+};
+
+// The letter of a kind: F, B, I or W.
+char action_kind_letter(ActionKind kind);
+// "2F0".
+std::string to_string(const Action& action);
+// Parses "2F0"; surrounding spaces are allowed. The error names the text.
+Result<Action> parse_action(std::string_view text);
+
+// True for the kinds that produce the gradient the previous stage waits for.
+inline bool sends_input_gradient(ActionKind kind) {
+  return kind == ActionKind::kBackward || kind == ActionKind::kBackwardInput;
+}
+
+}  // namespace ppsim

@@ -1,0 +1,85 @@
+#include "schedules/csv.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace ppsim {
+
+std::string schedule_to_csv(const Schedule& schedule) {
+  std::string out = fmt::format(
+      "# ppsim schedule {}: {} ranks, {} stages, {} microbatches; one row per rank\n",
+      schedule.name, schedule.num_ranks, schedule.num_stages, schedule.num_microbatches);
+  for (const auto& program : schedule.programs) {
+    for (size_t i = 0; i < program.size(); ++i) {
+      if (i > 0) out += ',';
+      out += to_string(program[i]);
+    }
+    out += '\n';
+  }
+  return out;
+}
+
+Result<Schedule> schedule_from_csv(std::string_view text, std::string_view source) {
+  Schedule s;
+  s.name = "custom";
+  int line_no = 0;
+  while (!text.empty()) {
+    const size_t eol = text.find('\n');
+    std::string_view line = text.substr(0, eol);
+    text.remove_prefix(eol == std::string_view::npos ? text.size() : eol + 1);
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (!line.empty() && line.front() == '#') continue;
+    std::vector<Action> program;
+    int column = 1;
+    while (true) {
+      const size_t comma = line.find(',');
+      const std::string_view cell = line.substr(0, comma);
+      if (cell.find_first_not_of(" \t") != std::string_view::npos) {
+        Result<Action> a = parse_action(cell);
+        if (!a) {
+          return Error{fmt::format("{}:{}: cell {} (rank {}): {}", source, line_no, column,
+                                   s.programs.size(), a.error().message)};
+        }
+        program.push_back(*a);
+      }
+      if (comma == std::string_view::npos) break;
+      line.remove_prefix(comma + 1);
+      ++column;
+    }
+    s.programs.push_back(std::move(program));
+  }
+  // Trailing blank lines are not ranks.
+  while (!s.programs.empty() && s.programs.back().empty()) s.programs.pop_back();
+  if (s.programs.empty())
+    return Error{fmt::format("{}: no ranks: the file has no action rows", source)};
+
+  s.num_ranks = static_cast<int>(s.programs.size());
+  for (const auto& program : s.programs) {
+    for (const Action& a : program) {
+      s.num_stages = std::max(s.num_stages, a.stage + 1);
+      s.num_microbatches = std::max(s.num_microbatches, a.microbatch + 1);
+    }
+  }
+  s.stage_rank.assign(s.num_stages, -1);
+  for (int rank = 0; rank < s.num_ranks; ++rank) {
+    for (const Action& a : s.programs[rank]) {
+      if (a.kind != ActionKind::kForward) continue;
+      int& owner = s.stage_rank[a.stage];
+      if (owner >= 0 && owner != rank) {
+        return Error{fmt::format("{}: stage {} has forwards on rank {} and on rank {}", source,
+                                 a.stage, owner, rank)};
+      }
+      owner = rank;
+    }
+  }
+  for (int stage = 0; stage < s.num_stages; ++stage) {
+    if (s.stage_rank[stage] < 0) {
+      return Error{fmt::format("{}: stage {} has no forward on any rank", source, stage)};
+    }
+  }
+  return s;
+}
+
+}  // namespace ppsim

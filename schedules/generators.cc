@@ -1,0 +1,138 @@
+#include "schedules/generators.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace ppsim {
+namespace {
+
+constexpr Action forward(int stage, int mb) { return {ActionKind::kForward, stage, mb}; }
+constexpr Action backward(int stage, int mb) { return {ActionKind::kBackward, stage, mb}; }
+
+Status check_params(std::string_view kind, const ScheduleParams& params, bool one_stage_per_rank) {
+  if (params.ranks < 1) {
+    return Error{
+        fmt::format("schedule {}: needs at least 1 pipeline rank, got {}", kind, params.ranks)};
+  }
+  if (params.microbatches < 1) {
+    return Error{
+        fmt::format("schedule {}: needs at least 1 microbatch, got {}", kind, params.microbatches)};
+  }
+  if (params.virtual_stages < 1) {
+    return Error{fmt::format("schedule {}: virtual_stages must be at least 1, got {}", kind,
+                             params.virtual_stages)};
+  }
+  if (one_stage_per_rank && params.virtual_stages != 1) {
+    return Error{
+        fmt::format("schedule {} runs one stage per rank: virtual_stages must be 1, got {} "
+                    "(interleaved-1f1b runs several)",
+                    kind, params.virtual_stages)};
+  }
+  return {};
+}
+
+// The empty schedule with the interleaved stage layout: stage = chunk * p + rank.
+Schedule make_empty(std::string name, const ScheduleParams& params) {
+  Schedule s;
+  s.name = std::move(name);
+  s.num_ranks = params.ranks;
+  s.num_stages = params.ranks * params.virtual_stages;
+  s.num_microbatches = params.microbatches;
+  s.stage_rank.resize(s.num_stages);
+  for (int stage = 0; stage < s.num_stages; ++stage) s.stage_rank[stage] = stage % params.ranks;
+  s.programs.resize(params.ranks);
+  return s;
+}
+
+}  // namespace
+
+Result<Schedule> make_gpipe(const ScheduleParams& params) {
+  if (Status st = check_params("gpipe", params, true); !st) return Error{st.message()};
+  Schedule s = make_empty("gpipe", params);
+  for (int rank = 0; rank < params.ranks; ++rank) {
+    auto& program = s.programs[rank];
+    program.reserve(2 * params.microbatches);
+    for (int mb = 0; mb < params.microbatches; ++mb) program.push_back(forward(rank, mb));
+    for (int mb = 0; mb < params.microbatches; ++mb) program.push_back(backward(rank, mb));
+  }
+  return s;
+}
+
+Result<Schedule> make_1f1b(const ScheduleParams& params) {
+  if (Status st = check_params("1f1b", params, true); !st) return Error{st.message()};
+  Schedule s = make_empty("1f1b", params);
+  const int p = params.ranks;
+  const int m = params.microbatches;
+  for (int rank = 0; rank < p; ++rank) {
+    auto& program = s.programs[rank];
+    program.reserve(2 * m);
+    const int warmup = std::min(p - 1 - rank, m);
+    for (int mb = 0; mb < warmup; ++mb) program.push_back(forward(rank, mb));
+    for (int k = 0; k < m - warmup; ++k) {
+      program.push_back(forward(rank, warmup + k));
+      program.push_back(backward(rank, k));
+    }
+    for (int mb = m - warmup; mb < m; ++mb) program.push_back(backward(rank, mb));
+  }
+  return s;
+}
+
+Result<Schedule> make_interleaved_1f1b(const ScheduleParams& params) {
+  if (Status st = check_params("interleaved-1f1b", params, false); !st) {
+    return Error{st.message()};
+  }
+  const int p = params.ranks;
+  const int m = params.microbatches;
+  const int v = params.virtual_stages;
+  if (m % p != 0) {
+    return Error{fmt::format(
+        "schedule interleaved-1f1b: the number of microbatches ({}) must be a multiple of "
+        "the pipeline size ({}); change training.global_batch or micro_batch",
+        m, p)};
+  }
+  Schedule s = make_empty("interleaved-1f1b", params);
+  // Megatron-LM's order: the k-th virtual microbatch of a rank belongs to
+  // chunk (k mod pv) / p (counted from the last chunk for backward) and to
+  // microbatch (k / pv) * p + k mod p. Ranks run ahead by 2 per position
+  // before the first backward, plus a full round of p for every extra chunk.
+  const int total = m * v;
+  auto mb_of = [&](int k) { return (k / (p * v)) * p + k % p; };
+  auto chunk_of = [&](int k, bool is_forward) {
+    const int chunk = (k % (p * v)) / p;
+    return is_forward ? chunk : v - 1 - chunk;
+  };
+  for (int rank = 0; rank < p; ++rank) {
+    auto& program = s.programs[rank];
+    program.reserve(2 * total);
+    const int warmup = m == p ? total : std::min((p - rank - 1) * 2 + (v - 1) * p, total);
+    auto push_forward = [&](int k) {
+      program.push_back(forward(chunk_of(k, true) * p + rank, mb_of(k)));
+    };
+    auto push_backward = [&](int k) {
+      program.push_back(backward(chunk_of(k, false) * p + rank, mb_of(k)));
+    };
+    for (int k = 0; k < warmup; ++k) push_forward(k);
+    for (int k = 0; k < total - warmup; ++k) {
+      push_forward(k + warmup);
+      push_backward(k);
+    }
+    for (int k = total - warmup; k < total; ++k) push_backward(k);
+  }
+  return s;
+}
+
+const std::vector<std::string>& schedule_kinds() {
+  static const std::vector<std::string> kinds = {"gpipe", "1f1b", "interleaved-1f1b"};
+  return kinds;
+}
+
+Result<Schedule> make_schedule(std::string_view kind, const ScheduleParams& params) {
+  if (kind == "gpipe") return make_gpipe(params);
+  if (kind == "1f1b") return make_1f1b(params);
+  if (kind == "interleaved-1f1b") return make_interleaved_1f1b(params);
+  return Error{fmt::format("unknown schedule kind \"{}\"; known kinds: {}", kind,
+                           fmt::join(schedule_kinds(), ", "))};
+}
+
+}  // namespace ppsim

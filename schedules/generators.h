@@ -1,0 +1,34 @@
+// Schedule generators: from (p ranks, m microbatches, v virtual stages) to the
+// per-rank programs of a known schedule family.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "schedules/schedule.h"
+
+namespace ppsim {
+
+struct ScheduleParams {
+  int ranks = 1;           // p
+  int microbatches = 1;    // m
+  int virtual_stages = 1;  // v: stages per rank
+};
+
+// GPipe: all forwards, then all backwards (in reverse microbatch order, as the
+// activations of the last forward are the freshest). Needs v == 1.
+Result<Schedule> make_gpipe(const ScheduleParams& params);
+// 1F1B (PipeDream-Flush): rank i runs min(p-1-i, m) warm-up forwards, then
+// alternates one forward and one backward, then drains. Needs v == 1.
+Result<Schedule> make_1f1b(const ScheduleParams& params);
+// Interleaved 1F1B in Megatron-LM's order; stage = chunk * p + rank.
+// Needs m % p == 0.
+Result<Schedule> make_interleaved_1f1b(const ScheduleParams& params);
+
+// The kinds `make_schedule` knows, for help texts and errors.
+const std::vector<std::string>& schedule_kinds();
+// Dispatches on the kind name ("gpipe", "1f1b", "interleaved-1f1b").
+Result<Schedule> make_schedule(std::string_view kind, const ScheduleParams& params);
+
+}  // namespace ppsim

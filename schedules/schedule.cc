@@ -1,0 +1,29 @@
+#include "schedules/schedule.h"
+
+namespace ppsim {
+
+bool Schedule::split_backward() const {
+  for (const auto& program : programs) {
+    for (const Action& a : program) {
+      if (a.kind == ActionKind::kBackwardInput) return true;
+    }
+  }
+  return false;
+}
+
+size_t Schedule::num_actions() const {
+  size_t n = 0;
+  for (const auto& program : programs) n += program.size();
+  return n;
+}
+
+std::string program_to_string(const std::vector<Action>& program) {
+  std::string out;
+  for (const Action& a : program) {
+    if (!out.empty()) out += ' ';
+    out += to_string(a);
+  }
+  return out;
+}
+
+}  // namespace ppsim

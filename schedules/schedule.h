@@ -1,0 +1,30 @@
+// A Schedule is the plan of one training iteration: one program (an ordered
+// list of Actions) per pipeline rank, plus which rank owns each stage.
+// Generators build it; the simulator and the real runtimes execute it
+// unchanged, so predicted and measured timelines name the same actions.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "schedules/action.h"
+
+namespace ppsim {
+
+struct Schedule {
+  std::string name;  // the generator's kind, e.g. "1f1b"
+  int num_ranks = 0;
+  int num_stages = 0;
+  int num_microbatches = 0;
+  std::vector<int> stage_rank;                // stage -> owning rank
+  std::vector<std::vector<Action>> programs;  // rank -> program, in execution order
+
+  // True when backward is split into I and W actions (zero-bubble families).
+  bool split_backward() const;
+  size_t num_actions() const;
+};
+
+// Text form of one rank's program: "0F0 0F1 0B0 ...".
+std::string program_to_string(const std::vector<Action>& program);
+
+}  // namespace ppsim

@@ -1,0 +1,167 @@
+#include "schedules/validate.h"
+
+#include <fmt/format.h>
+
+#include <boost/graph/adjacency_list.hpp>
+#include <boost/graph/strong_components.hpp>
+#include <vector>
+
+namespace ppsim {
+namespace {
+
+// Where each (kind, stage, microbatch) sits: its node index, or -1.
+class ActionIndex {
+ public:
+  ActionIndex(int stages, int microbatches)
+      : stages_(stages),
+        microbatches_(microbatches),
+        node_(static_cast<size_t>(kNumActionKinds) * stages * microbatches, -1) {}
+
+  int& at(const Action& a) {
+    return node_[(static_cast<size_t>(a.kind) * stages_ + a.stage) * microbatches_ + a.microbatch];
+  }
+
+ private:
+  int stages_;
+  int microbatches_;
+  std::vector<int> node_;
+};
+
+Status check_shape(const Schedule& s) {
+  if (s.num_ranks < 1 || static_cast<int>(s.programs.size()) != s.num_ranks) {
+    return Error{fmt::format("schedule {}: {} programs for {} ranks", s.name, s.programs.size(),
+                             s.num_ranks)};
+  }
+  if (s.num_stages < 1 || static_cast<int>(s.stage_rank.size()) != s.num_stages) {
+    return Error{fmt::format("schedule {}: {} stage owners for {} stages", s.name,
+                             s.stage_rank.size(), s.num_stages)};
+  }
+  if (s.num_microbatches < 1) {
+    return Error{fmt::format("schedule {}: needs at least one microbatch", s.name)};
+  }
+  for (int stage = 0; stage < s.num_stages; ++stage) {
+    if (s.stage_rank[stage] < 0 || s.stage_rank[stage] >= s.num_ranks) {
+      return Error{fmt::format("schedule {}: stage {} is owned by rank {}, not one of 0..{}",
+                               s.name, stage, s.stage_rank[stage], s.num_ranks - 1)};
+    }
+  }
+  return {};
+}
+
+// Each action once, on the owning rank, and each (stage, microbatch) with a
+// forward and exactly one form of backward.
+Status check_coverage(const Schedule& s, ActionIndex& index) {
+  int node = 0;
+  for (int rank = 0; rank < s.num_ranks; ++rank) {
+    for (const Action& a : s.programs[rank]) {
+      if (a.stage < 0 || a.stage >= s.num_stages || a.microbatch < 0 ||
+          a.microbatch >= s.num_microbatches) {
+        return Error{fmt::format(
+            "rank {} runs {}, outside the {} stages and {} microbatches of this schedule", rank,
+            to_string(a), s.num_stages, s.num_microbatches)};
+      }
+      if (s.stage_rank[a.stage] != rank) {
+        return Error{fmt::format("rank {} runs {}, but stage {} belongs to rank {}", rank,
+                                 to_string(a), a.stage, s.stage_rank[a.stage])};
+      }
+      int& slot = index.at(a);
+      if (slot >= 0) return Error{fmt::format("{} appears more than once", to_string(a))};
+      slot = node++;
+    }
+  }
+  for (int stage = 0; stage < s.num_stages; ++stage) {
+    for (int mb = 0; mb < s.num_microbatches; ++mb) {
+      const bool f = index.at({ActionKind::kForward, stage, mb}) >= 0;
+      const bool b = index.at({ActionKind::kBackward, stage, mb}) >= 0;
+      const bool i = index.at({ActionKind::kBackwardInput, stage, mb}) >= 0;
+      const bool w = index.at({ActionKind::kBackwardWeight, stage, mb}) >= 0;
+      const auto name = [&](ActionKind k) { return to_string(Action{k, stage, mb}); };
+      if (!f) return Error{fmt::format("missing {}", name(ActionKind::kForward))};
+      if (b && (i || w)) {
+        return Error{fmt::format("{} and a split backward ({} / {}) both appear",
+                                 name(ActionKind::kBackward), name(ActionKind::kBackwardInput),
+                                 name(ActionKind::kBackwardWeight))};
+      }
+      if (!b && !i && !w) {
+        return Error{
+            fmt::format("missing the backward of stage {} microbatch {} ({}, or {} and {})", stage,
+                        mb, name(ActionKind::kBackward), name(ActionKind::kBackwardInput),
+                        name(ActionKind::kBackwardWeight))};
+      }
+      if (i != w) {
+        return Error{
+            fmt::format("missing {}: a split backward needs both I and W",
+                        name(i ? ActionKind::kBackwardWeight : ActionKind::kBackwardInput))};
+      }
+    }
+  }
+  return {};
+}
+
+using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS>;
+
+// Edges point from an action to what it waits for.
+Graph build_wait_graph(const Schedule& s, ActionIndex& index) {
+  Graph g(s.num_actions());
+  const auto is_split = [&](int stage, int mb) {
+    return index.at({ActionKind::kBackwardInput, stage, mb}) >= 0;
+  };
+  for (const auto& program : s.programs) {
+    for (size_t pos = 0; pos < program.size(); ++pos) {
+      const int node = index.at(program[pos]);
+      if (pos > 0) boost::add_edge(node, index.at(program[pos - 1]), g);
+      for_each_data_dependency(program[pos], s.num_stages, is_split,
+                               [&](const Action& dep) { boost::add_edge(node, index.at(dep), g); });
+    }
+  }
+  return g;
+}
+
+}  // namespace
+
+Status validate(const Schedule& s) {
+  if (Status st = check_shape(s); !st) return st;
+  ActionIndex index(s.num_stages, s.num_microbatches);
+  if (Status st = check_coverage(s, index); !st) return st;
+
+  std::vector<Action> actions;
+  actions.reserve(s.num_actions());
+  for (const auto& program : s.programs)
+    actions.insert(actions.end(), program.begin(), program.end());
+
+  const Graph g = build_wait_graph(s, index);
+  std::vector<int> component(boost::num_vertices(g));
+  const int num_components = boost::strong_components(g, component.data());
+  if (num_components == static_cast<int>(actions.size())) return {};
+
+  // A strongly connected component of more than one action is a deadlock.
+  // Every member waits for another member, so walking such edges from any
+  // member must revisit one: that closes the cycle we report.
+  std::vector<int> size(num_components, 0);
+  for (int c : component) ++size[c];
+  size_t start = 0;
+  while (size[component[start]] < 2) ++start;
+  std::vector<int> position(actions.size(), -1);
+  std::vector<size_t> path;
+  size_t node = start;
+  while (position[node] < 0) {
+    position[node] = static_cast<int>(path.size());
+    path.push_back(node);
+    for (auto [e, end] = boost::out_edges(node, g); e != end; ++e) {
+      const size_t next = boost::target(*e, g);
+      if (component[next] == component[node]) {
+        node = next;
+        break;
+      }
+    }
+  }
+  std::string cycle;
+  for (size_t k = static_cast<size_t>(position[node]); k < path.size(); ++k) {
+    cycle += to_string(actions[path[k]]) + " -> ";
+  }
+  cycle += to_string(actions[node]);
+  return Error{
+      fmt::format("deadlock in schedule {}: each action waits for the next: {}", s.name, cycle)};
+}
+
+}  // namespace ppsim

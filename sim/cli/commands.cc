@@ -1,0 +1,193 @@
+#include "sim/cli/commands.h"
+
+#include <fmt/format.h>
+
+#include <boost/program_options.hpp>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "schedules/csv.h"
+#include "schedules/validate.h"
+#include "sim/config.h"
+#include "sim/report.h"
+#include "sim/simulate.h"
+#include "sim/trace.h"
+
+namespace po = boost::program_options;
+
+namespace ppsim::cli {
+namespace {
+
+int fail(const std::string& message) {
+  std::cerr << "ppsim: error: " << message << "\n";
+  return 1;
+}
+
+// Options every config-reading command takes.
+struct ConfigArgs {
+  std::string config;
+  std::vector<std::string> sets;
+};
+
+void add_config_options(po::options_description& desc, ConfigArgs* args) {
+  desc.add_options()("help,h", "show this help")(
+      "config", po::value(&args->config)->value_name("CONFIG"), "YAML config (positional)")(
+      "set", po::value(&args->sets)->composing()->value_name("KEY.PATH=VALUE"),
+      "override one config value, e.g. --set parallel.pipeline=4 (repeatable)");
+}
+
+// Parses the command line; returns an exit code when the command should stop
+// here (help shown, or a usage error), or -1 to go on.
+int parse(const std::vector<std::string>& args, const po::options_description& desc,
+          const std::string& command, const std::string& usage, po::variables_map* vm) {
+  po::positional_options_description positional;
+  positional.add("config", 1);
+  try {
+    po::store(po::command_line_parser(args).options(desc).positional(positional).run(), *vm);
+    po::notify(*vm);
+  } catch (const po::error& e) {
+    std::cerr << "ppsim: error: " << e.what() << ". See 'ppsim " << command << " --help'.\n";
+    return 2;
+  }
+  if (vm->count("help")) {
+    std::cout << usage << desc;
+    return 0;
+  }
+  if (!vm->count("config")) {
+    std::cerr << "ppsim: error: missing the CONFIG argument. See 'ppsim " << command
+              << " --help'.\n";
+    return 2;
+  }
+  return -1;
+}
+
+Result<Config> load(const ConfigArgs& args) {
+  std::vector<ConfigOverride> overrides;
+  for (const std::string& s : args.sets) {
+    Result<ConfigOverride> o = parse_override(s);
+    if (!o) return o.error();
+    overrides.push_back(*o);
+  }
+  return load_config(args.config, overrides);
+}
+
+// Writes `text` to FILE, or to stdout for "-".
+Status write_output(const std::string& path, const std::string& text) {
+  if (path == "-") {
+    std::cout << text;
+    return {};
+  }
+  std::ofstream file(path, std::ios::binary);
+  file << text;
+  file.close();
+  if (!file) return Error{fmt::format("cannot write {}", path)};
+  return {};
+}
+
+}  // namespace
+
+int run_simulate(const std::vector<std::string>& args) {
+  ConfigArgs config_args;
+  std::string json_path;
+  std::string trace_path;
+  po::options_description desc("Options");
+  add_config_options(desc, &config_args);
+  desc.add_options()("json", po::value(&json_path)->value_name("FILE|-"),
+                     "write the summary as JSON to FILE, or to stdout for '-'")(
+      "trace", po::value(&trace_path)->value_name("FILE"),
+      "write a Chrome trace (open in ui.perfetto.dev)");
+  const std::string usage =
+      "usage: ppsim simulate CONFIG [--set KEY.PATH=VALUE]... [--json FILE|-] [--trace FILE]\n\n"
+      "Replays one training iteration of CONFIG's schedule on modelled devices and links,\n"
+      "and reports iteration time, bubble fraction, throughput and memory per rank.\n\n"
+      "examples:\n"
+      "  ppsim simulate configs/examples/ideal.yaml\n"
+      "  ppsim simulate configs/examples/gpt3-1.3b-8gpu.yaml --set schedule.kind=gpipe\n"
+      "  ppsim simulate configs/examples/gpt3-175b-64gpu.yaml --json - --trace out.json\n\n";
+  po::variables_map vm;
+  if (int code = parse(args, desc, "simulate", usage, &vm); code >= 0) return code;
+
+  Result<Config> config = load(config_args);
+  if (!config) return fail(config.error().message);
+  Result<Simulation> sim = simulate(*config);
+  if (!sim) return fail(fmt::format("{}: {}", config->source, sim.error().message));
+
+  if (json_path != "-") std::cout << format_summary_table(sim->summary);
+  if (!json_path.empty()) {
+    if (Status st = write_output(json_path, summary_to_json(sim->summary)); !st) {
+      return fail(st.message());
+    }
+  }
+  if (!trace_path.empty()) {
+    if (Status st = write_output(trace_path, chrome_trace_json(sim->timeline)); !st) {
+      return fail(st.message());
+    }
+    std::cerr << "trace written to " << trace_path << " (open it in ui.perfetto.dev)\n";
+  }
+  return 0;
+}
+
+int run_schedule(const std::vector<std::string>& args) {
+  ConfigArgs config_args;
+  std::string csv_out;
+  std::string csv_in;
+  po::options_description desc("Options");
+  add_config_options(desc, &config_args);
+  desc.add_options()("csv-out", po::value(&csv_out)->value_name("FILE|-"),
+                     "write the schedule as CSV, one row per rank")(
+      "csv-in", po::value(&csv_in)->value_name("FILE"),
+      "read a (hand-edited) schedule from CSV instead of generating it, check it against\n"
+      "CONFIG's layout and for deadlocks, and print it");
+  const std::string usage =
+      "usage: ppsim schedule CONFIG [--set KEY.PATH=VALUE]... [--csv-out FILE|-] [--csv-in "
+      "FILE]\n\n"
+      "Prints each rank's program in the compact action form: 2F0 is stage 2's forward of\n"
+      "microbatch 0, 1B3 a backward, 1I3/1W3 its input- and weight-gradient halves.\n\n"
+      "examples:\n"
+      "  ppsim schedule configs/examples/ideal.yaml\n"
+      "  ppsim schedule configs/examples/ideal.yaml --csv-out my.csv   # edit, then:\n"
+      "  ppsim schedule configs/examples/ideal.yaml --csv-in my.csv\n\n";
+  po::variables_map vm;
+  if (int code = parse(args, desc, "schedule", usage, &vm); code >= 0) return code;
+
+  Result<Config> config = load(config_args);
+  if (!config) return fail(config.error().message);
+  Result<Schedule> schedule = Error{};
+  if (csv_in.empty()) {
+    schedule = schedule_for(*config);
+  } else {
+    std::ifstream file(csv_in, std::ios::binary);
+    if (!file) return fail(fmt::format("cannot read {}", csv_in));
+    std::stringstream text;
+    text << file.rdbuf();
+    schedule = schedule_from_csv(text.str(), csv_in);
+    if (schedule) {
+      const Schedule& s = *schedule;
+      if (s.num_ranks != config->parallel.pipeline || s.num_stages != config->num_stages() ||
+          s.num_microbatches != config->num_microbatches()) {
+        return fail(fmt::format(
+            "{}: has {} ranks, {} stages, {} microbatches; {} asks for {}, {}, {}", csv_in,
+            s.num_ranks, s.num_stages, s.num_microbatches, config->source,
+            config->parallel.pipeline, config->num_stages(), config->num_microbatches()));
+      }
+      if (Status st = validate(s); !st) return fail(fmt::format("{}: {}", csv_in, st.message()));
+    }
+  }
+  if (!schedule) return fail(fmt::format("{}: {}", config->source, schedule.error().message));
+
+  const Schedule& s = *schedule;
+  if (csv_out != "-") {
+    std::cout << fmt::format("schedule {}: {} ranks, {} stages, {} microbatches\n", s.name,
+                             s.num_ranks, s.num_stages, s.num_microbatches);
+    for (int rank = 0; rank < s.num_ranks; ++rank) {
+      std::cout << fmt::format("rank {}: {}\n", rank, program_to_string(s.programs[rank]));
+    }
+  }
+  if (!csv_out.empty()) {
+    if (Status st = write_output(csv_out, schedule_to_csv(s)); !st) return fail(st.message());
+  }
+  return 0;
+}
+
+}  // namespace ppsim::cli

@@ -1,0 +1,14 @@
+// The `ppsim` tool's own commands. Each takes its arguments after the
+// command name and returns the process exit code: 0 success, 1 the input was
+// wrong or the work failed (a message on stderr), 2 the command line was wrong.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace ppsim::cli {
+
+int run_simulate(const std::vector<std::string>& args);
+int run_schedule(const std::vector<std::string>& args);
+
+}  // namespace ppsim::cli

@@ -1,0 +1,78 @@
+// `ppsim COMMAND ...`: runs its own commands and, like git, hands any other
+// command to the `ppsim-COMMAND` executable beside it.
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "sim/cli/commands.h"
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: ppsim COMMAND [ARGS]...\n"
+    "\n"
+    "Predicts how a pipeline-parallel training job runs: iteration time, bubbles,\n"
+    "throughput and memory per rank, for GPipe, 1F1B and interleaved 1F1B schedules.\n"
+    "\n"
+    "commands:\n"
+    "  simulate CONFIG   replay one iteration and report time, bubbles, memory\n"
+    "  schedule CONFIG   print (or write/read as CSV) each rank's program\n"
+    "  help [COMMAND]    this help, or a command's\n"
+    "\n"
+    "Any other COMMAND runs the executable ppsim-COMMAND next to ppsim.\n"
+    "'ppsim COMMAND --help' shows a command's options and examples.\n";
+
+int dispatch_external(const std::string& self, const std::string& command,
+                      std::vector<std::string> args) {
+  const std::filesystem::path exe =
+      std::filesystem::path(self).parent_path() / ("ppsim-" + command);
+  if (!std::filesystem::exists(exe)) {
+    std::cerr << "ppsim: error: '" << command << "' is not a ppsim command. See 'ppsim --help'.\n";
+    return 2;
+  }
+  std::string name = exe.string();
+  std::vector<char*> argv{name.data()};
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  execv(name.c_str(), argv.data());
+  std::cerr << "ppsim: error: cannot run " << name << ": " << std::strerror(errno) << "\n";
+  return 1;
+}
+
+std::string self_path(const char* argv0) {
+  std::error_code ec;
+  const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string(argv0) : exe.string();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::cerr << kUsage;
+    return 2;
+  }
+  std::string command = argv[1];
+  std::vector<std::string> args(argv + 2, argv + argc);
+  if (command == "--help" || command == "-h" || (command == "help" && args.empty())) {
+    std::cout << kUsage;
+    return 0;
+  }
+  if (command == "help") {  // "ppsim help simulate" is "ppsim simulate --help"
+    command = args[0];
+    args = {"--help"};
+  }
+  if (command == "--version") {
+    std::cout << "ppsim 0.1.0\n";
+    return 0;
+  }
+  if (command == "simulate") return ppsim::cli::run_simulate(args);
+  if (command == "schedule") return ppsim::cli::run_schedule(args);
+  return dispatch_external(self_path(argv[0]), command, std::move(args));
+}

@@ -1,0 +1,632 @@
+// The tree is walked by hand rather than through YAML::convert<> so that every
+// error can name the file, line, column and key path of the offending value.
+#include "sim/config.h"
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <charconv>
+#include <climits>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <filesystem>
+#include <initializer_list>
+#include <utility>
+
+#include "schedules/generators.h"
+
+namespace ppsim {
+namespace {
+
+// yaml-cpp reports by throwing, so the walker below throws too; parse_config
+// and load_config are the only places that catch, and turn both into an Error.
+struct ConfigError {
+  std::string message;
+};
+
+// A value in the tree, with its key path and where to point when it is wrong.
+struct Field {
+  std::string path;
+  YAML::Node node;      // Null when the key is absent
+  YAML::Mark key_mark;  // of its key; of the enclosing section's key when absent
+
+  bool present() const { return node.IsDefined() && !node.IsNull(); }
+  // A null value's own mark points at whatever token follows it.
+  YAML::Mark mark() const { return present() ? node.Mark() : key_mark; }
+};
+
+// The entries of a YAML map whose keys have been checked against those allowed.
+class Section {
+ public:
+  explicit Section(Field self) : self_(std::move(self)) {}
+
+  const Field& field() const { return self_; }
+  bool present() const { return self_.present(); }
+  // Given, even if empty: an empty value for a field is an error, not its default.
+  bool has(std::string_view key) const { return find(key) != nullptr; }
+  const Field* find(std::string_view key) const {
+    std::string path = child_path(key);
+    auto it = std::find_if(entries_.begin(), entries_.end(),
+                           [&](const Field& entry) { return entry.path == path; });
+    return it == entries_.end() ? nullptr : &*it;
+  }
+  Field get(std::string_view key) const {
+    const Field* entry = find(key);
+    return entry != nullptr ? *entry : Field{child_path(key), YAML::Node(), self_.key_mark};
+  }
+  std::string child_path(std::string_view key) const {
+    return self_.path.empty() ? std::string(key) : fmt::format("{}.{}", self_.path, key);
+  }
+  void add(Field entry) { entries_.push_back(std::move(entry)); }
+
+ private:
+  Field self_;
+  std::vector<Field> entries_;
+};
+
+enum class Bound { kNonNegative, kPositive, kFraction };
+
+struct HardwareNumber {
+  const char* key;
+  double HardwareSpec::*member;
+  Bound bound;
+  bool required;  // no useful default: must come from the preset or inline
+};
+
+constexpr HardwareNumber kHardwareNumbers[] = {
+    {"memory_gib", &HardwareSpec::memory_gib, Bound::kPositive, true},
+    {"peak_tflops_bf16", &HardwareSpec::peak_tflops_bf16, Bound::kPositive, true},
+    {"peak_tflops_fp16", &HardwareSpec::peak_tflops_fp16, Bound::kPositive, true},
+    {"peak_tflops_fp32", &HardwareSpec::peak_tflops_fp32, Bound::kPositive, true},
+    {"max_gemm_efficiency", &HardwareSpec::max_gemm_efficiency, Bound::kFraction, false},
+    {"gemm_half_efficiency_gflop", &HardwareSpec::gemm_half_efficiency_gflop, Bound::kNonNegative,
+     false},
+    {"hbm_bandwidth_gbps", &HardwareSpec::hbm_bandwidth_gbps, Bound::kPositive, true},
+    {"intra_node_bandwidth_gbps", &HardwareSpec::intra_node_bandwidth_gbps, Bound::kPositive, true},
+    {"intra_node_latency_us", &HardwareSpec::intra_node_latency_us, Bound::kNonNegative, false},
+    {"inter_node_bandwidth_gbps", &HardwareSpec::inter_node_bandwidth_gbps, Bound::kPositive, true},
+    {"inter_node_latency_us", &HardwareSpec::inter_node_latency_us, Bound::kNonNegative, false},
+};
+
+struct FixedList {
+  const char* key;
+  std::vector<double> FixedCosts::*member;
+};
+
+constexpr FixedList kFixedLists[] = {
+    {"forward_s", &FixedCosts::forward_s},
+    {"backward_s", &FixedCosts::backward_s},
+    {"weight_grad_s", &FixedCosts::weight_grad_s},
+    {"p2p_s", &FixedCosts::p2p_s},
+    {"activation_bytes", &FixedCosts::activation_bytes},
+};
+
+constexpr std::array kDTypes = {DType::kBf16, DType::kFp16, DType::kFp32};
+constexpr std::array kRecomputes = {Recompute::kNone, Recompute::kSelective, Recompute::kFull};
+
+// Keys a hardware preset file may hold; a config's hardware section also has
+// preset, gpus_per_node and nodes.
+std::vector<std::string_view> hardware_keys(bool in_config) {
+  std::vector<std::string_view> keys = {"name"};
+  for (const HardwareNumber& number : kHardwareNumbers) keys.push_back(number.key);
+  if (in_config) keys.insert(keys.begin(), {"preset", "gpus_per_node", "nodes"});
+  return keys;
+}
+
+std::vector<std::string_view> fixed_keys() {
+  std::vector<std::string_view> keys;
+  for (const FixedList& list : kFixedLists) keys.push_back(list.key);
+  return keys;
+}
+
+std::string render(const YAML::Node& node) {
+  if (node.IsScalar()) return node.Scalar();
+  YAML::Emitter out;
+  out.SetMapFormat(YAML::Flow);
+  out.SetSeqFormat(YAML::Flow);
+  out << node;
+  return out.c_str();
+}
+
+std::string got(const Field& field) {
+  return field.present() ? fmt::format("got \"{}\"", render(field.node)) : "got nothing";
+}
+
+// True when `path` is `prefix` or lies below it ("a.b" and "a.b[0]" are under "a").
+bool is_under(std::string_view path, std::string_view prefix) {
+  if (prefix.empty() || !path.starts_with(prefix)) return false;
+  return path.size() == prefix.size() || path[prefix.size()] == '.' || path[prefix.size()] == '[';
+}
+
+std::string set_flag(const ConfigOverride& flag) {
+  return fmt::format("--set {}={}", flag.path, flag.value);
+}
+
+std::vector<std::string> split_path(std::string_view path) {
+  std::vector<std::string> parts;
+  for (size_t start = 0;;) {
+    size_t dot = path.find('.', start);
+    parts.emplace_back(path.substr(start, dot - start));
+    if (dot == std::string_view::npos) return parts;
+    start = dot + 1;
+  }
+}
+
+bool valid_path(std::string_view path) {
+  std::vector<std::string> parts = split_path(path);
+  return std::none_of(parts.begin(), parts.end(), [](const std::string& p) { return p.empty(); });
+}
+
+// Saturates instead of overflowing: a product that large is wrong input anyway.
+int64_t product(std::initializer_list<int64_t> factors) {
+  int64_t result = 1;
+  for (int64_t factor : factors) {
+    if (__builtin_mul_overflow(result, factor, &result)) return INT64_MAX;
+  }
+  return result;
+}
+
+template <typename T>
+bool parse_whole(const std::string& text, T& value) {
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  return ec == std::errc() && ptr == end;
+}
+
+YAML::Node parse_yaml(const std::string& text, const std::string& source) {
+  try {
+    return YAML::Load(text);
+  } catch (const YAML::ParserException& e) {
+    throw ConfigError{fmt::format("{}:{}:{}: invalid YAML: {}", source, e.mark.line + 1,
+                                  e.mark.column + 1, e.msg)};
+  }
+}
+
+std::string read_file(const std::string& path) {
+  std::FILE* file = std::fopen(path.c_str(), "rb");
+  if (file == nullptr)
+    throw ConfigError{fmt::format("{}: cannot open: {}", path, std::strerror(errno))};
+  std::string text;
+  char buffer[1 << 14];
+  size_t n;
+  while ((n = std::fread(buffer, 1, sizeof buffer, file)) > 0) text.append(buffer, n);
+  bool failed = std::ferror(file) != 0;
+  int error = errno;
+  std::fclose(file);
+  if (failed) throw ConfigError{fmt::format("{}: cannot read: {}", path, std::strerror(error))};
+  return text;
+}
+
+std::vector<std::string> preset_names(const std::string& dir) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    if (entry.path().extension() == ".yaml") names.push_back(entry.path().stem().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// The sections of a config, each checked for unknown keys.
+struct Sections {
+  Section model, hardware, parallel, training, schedule, fixed;
+};
+
+// Walks one YAML document after applying the --set flags, which also decide how
+// locations are printed: a value set by a flag has no line in the file.
+class Loader {
+ public:
+  Loader(std::string_view source, const std::vector<ConfigOverride>& overrides)
+      : source_(source), overrides_(overrides) {}
+
+  Config load(YAML::Node root) const;
+
+ private:
+  [[noreturn]] void fail(const YAML::Mark& mark, const std::string& path,
+                         std::string_view what) const {
+    std::string where = location(mark, path);
+    throw ConfigError{path.empty() ? fmt::format("{}: {}", where, what)
+                                   : fmt::format("{}: {}: {}", where, path, what)};
+  }
+  [[noreturn]] void fail_expected(const Field& field, std::string_view expected) const {
+    fail(field.mark(), field.path, fmt::format("expected {}, {}", expected, got(field)));
+  }
+  std::string location(const YAML::Mark& mark, const std::string& path) const;
+  const ConfigOverride* override_under(std::string_view prefix) const;
+
+  void apply(YAML::Node& root, const ConfigOverride& flag) const;
+  Section section(const Field& field, const std::vector<std::string_view>& keys) const;
+
+  int to_int(const Field& field, int min, int max = INT_MAX) const;
+  void read_int(const Section& s, std::string_view key, int& out, int min, int max = INT_MAX) const;
+  double to_number(const Field& field, Bound bound) const;
+  std::vector<double> to_numbers(const Field& field, int64_t stages) const;
+  size_t to_choice(const Field& field, const std::vector<std::string>& choices) const;
+  template <typename Enum, size_t N>
+  Enum to_enum(const Field& field, const std::array<Enum, N>& values) const;
+
+  ModelSpec read_model(const Section& s) const;
+  HardwareSpec read_hardware(const Section& s) const;
+  HardwareSpec read_preset(const Field& field) const;
+  void read_hardware_fields(const Section& s, HardwareSpec& hardware) const;
+  ParallelSpec read_parallel(const Section& s) const;
+  TrainingSpec read_training(const Section& s) const;
+  FixedCosts read_fixed(const Section& s, const ParallelSpec& parallel) const;
+  void check_cross_fields(const Config& config, const Sections& tree) const;
+
+  std::string source_;
+  std::vector<ConfigOverride> overrides_;
+};
+
+const ConfigOverride* Loader::override_under(std::string_view prefix) const {
+  for (auto it = overrides_.rbegin(); it != overrides_.rend(); ++it) {
+    if (is_under(it->path, prefix)) return &*it;
+  }
+  return nullptr;
+}
+
+std::string Loader::location(const YAML::Mark& mark, const std::string& path) const {
+  for (auto it = overrides_.rbegin(); it != overrides_.rend(); ++it) {
+    if (is_under(path, it->path)) return set_flag(*it);
+  }
+  if (!mark.is_null()) return fmt::format("{}:{}:{}", source_, mark.line + 1, mark.column + 1);
+  // A section that --set created: name the flag that set something inside it.
+  for (std::string_view prefix = path; !prefix.empty();) {
+    if (const ConfigOverride* flag = override_under(prefix)) return set_flag(*flag);
+    size_t dot = prefix.rfind('.');
+    prefix = prefix.substr(0, dot == std::string_view::npos ? 0 : dot);
+  }
+  return source_;
+}
+
+void Loader::apply(YAML::Node& root, const ConfigOverride& flag) const {
+  auto fail_set = [&](std::string_view what) {
+    throw ConfigError{fmt::format("{}: {}", set_flag(flag), what)};
+  };
+  if (!valid_path(flag.path)) fail_set("expected key.path=value with no empty key");
+  YAML::Node value;
+  try {
+    value = YAML::Load(flag.value);
+  } catch (const YAML::ParserException& e) {
+    fail_set(fmt::format("invalid YAML value: {}", e.msg));
+  }
+  std::vector<std::string> parts = split_path(flag.path);
+  YAML::Node node = root;
+  std::string path;
+  for (size_t i = 0; i + 1 < parts.size(); ++i) {
+    path += (i == 0 ? "" : ".") + parts[i];
+    YAML::Node child = node[parts[i]];
+    if (child.IsDefined() && !child.IsNull() && !child.IsMap()) {
+      fail_set(fmt::format("{}: expected a map to set \"{}\" in, got \"{}\"", path, parts[i + 1],
+                           render(child)));
+    }
+    node.reset(child);  // plain assignment would overwrite the node's content
+  }
+  node[parts.back()] = value;
+}
+
+Section Loader::section(const Field& field, const std::vector<std::string_view>& keys) const {
+  Section section(field);
+  if (!field.present()) return section;
+  std::string allowed = fmt::format("{}", fmt::join(keys, ", "));
+  if (!field.node.IsMap()) fail_expected(field, fmt::format("a map with keys {}", allowed));
+  for (auto it = field.node.begin(); it != field.node.end(); ++it) {
+    std::string key = render(it->first);
+    Field entry{section.child_path(key), it->second, it->first.Mark()};
+    if (!it->first.IsScalar() || std::find(keys.begin(), keys.end(), key) == keys.end()) {
+      fail(entry.key_mark, entry.path, fmt::format("unknown key, expected one of {}", allowed));
+    }
+    if (section.find(key) != nullptr) {
+      fail(entry.key_mark, entry.path, "duplicate key");
+    }
+    section.add(std::move(entry));
+  }
+  return section;
+}
+
+int Loader::to_int(const Field& field, int min, int max) const {
+  int value = 0;
+  if (!field.present() || !field.node.IsScalar() || !parse_whole(field.node.Scalar(), value) ||
+      value < min || value > max) {
+    std::string expected = max != INT_MAX ? fmt::format("an integer from {} to {}", min, max)
+                           : min == 1     ? "a positive integer"
+                                          : fmt::format("an integer >= {}", min);
+    fail_expected(field, expected);
+  }
+  return value;
+}
+
+void Loader::read_int(const Section& s, std::string_view key, int& out, int min, int max) const {
+  if (s.has(key)) out = to_int(s.get(key), min, max);
+}
+
+double Loader::to_number(const Field& field, Bound bound) const {
+  double value = 0;
+  bool ok = field.present() && field.node.IsScalar() && parse_whole(field.node.Scalar(), value) &&
+            std::isfinite(value);
+  switch (bound) {
+    case Bound::kNonNegative:
+      if (!ok || value < 0) fail_expected(field, "a number >= 0");
+      break;
+    case Bound::kPositive:
+      if (!ok || value <= 0) fail_expected(field, "a positive number");
+      break;
+    case Bound::kFraction:
+      if (!ok || value <= 0 || value > 1) fail_expected(field, "a number in (0, 1]");
+      break;
+  }
+  return value;
+}
+
+// A scalar, or one value per stage; either way each value is >= 0.
+std::vector<double> Loader::to_numbers(const Field& field, int64_t stages) const {
+  if (!field.node.IsSequence()) return {to_number(field, Bound::kNonNegative)};
+  if (field.node.size() != 1 && static_cast<int64_t>(field.node.size()) != stages) {
+    fail(field.mark(), field.path,
+         fmt::format("expected 1 value or {} (one per stage: pipeline x virtual_stages), got {}",
+                     stages, field.node.size()));
+  }
+  std::vector<double> values;
+  for (size_t i = 0; i < field.node.size(); ++i) {
+    Field element{fmt::format("{}[{}]", field.path, i), field.node[i], field.mark()};
+    values.push_back(to_number(element, Bound::kNonNegative));
+  }
+  return values;
+}
+
+size_t Loader::to_choice(const Field& field, const std::vector<std::string>& choices) const {
+  if (field.present() && field.node.IsScalar()) {
+    auto it = std::find(choices.begin(), choices.end(), field.node.Scalar());
+    if (it != choices.end()) return it - choices.begin();
+  }
+  fail_expected(field, fmt::format("one of {}", fmt::join(choices, ", ")));
+}
+
+template <typename Enum, size_t N>
+Enum Loader::to_enum(const Field& field, const std::array<Enum, N>& values) const {
+  std::vector<std::string> names;
+  for (Enum value : values) names.push_back(to_string(value));
+  return values[to_choice(field, names)];
+}
+
+ModelSpec Loader::read_model(const Section& s) const {
+  ModelSpec model;
+  model.layers = to_int(s.get("layers"), 1);
+  model.hidden = to_int(s.get("hidden"), 1);
+  read_int(s, "ffn_hidden", model.ffn_hidden, 0);
+  if (model.ffn_hidden == 0) {
+    if (model.hidden > INT_MAX / 4) {
+      fail_expected(s.get("hidden"),
+                    fmt::format("at most {} when ffn_hidden defaults to 4 * hidden", INT_MAX / 4));
+    }
+    model.ffn_hidden = 4 * model.hidden;
+  }
+  model.heads = to_int(s.get("heads"), 1);
+  model.seq_len = to_int(s.get("seq_len"), 1);
+  model.vocab = to_int(s.get("vocab"), 1);
+  if (s.has("dtype")) model.dtype = to_enum(s.get("dtype"), kDTypes);
+  if (model.hidden % model.heads != 0) {
+    fail_expected(s.get("heads"), fmt::format("a divisor of model.hidden ({})", model.hidden));
+  }
+  return model;
+}
+
+void Loader::read_hardware_fields(const Section& s, HardwareSpec& hardware) const {
+  if (s.has("name")) {
+    Field name = s.get("name");
+    if (!name.node.IsScalar()) fail_expected(name, "a name");
+    hardware.name = name.node.Scalar();
+  }
+  for (const HardwareNumber& number : kHardwareNumbers) {
+    if (s.has(number.key)) hardware.*number.member = to_number(s.get(number.key), number.bound);
+  }
+}
+
+HardwareSpec Loader::read_preset(const Field& field) const {
+  std::string dir = hardware_preset_dir();
+  std::vector<std::string> names = preset_names(dir);
+  if (!field.node.IsScalar() ||
+      std::find(names.begin(), names.end(), field.node.Scalar()) == names.end()) {
+    fail_expected(field, names.empty() ? fmt::format("a preset, but {} has none", dir)
+                                       : fmt::format("one of the presets in {}: {}", dir,
+                                                     fmt::join(names, ", ")));
+  }
+  std::string path = fmt::format("{}/{}.yaml", dir, field.node.Scalar());
+  Loader preset(path, {});
+  Field root{"hardware", parse_yaml(read_file(path), path), YAML::Mark()};
+  HardwareSpec hardware;
+  hardware.name = field.node.Scalar();
+  preset.read_hardware_fields(preset.section(root, hardware_keys(false)), hardware);
+  return hardware;
+}
+
+HardwareSpec Loader::read_hardware(const Section& s) const {
+  HardwareSpec hardware;
+  hardware.name = "custom";
+  if (s.has("preset")) hardware = read_preset(s.get("preset"));
+  read_hardware_fields(s, hardware);
+  read_int(s, "gpus_per_node", hardware.gpus_per_node, 1);
+  read_int(s, "nodes", hardware.nodes, 1);
+  for (const HardwareNumber& number : kHardwareNumbers) {
+    if (number.required && hardware.*number.member == 0) {
+      fail_expected(s.get(number.key), "a positive number (inline or from hardware.preset)");
+    }
+  }
+  return hardware;
+}
+
+ParallelSpec Loader::read_parallel(const Section& s) const {
+  ParallelSpec parallel;
+  read_int(s, "pipeline", parallel.pipeline, 1);
+  read_int(s, "tensor", parallel.tensor, 1);
+  read_int(s, "data", parallel.data, 1);
+  read_int(s, "virtual_stages", parallel.virtual_stages, 1);
+  if (s.has("sequence_parallel")) {
+    Field field = s.get("sequence_parallel");
+    bool value = false;
+    if (!field.node.IsScalar() || !YAML::convert<bool>::decode(field.node, value)) {
+      fail_expected(field, "true or false");
+    }
+    parallel.sequence_parallel = value;
+  }
+  return parallel;
+}
+
+TrainingSpec Loader::read_training(const Section& s) const {
+  TrainingSpec training;
+  // Required: a default batch size would silently decide the bubble fraction.
+  training.global_batch = to_int(s.get("global_batch"), 1);
+  read_int(s, "micro_batch", training.micro_batch, 1);
+  if (s.has("recompute")) training.recompute = to_enum(s.get("recompute"), kRecomputes);
+  read_int(s, "zero_stage", training.zero_stage, 0, 3);
+  return training;
+}
+
+FixedCosts Loader::read_fixed(const Section& s, const ParallelSpec& parallel) const {
+  FixedCosts fixed;
+  int64_t stages = int64_t{parallel.pipeline} * parallel.virtual_stages;
+  for (const FixedList& list : kFixedLists) {
+    if (s.has(list.key)) fixed.*list.member = to_numbers(s.get(list.key), stages);
+  }
+  const std::vector<double>& w = fixed.weight_grad_s;
+  const std::vector<double>& b = fixed.backward_s;
+  for (size_t i = 0; !b.empty() && i < w.size(); ++i) {
+    double backward = b.size() == 1 ? b[0] : b[i];
+    if (w[i] > backward) {
+      fail(s.get("weight_grad_s").mark(), s.child_path("weight_grad_s"),
+           fmt::format(
+               "stage {}: weight_grad_s {} is more than backward_s {}, of which it is a part", i,
+               w[i], backward));
+    }
+  }
+  return fixed;
+}
+
+void Loader::check_cross_fields(const Config& config, const Sections& tree) const {
+  const ParallelSpec& par = config.parallel;
+  if (!config.model && (config.fixed.forward_s.empty() || config.fixed.backward_s.empty())) {
+    fail(tree.fixed.field().key_mark, "model",
+         "required unless costs.fixed gives forward_s and backward_s");
+  }
+  if (config.model && !config.hardware) {
+    fail(tree.hardware.field().key_mark, "hardware", "required when model is given");
+  }
+  if (config.hardware) {
+    const HardwareSpec& hw = *config.hardware;
+    int64_t gpus = product({par.pipeline, par.tensor, par.data});
+    if (gpus != int64_t{hw.gpus_per_node} * hw.nodes) {
+      fail(tree.parallel.field().key_mark, "parallel",
+           fmt::format("pipeline {} x tensor {} x data {} = {} GPUs, but hardware has {} nodes x "
+                       "{} = {}",
+                       par.pipeline, par.tensor, par.data, gpus, hw.nodes, hw.gpus_per_node,
+                       int64_t{hw.gpus_per_node} * hw.nodes));
+    }
+    if (par.tensor > hw.gpus_per_node) {
+      fail_expected(tree.parallel.get("tensor"),
+                    fmt::format("at most hardware.gpus_per_node ({})", hw.gpus_per_node));
+    }
+  }
+  int64_t samples_per_microbatch = int64_t{config.training.micro_batch} * par.data;
+  if (config.training.global_batch % samples_per_microbatch != 0) {
+    Field global_batch = tree.training.get("global_batch");
+    fail(global_batch.mark(), global_batch.path,
+         fmt::format("{} is not divisible by micro_batch {} x data {}",
+                     config.training.global_batch, config.training.micro_batch, par.data));
+  }
+  if (config.model) {
+    int64_t stages = int64_t{par.pipeline} * par.virtual_stages;
+    if (config.model->layers < stages) {
+      fail_expected(
+          tree.model.get("layers"),
+          fmt::format("at least pipeline x virtual_stages = {} (a layer per stage)", stages));
+    }
+    if (config.model->heads % par.tensor != 0) {
+      fail_expected(tree.model.get("heads"),
+                    fmt::format("a multiple of parallel.tensor ({})", par.tensor));
+    }
+  }
+}
+
+Config Loader::load(YAML::Node root) const {
+  if (root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
+  Field top_field{"", root, YAML::Mark()};
+  const std::vector<std::string_view> top_keys = {"model",    "hardware", "parallel",
+                                                  "training", "schedule", "costs"};
+  if (!root.IsMap()) {
+    fail_expected(top_field, fmt::format("a map with keys {}", fmt::join(top_keys, ", ")));
+  }
+  for (const ConfigOverride& flag : overrides_) apply(root, flag);
+  Section top = section(top_field, top_keys);
+  Section costs = section(top.get("costs"), {"fixed"});
+  Sections tree{
+      .model = section(top.get("model"),
+                       {"layers", "hidden", "ffn_hidden", "heads", "seq_len", "vocab", "dtype"}),
+      .hardware = section(top.get("hardware"), hardware_keys(true)),
+      .parallel = section(top.get("parallel"),
+                          {"pipeline", "tensor", "data", "virtual_stages", "sequence_parallel"}),
+      .training =
+          section(top.get("training"), {"global_batch", "micro_batch", "recompute", "zero_stage"}),
+      .schedule = section(top.get("schedule"), {"kind"}),
+      .fixed = section(costs.get("fixed"), fixed_keys()),
+  };
+
+  Config config;
+  config.source = source_;
+  config.parallel = read_parallel(tree.parallel);
+  config.training = read_training(tree.training);
+  if (tree.schedule.has("kind")) {
+    const std::vector<std::string>& kinds = schedule_kinds();
+    config.schedule.kind = kinds[to_choice(tree.schedule.get("kind"), kinds)];
+  }
+  if (tree.model.present()) config.model = read_model(tree.model);
+  if (tree.hardware.present()) config.hardware = read_hardware(tree.hardware);
+  config.fixed = read_fixed(tree.fixed, config.parallel);
+  check_cross_fields(config, tree);
+  return config;
+}
+
+}  // namespace
+
+Result<ConfigOverride> parse_override(std::string_view text) {
+  size_t eq = text.find('=');
+  if (eq == std::string_view::npos || !valid_path(text.substr(0, eq))) {
+    return Error{fmt::format("--set {}: expected key.path=value, e.g. parallel.pipeline=8", text)};
+  }
+  return ConfigOverride{std::string(text.substr(0, eq)), std::string(text.substr(eq + 1))};
+}
+
+Result<Config> parse_config(std::string_view yaml_text, std::string_view source,
+                            const std::vector<ConfigOverride>& overrides) {
+  try {
+    return Loader(source, overrides).load(parse_yaml(std::string(yaml_text), std::string(source)));
+  } catch (const ConfigError& e) {
+    return Error{e.message};
+  } catch (const std::exception& e) {  // yaml-cpp's own, or allocation: never a crash
+    return Error{fmt::format("{}: {}", source, e.what())};
+  }
+}
+
+Result<Config> load_config(const std::string& path, const std::vector<ConfigOverride>& overrides) {
+  std::string text;
+  try {
+    text = read_file(path);
+  } catch (const ConfigError& e) {
+    return Error{e.message};
+  }
+  return parse_config(text, path, overrides);
+}
+
+std::string hardware_preset_dir() {
+  const char* dir = std::getenv("PPSIM_HARDWARE_DIR");
+  if (dir != nullptr && *dir != '\0') return dir;
+  return PPSIM_SOURCE_DIR "/configs/hardware";
+}
+
+}  // namespace ppsim

@@ -1,0 +1,41 @@
+// YAML config loading: the one place where YAML becomes the structs of
+// workload.h. The contract is DESIGN.md's "Config" section: unknown keys are
+// errors, and every error names the file, line, column and key path, e.g.
+//   configs/x.yaml:7:11: parallel.pipeline: expected a positive integer, got "eight"
+// Values given with --set have no line; their errors name the --set flag.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "schedules/status.h"
+#include "sim/workload.h"
+
+namespace ppsim {
+
+// One `--set key.path=value` from the command line. The value is read as YAML
+// ("8", "bf16", "[1, 2]").
+struct ConfigOverride {
+  std::string path;
+  std::string value;
+};
+Result<ConfigOverride> parse_override(std::string_view text);
+
+// Reads, applies overrides, checks, fills in ffn_hidden's default and
+// resolves the hardware preset. Cross-field checks:
+// p * t * d equals the GPU count (when hardware is given), global_batch
+// divisible by micro_batch * data, the schedule kind is known, costs.fixed
+// lists have 1 or p * v entries, model and hardware present unless
+// costs.fixed gives forward_s and backward_s.
+Result<Config> load_config(const std::string& path,
+                           const std::vector<ConfigOverride>& overrides = {});
+// Same, from text; `source` stands for the file name in messages.
+Result<Config> parse_config(std::string_view yaml_text, std::string_view source,
+                            const std::vector<ConfigOverride>& overrides = {});
+
+// Where `hardware.preset: NAME` looks for NAME.yaml: $PPSIM_HARDWARE_DIR if
+// set, else the source tree's configs/hardware.
+std::string hardware_preset_dir();
+
+}  // namespace ppsim

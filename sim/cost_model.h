@@ -1,0 +1,57 @@
+// The analytic cost and memory model of a GPT-style transformer, and the
+// translation of a Config into the CostTable the engine replays.
+//
+// Compute: per-layer forward FLOPs of a GPT block (Narayanan et al. 2021:
+// 24 b s h^2 + 4 b s^2 h for ffn = 4h), backward = 2x forward, full recompute
+// adds a forward, selective recompute the attention core; GEMMs run at
+// peak * efficiency(size), elementwise work at HBM bandwidth. Communication:
+// ring alpha-beta collectives for tensor parallelism (2 all-reduces per layer
+// forward and 2 backward, reduce-scatter + all-gather with sequence
+// parallelism), pipeline p2p of b s h dtype bytes (/t with sequence
+// parallelism), data-parallel gradient all-reduce at the end of the iteration.
+// Memory: mixed-precision Adam (2 + 2 + 12 bytes per parameter, sharded by
+// ZeRO stage over d) and activations from Korthikanti et al. 2022.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "schedules/status.h"
+#include "sim/costs.h"
+#include "sim/workload.h"
+
+namespace ppsim {
+
+// Layers of each of `stages` stages: an even split, the remainder going one
+// each to the middle stages (the first and last also carry embedding and loss).
+// REQUIRES: layers >= stages > 0.
+std::vector<int> layers_per_stage(int layers, int stages);
+
+// FLOPs of one layer's forward for one microbatch of `micro_batch` sequences,
+// on one GPU of a tensor-parallel group of `tensor`.
+double layer_forward_flops(const ModelSpec& model, int micro_batch, int tensor);
+// Parameters of one transformer layer (not divided by t): 4h^2 + 2 h ffn + biases and norms.
+int64_t layer_parameters(const ModelSpec& model);
+// Bytes one layer keeps for backward per microbatch on one GPU (Korthikanti
+// et al. 2022, 16-bit activations).
+int64_t layer_activation_bytes(const ModelSpec& model, int micro_batch,
+                               const ParallelSpec& parallel, Recompute recompute);
+// Model FLOPs of one training iteration, all GPUs together, without
+// recompute (the numerator of MFU): 3 x forward of every layer and the logits.
+double model_flops_per_iteration(const Config& config);
+
+// Ring collectives on n participants over a link of `latency_s` and
+// `bandwidth_Bps` bytes per second per direction.
+double ring_all_reduce_s(double bytes, int n, double latency_s, double bandwidth_Bps);
+double ring_reduce_scatter_s(double bytes, int n, double latency_s, double bandwidth_Bps);
+double ring_all_gather_s(double bytes, int n, double latency_s, double bandwidth_Bps);
+
+// The CostTable of a validated Config: the analytic model when the model and
+// hardware are given, each field of costs.fixed that is given replacing its
+// analytic counterpart. Errors name what to fix: fewer layers than stages,
+// costs.fixed lists of the wrong length or with negative values, a
+// weight-gradient time above the backward time, or a hardware figure the
+// model needs that is zero.
+Result<CostTable> build_cost_table(const Config& config);
+
+}  // namespace ppsim

@@ -1,0 +1,19 @@
+#include "sim/costs.h"
+
+namespace ppsim {
+
+CostTable uniform_costs(int num_stages, int num_ranks, Picos forward, Picos backward, Picos p2p,
+                        int64_t activation_bytes) {
+  CostTable table;
+  table.stages.assign(num_stages, StageCost{forward, backward, 0, activation_bytes});
+  const int boundaries = num_stages > 0 ? num_stages - 1 : 0;
+  table.p2p_forward.assign(boundaries, p2p);
+  table.p2p_backward.assign(boundaries, p2p);
+  table.p2p_bytes.assign(boundaries, 0);
+  table.static_bytes.assign(num_ranks, 0);
+  table.grad_sync.assign(num_ranks, 0);
+  table.optimizer_step.assign(num_ranks, 0);
+  return table;
+}
+
+}  // namespace ppsim

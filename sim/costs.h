@@ -1,0 +1,44 @@
+// What the engine needs to replay a schedule: durations per stage and action
+// kind, transfer times between stages, and memory per rank. Built from a
+// Config by `build_cost_table` (the analytic transformer model, with
+// `costs.fixed` overriding it), or by hand in tests.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "schedules/status.h"
+#include "sim/time.h"
+#include "sim/workload.h"
+
+namespace ppsim {
+
+struct StageCost {
+  Picos forward = 0;
+  Picos backward = 0;            // full backward (B); I takes backward - weight_grad
+  Picos weight_grad = 0;         // W, part of backward
+  int64_t activation_bytes = 0;  // kept from F(mb) until its B (or W) ends
+};
+
+struct CostTable {
+  std::vector<StageCost> stages;  // one per stage
+  // Transfer time of the activation from stage s to s+1 and of the gradient
+  // from s+1 back to s; size num_stages - 1. Ignored when both stages share a rank.
+  std::vector<Picos> p2p_forward;
+  std::vector<Picos> p2p_backward;
+  std::vector<int64_t> p2p_bytes;  // bytes of one such transfer, per boundary
+  // Per rank: bytes that stay for the whole iteration (weights, gradients,
+  // optimizer state), and the end-of-iteration work.
+  std::vector<int64_t> static_bytes;
+  std::vector<Picos> grad_sync;       // data-parallel gradient reduction
+  std::vector<Picos> optimizer_step;  // optimizer update of the rank's weights
+
+  int num_stages() const { return static_cast<int>(stages.size()); }
+};
+
+// A cost table with the same figures for every stage and nothing at the end
+// of the iteration; the idealized case of the closed forms.
+CostTable uniform_costs(int num_stages, int num_ranks, Picos forward, Picos backward, Picos p2p = 0,
+                        int64_t activation_bytes = 0);
+
+}  // namespace ppsim

@@ -1,0 +1,46 @@
+// The numbers a user reads off a simulated (or measured) run: iteration
+// time, bubbles, throughput and memory per device.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sim/timeline.h"
+#include "sim/workload.h"
+
+namespace ppsim {
+
+struct DeviceSummary {
+  int rank = 0;
+  double busy_s = 0;  // F/B/I/W compute time
+  int64_t static_bytes = 0;
+  int64_t peak_activation_bytes = 0;
+  int64_t peak_memory_bytes = 0;  // static + peak activation
+};
+
+struct Throughput {
+  double samples_per_s = 0;
+  std::optional<double> tokens_per_s;    // needs model.seq_len
+  std::optional<double> tflops_per_gpu;  // needs the model (its FLOPs)
+  std::optional<double> mfu;             // needs model and hardware
+};
+
+struct Summary {
+  std::string schedule;
+  int pipeline = 1;
+  int tensor = 1;
+  int data = 1;
+  int virtual_stages = 1;
+  int microbatches = 1;
+  double iteration_time_s = 0;
+  // 1 - total F/B/I/W busy time / (p * iteration time)
+  double bubble_fraction = 0;
+  Throughput throughput;
+  std::optional<double> memory_capacity_bytes;  // per device, from the hardware
+  std::vector<DeviceSummary> devices;
+};
+
+Summary summarize(const Config& config, const std::string& schedule_name, const Timeline& timeline);
+
+}  // namespace ppsim

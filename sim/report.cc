@@ -1,0 +1,83 @@
+#include "sim/report.h"
+
+#include <fmt/format.h>
+
+#include "sim/json.h"
+
+namespace ppsim {
+
+std::string format_duration(double seconds) {
+  if (seconds >= 1.0) return fmt::format("{:.3f} s", seconds);
+  if (seconds >= 1e-3) return fmt::format("{:.3f} ms", seconds * 1e3);
+  return fmt::format("{:.3f} us", seconds * 1e6);
+}
+
+namespace {
+
+double gib(int64_t bytes) { return static_cast<double>(bytes) / (1ull << 30); }
+
+}  // namespace
+
+std::string format_summary_table(const Summary& s) {
+  std::string out;
+  out += fmt::format("schedule          {}  (p={} t={} d={} v={}, {} microbatches)\n", s.schedule,
+                     s.pipeline, s.tensor, s.data, s.virtual_stages, s.microbatches);
+  out += fmt::format("iteration time    {}\n", format_duration(s.iteration_time_s));
+  out += fmt::format("bubble fraction   {:.2f} %\n", 100.0 * s.bubble_fraction);
+  out += fmt::format("throughput        {:.4g} samples/s", s.throughput.samples_per_s);
+  if (s.throughput.tokens_per_s)
+    out += fmt::format(", {:.4g} tokens/s", *s.throughput.tokens_per_s);
+  out += '\n';
+  if (s.throughput.tflops_per_gpu) {
+    out += fmt::format("model TFLOP/s     {:.1f} per GPU", *s.throughput.tflops_per_gpu);
+    if (s.throughput.mfu) out += fmt::format(" (MFU {:.1f} %)", 100.0 * *s.throughput.mfu);
+    out += '\n';
+  }
+  out += fmt::format("\n{:>4}  {:>12}  {:>12}  {:>16}  {:>14}\n", "rank", "busy", "static GiB",
+                     "peak act. GiB", "peak mem GiB");
+  for (const DeviceSummary& d : s.devices) {
+    out += fmt::format("{:>4}  {:>12}  {:>12.2f}  {:>16.2f}  {:>14.2f}", d.rank,
+                       format_duration(d.busy_s), gib(d.static_bytes), gib(d.peak_activation_bytes),
+                       gib(d.peak_memory_bytes));
+    if (s.memory_capacity_bytes && d.peak_memory_bytes > *s.memory_capacity_bytes) {
+      out += fmt::format("  over capacity ({:.2f} GiB)", *s.memory_capacity_bytes / (1ull << 30));
+    }
+    out += '\n';
+  }
+  return out;
+}
+
+std::string summary_to_json(const Summary& s) {
+  std::string out;
+  JsonWriter w(&out);
+  w.begin_object();
+  w.field("schedule", s.schedule);
+  w.key("parallel").begin_object();
+  w.field("pipeline", s.pipeline).field("tensor", s.tensor).field("data", s.data);
+  w.field("virtual_stages", s.virtual_stages).end_object();
+  w.field("microbatches", s.microbatches);
+  w.field("iteration_time_s", s.iteration_time_s);
+  w.field("bubble_fraction", s.bubble_fraction);
+  w.key("throughput").begin_object();
+  w.field("samples_per_s", s.throughput.samples_per_s);
+  w.field("tokens_per_s", s.throughput.tokens_per_s);
+  w.field("tflops_per_gpu", s.throughput.tflops_per_gpu);
+  w.field("mfu", s.throughput.mfu);
+  w.end_object();
+  w.field("memory_capacity_bytes", s.memory_capacity_bytes);
+  w.key("devices").begin_array();
+  for (const DeviceSummary& d : s.devices) {
+    w.begin_object();
+    w.field("rank", d.rank).field("busy_s", d.busy_s);
+    w.field("static_bytes", d.static_bytes);
+    w.field("peak_activation_bytes", d.peak_activation_bytes);
+    w.field("peak_memory_bytes", d.peak_memory_bytes);
+    w.end_object();
+  }
+  w.end_array();
+  w.end_object();
+  out += '\n';
+  return out;
+}
+
+}  // namespace ppsim

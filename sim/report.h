@@ -1,0 +1,16 @@
+// Writers of a Summary for people (a table on stdout) and for programs (JSON
+// with the fields DESIGN.md promises).
+#pragma once
+
+#include <string>
+
+#include "sim/metrics.h"
+
+namespace ppsim {
+
+std::string format_summary_table(const Summary& summary);
+std::string summary_to_json(const Summary& summary);
+// "1.25 s", "830.0 ms", "12.5 us": three significant digits or more.
+std::string format_duration(double seconds);
+
+}  // namespace ppsim

@@ -1,0 +1,70 @@
+// A Timeline is what happened in one run of a schedule, simulated or
+// measured: for every action its rank, start and end; every transfer on a
+// link; and every change of activation memory. Action records are laid out
+// in the schedule's program order (rank 0's program, then rank 1's, ...), so
+// two timelines of one schedule join on the record index.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "schedules/action.h"
+#include "sim/time.h"
+
+namespace ppsim {
+
+struct ActionRecord {
+  Action action;
+  int32_t rank = 0;
+  Picos start = 0;
+  Picos end = 0;
+};
+
+// End-of-iteration work on a rank, after its program.
+enum class EpilogueKind : uint8_t { kGradSync, kOptimizerStep };
+const char* to_string(EpilogueKind kind);
+
+struct EpilogueRecord {
+  EpilogueKind kind = EpilogueKind::kGradSync;
+  int32_t rank = 0;
+  Picos start = 0;
+  Picos end = 0;
+};
+
+// The output of `producer` (an activation after F, a gradient after B or I)
+// travelling to the rank of `consumer`. It waits on the link from `ready`
+// (when the producer ended) to `start` while earlier transfers go first.
+struct TransferRecord {
+  int32_t producer = 0;  // index into Timeline::actions
+  int32_t consumer = 0;  // index into Timeline::actions
+  int32_t src_rank = 0;
+  int32_t dst_rank = 0;
+  int64_t bytes = 0;
+  Picos ready = 0;
+  Picos start = 0;
+  Picos end = 0;
+};
+
+// Activation memory of `rank` changes by `delta_bytes` at `time`.
+struct MemoryEvent {
+  Picos time = 0;
+  int32_t rank = 0;
+  int64_t delta_bytes = 0;
+};
+
+struct Timeline {
+  int num_ranks = 0;
+  std::vector<ActionRecord> actions;  // schedule program order
+  std::vector<EpilogueRecord> epilogue;
+  std::vector<TransferRecord> transfers;  // per link in order of start
+  std::vector<MemoryEvent> memory;        // per rank in time order
+  std::vector<int64_t> static_bytes;      // per rank, held throughout
+  Picos makespan = 0;                     // end of the last activity
+
+  // Per rank, F/B/I/W compute time.
+  std::vector<Picos> busy;
+  // Per rank, the highest activation memory reached.
+  std::vector<int64_t> peak_activation_bytes;
+};
+
+}  // namespace ppsim

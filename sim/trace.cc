@@ -1,0 +1,93 @@
+#include "sim/trace.h"
+
+#include <fmt/format.h>
+
+#include "sim/json.h"
+
+namespace ppsim {
+namespace {
+
+constexpr int kComputeTid = 0;
+
+double micros(Picos t) { return static_cast<double>(t) * 1e-6; }
+
+// Track of rank `src`'s outgoing link towards `dst`: 1 + dst keeps it unique.
+int link_tid(int dst) { return 1 + dst; }
+
+void metadata(JsonWriter& w, const char* what, int pid, int tid, const std::string& name) {
+  w.begin_object().field("ph", "M").field("name", what).field("pid", pid).field("tid", tid);
+  w.key("args").begin_object().field("name", name).end_object().end_object();
+}
+
+void span(JsonWriter& w, const std::string& name, const char* cat, int pid, int tid, Picos start,
+          Picos end) {
+  w.begin_object().field("ph", "X").field("name", name).field("cat", cat);
+  w.field("pid", pid).field("tid", tid).field("ts", micros(start));
+  w.field("dur", micros(end - start));
+}
+
+}  // namespace
+
+std::string chrome_trace_json(const Timeline& t) {
+  std::string out;
+  out.reserve(256 * (t.actions.size() + t.transfers.size()) + 4096);
+  JsonWriter w(&out);
+  w.begin_object().field("displayTimeUnit", "ms").key("traceEvents").begin_array();
+  for (int rank = 0; rank < t.num_ranks; ++rank) {
+    metadata(w, "process_name", rank, 0, fmt::format("rank {}", rank));
+    w.begin_object().field("ph", "M").field("name", "process_sort_index").field("pid", rank);
+    w.key("args").begin_object().field("sort_index", rank).end_object().end_object();
+    metadata(w, "thread_name", rank, kComputeTid, "compute");
+  }
+  for (const ActionRecord& a : t.actions) {
+    const char cat[2] = {action_kind_letter(a.action.kind), '\0'};
+    span(w, to_string(a.action), cat, a.rank, kComputeTid, a.start, a.end);
+    w.key("args").begin_object().field("stage", a.action.stage);
+    w.field("microbatch", a.action.microbatch).end_object().end_object();
+  }
+  for (const EpilogueRecord& e : t.epilogue) {
+    span(w, to_string(e.kind), to_string(e.kind), e.rank, kComputeTid, e.start, e.end);
+    w.end_object();
+  }
+  std::vector<bool> named(static_cast<size_t>(t.num_ranks) * t.num_ranks, false);
+  for (size_t k = 0; k < t.transfers.size(); ++k) {
+    const TransferRecord& x = t.transfers[k];
+    const int tid = link_tid(x.dst_rank);
+    if (!named[static_cast<size_t>(x.src_rank) * t.num_ranks + x.dst_rank]) {
+      named[static_cast<size_t>(x.src_rank) * t.num_ranks + x.dst_rank] = true;
+      metadata(w, "thread_name", x.src_rank, tid, fmt::format("send to rank {}", x.dst_rank));
+    }
+    const ActionRecord& producer = t.actions[x.producer];
+    const ActionRecord& consumer = t.actions[x.consumer];
+    const bool activation = producer.action.kind == ActionKind::kForward;
+    span(w, fmt::format("{} {}", activation ? "act" : "grad", to_string(producer.action)),
+         "transfer", x.src_rank, tid, x.start, x.end);
+    w.key("args").begin_object().field("bytes", x.bytes).field("ready_us", micros(x.ready));
+    w.field("to", to_string(consumer.action)).end_object().end_object();
+    // The arrow leaves the transfer and lands on the action that receives it.
+    w.begin_object().field("ph", "s").field("name", "p2p").field("cat", "flow");
+    w.field("id", static_cast<int64_t>(k)).field("pid", x.src_rank).field("tid", tid);
+    w.field("ts", micros(x.start)).end_object();
+    w.begin_object().field("ph", "f").field("bp", "e").field("name", "p2p").field("cat", "flow");
+    w.field("id", static_cast<int64_t>(k)).field("pid", x.dst_rank).field("tid", kComputeTid);
+    w.field("ts", micros(consumer.start)).end_object();
+  }
+  std::vector<int64_t> level(t.num_ranks, 0);
+  for (int rank = 0; rank < t.num_ranks; ++rank) {
+    level[rank] = t.static_bytes[rank];
+    w.begin_object().field("ph", "C").field("name", "memory").field("pid", rank);
+    w.field("ts", 0.0).key("args").begin_object().field("bytes", level[rank]);
+    w.end_object().end_object();
+  }
+  for (const MemoryEvent& m : t.memory) {
+    level[m.rank] += m.delta_bytes;
+    w.begin_object().field("ph", "C").field("name", "memory").field("pid", m.rank);
+    w.field("ts", micros(m.time)).key("args").begin_object().field("bytes", level[m.rank]);
+    w.end_object().end_object();
+  }
+  w.end_array().end_object();
+  out += '\n';
+  return out;
+}
+
+}  // namespace ppsim

@@ -1,0 +1,15 @@
+// Chrome trace event JSON of a Timeline, which Perfetto (ui.perfetto.dev) and
+// chrome://tracing open: a process per rank with a compute track and one
+// track per outgoing link direction, a flow arrow from each transfer to the
+// action that receives it, and a memory counter per rank.
+#pragma once
+
+#include <string>
+
+#include "sim/timeline.h"
+
+namespace ppsim {
+
+std::string chrome_trace_json(const Timeline& timeline);
+
+}  // namespace ppsim

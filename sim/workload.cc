@@ -1,0 +1,52 @@
+#include "sim/workload.h"
+
+namespace ppsim {
+
+int dtype_bytes(DType dtype) {
+  switch (dtype) {
+    case DType::kBf16:
+    case DType::kFp16:
+      return 2;
+    case DType::kFp32:
+      return 4;
+  }
+  return 0;
+}
+
+const char* to_string(DType dtype) {
+  switch (dtype) {
+    case DType::kBf16:
+      return "bf16";
+    case DType::kFp16:
+      return "fp16";
+    case DType::kFp32:
+      return "fp32";
+  }
+  return "?";
+}
+
+const char* to_string(Recompute recompute) {
+  switch (recompute) {
+    case Recompute::kNone:
+      return "none";
+    case Recompute::kSelective:
+      return "selective";
+    case Recompute::kFull:
+      return "full";
+  }
+  return "?";
+}
+
+double HardwareSpec::peak_tflops(DType dtype) const {
+  switch (dtype) {
+    case DType::kBf16:
+      return peak_tflops_bf16;
+    case DType::kFp16:
+      return peak_tflops_fp16;
+    case DType::kFp32:
+      return peak_tflops_fp32;
+  }
+  return 0;
+}
+
+}  // namespace ppsim

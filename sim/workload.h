@@ -1,0 +1,101 @@
+// The workload a user describes in YAML, as plain structs with documented
+// defaults. The config loader (config.h) is the only place that sees YAML;
+// everything below it takes these structs.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ppsim {
+
+enum class DType { kBf16, kFp16, kFp32 };
+enum class Recompute { kNone, kSelective, kFull };
+
+int dtype_bytes(DType dtype);
+const char* to_string(DType dtype);
+const char* to_string(Recompute recompute);
+
+// A GPT-style decoder-only transformer.
+struct ModelSpec {
+  int layers = 0;
+  int hidden = 0;
+  int ffn_hidden = 0;  // 0 in YAML means 4 * hidden; the loader fills it in
+  int heads = 0;
+  int seq_len = 0;
+  int vocab = 0;
+  DType dtype = DType::kBf16;
+};
+
+// One kind of accelerator and the links between them. Figures come from a
+// preset in configs/hardware/ and may be overridden inline.
+struct HardwareSpec {
+  std::string name;
+  double memory_gib = 0;        // device memory capacity
+  double peak_tflops_bf16 = 0;  // dense, no sparsity
+  double peak_tflops_fp16 = 0;
+  double peak_tflops_fp32 = 0;       // plain fp32 (no TF32)
+  double max_gemm_efficiency = 0.8;  // fraction of peak reached by large GEMMs
+  // GEMM size (in GFLOP) at which a GEMM reaches half of max_gemm_efficiency:
+  // efficiency(x) = max_gemm_efficiency * x / (x + gemm_half_efficiency_gflop).
+  double gemm_half_efficiency_gflop = 1.0;
+  double hbm_bandwidth_gbps = 0;         // GB/s, for memory-bound kernels
+  double intra_node_bandwidth_gbps = 0;  // GB/s per GPU per direction (NVLink)
+  double intra_node_latency_us = 0;
+  double inter_node_bandwidth_gbps = 0;  // GB/s per GPU per direction (network)
+  double inter_node_latency_us = 0;
+  int gpus_per_node = 8;
+  int nodes = 1;
+
+  double peak_tflops(DType dtype) const;
+  int num_gpus() const { return gpus_per_node * nodes; }
+};
+
+struct ParallelSpec {
+  int pipeline = 1;        // p
+  int tensor = 1;          // t
+  int data = 1;            // d
+  int virtual_stages = 1;  // v
+  bool sequence_parallel = false;
+};
+
+struct TrainingSpec {
+  int global_batch = 0;  // samples per iteration (required in YAML)
+  int micro_batch = 1;
+  Recompute recompute = Recompute::kNone;
+  int zero_stage = 0;  // 0..3
+};
+
+struct ScheduleSpec {
+  std::string kind = "1f1b";
+};
+
+// Durations per stage and microbatch, for idealized studies and for
+// overriding the analytic model. Each list holds one value (applies to every
+// stage) or one value per stage (p * v of them). Empty means "not given".
+struct FixedCosts {
+  std::vector<double> forward_s;
+  std::vector<double> backward_s;
+  std::vector<double> weight_grad_s;  // the part of backward_s that W can take
+  std::vector<double> p2p_s;          // one transfer between consecutive stages
+  std::vector<double> activation_bytes;
+};
+
+struct Config {
+  std::string source;  // the file it came from, for messages
+  std::optional<ModelSpec> model;
+  std::optional<HardwareSpec> hardware;
+  ParallelSpec parallel;
+  TrainingSpec training;
+  ScheduleSpec schedule;
+  FixedCosts fixed;
+
+  int num_stages() const { return parallel.pipeline * parallel.virtual_stages; }
+  // m = global_batch / (micro_batch * data); the loader checks divisibility.
+  int num_microbatches() const {
+    return training.global_batch / (training.micro_batch * parallel.data);
+  }
+};
+
+}  // namespace ppsim

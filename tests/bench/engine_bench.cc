@@ -1,0 +1,61 @@
+// The simulator is the explorer's inner loop: how many actions per second
+// does one core replay? Run: build/bin/ppsim_bench
+#include <benchmark/benchmark.h>
+
+#include <random>
+
+#include "schedules/generators.h"
+#include "sim/costs.h"
+#include "sim/engine.h"
+
+namespace ppsim {
+namespace {
+
+// Uneven stages (forward 0.5x..1.5x of nominal, backward 1.5x..2.5x of its
+// forward) and nonzero p2p, from a fixed seed.
+CostTable uneven_costs(int stages, int ranks) {
+  std::mt19937_64 rng(42);
+  std::uniform_real_distribution<double> spread(0.5, 1.5);
+  CostTable c = uniform_costs(stages, ranks, 0, 0);
+  for (StageCost& s : c.stages) {
+    s.forward = static_cast<Picos>(1e9 * spread(rng));
+    s.backward = static_cast<Picos>(s.forward * (1.0 + spread(rng)));
+    s.activation_bytes = 1 << 30;
+  }
+  for (int b = 0; b + 1 < stages; ++b) {
+    c.p2p_forward[b] = static_cast<Picos>(5e7 * spread(rng));
+    c.p2p_backward[b] = static_cast<Picos>(5e7 * spread(rng));
+  }
+  return c;
+}
+
+void run_bench(benchmark::State& state, const char* kind) {
+  const int p = static_cast<int>(state.range(0));
+  const int m = static_cast<int>(state.range(1));
+  const int v = static_cast<int>(state.range(2));
+  const Schedule schedule = *make_schedule(kind, {p, m, v});
+  const CostTable costs = uneven_costs(p * v, p);
+  Engine engine;
+  Timeline timeline;
+  for (auto _ : state) {
+    engine.run(schedule, costs, &timeline);
+    benchmark::DoNotOptimize(timeline.makespan);
+  }
+  state.counters["actions/s"] =
+      benchmark::Counter(static_cast<double>(schedule.num_actions()) * state.iterations(),
+                         benchmark::Counter::kIsRate);
+  state.counters["actions"] = static_cast<double>(schedule.num_actions());
+}
+
+void BM_OneFOneB(benchmark::State& state) { run_bench(state, "1f1b"); }
+void BM_Interleaved(benchmark::State& state) { run_bench(state, "interleaved-1f1b"); }
+void BM_Gpipe(benchmark::State& state) { run_bench(state, "gpipe"); }
+
+BENCHMARK(BM_OneFOneB)->Args({64, 1024, 1})->Args({8, 64, 1})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Interleaved)->Args({64, 1024, 2})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Gpipe)->Args({64, 1024, 1})->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace ppsim
+
+BENCHMARK_MAIN();

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# CLI golden tests, in the spirit of SimGrid's tesh: run ppsim, compare its
+# stdout (or stderr) and exit code with files in tests/cli/expected/. Every
+# expected figure comes from a hand calculation written next to it in
+# tests/cli/README.md, never from the program's own output.
+# usage: golden_test.sh PPSIM TESTS_CLI_DIR
+set -uo pipefail
+ppsim=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
+dir=$(cd "$2" && pwd)
+root=$(cd "$dir/../.." && pwd)
+cd "$root"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+failures=0
+passed=0
+
+# check NAME EXPECTED_CODE STREAM(stdout|stderr) -- ARGS...
+check() {
+  local name=$1 code=$2 stream=$3
+  shift 4
+  "$ppsim" "$@" >"$tmp/stdout" 2>"$tmp/stderr"
+  local got=$?
+  if [ "$got" -ne "$code" ]; then
+    echo "FAIL $name: exit code $got, expected $code"; cat "$tmp/stderr"
+    failures=$((failures + 1)); return
+  fi
+  if ! diff -u "$dir/expected/$name.txt" "$tmp/$stream" >"$tmp/diff"; then
+    echo "FAIL $name: $stream differs from expected/$name.txt"; cat "$tmp/diff"
+    failures=$((failures + 1)); return
+  fi
+  passed=$((passed + 1))
+}
+
+ideal=configs/examples/ideal.yaml
+check simulate_ideal 0 stdout -- simulate "$ideal"
+check simulate_ideal_gpipe 0 stdout -- simulate "$ideal" --set schedule.kind=gpipe
+check schedule_ideal 0 stdout -- schedule "$ideal"
+check schedule_interleaved 0 stdout -- schedule "$ideal" --set schedule.kind=interleaved-1f1b \
+  --set parallel.pipeline=2 --set parallel.virtual_stages=2 --set training.global_batch=4
+check error_bad_set 1 stderr -- simulate "$ideal" --set parallel.pipeline=0
+check error_unknown_key 1 stderr -- simulate tests/cli/bad_unknown_key.yaml
+check error_interleaved_m 1 stderr -- simulate "$ideal" --set schedule.kind=interleaved-1f1b \
+  --set parallel.virtual_stages=2 --set training.global_batch=6
+check error_no_command 2 stderr -- frobnicate
+
+# JSON: the fields DESIGN.md promises, with the closed-form values.
+"$ppsim" simulate "$ideal" --json - >"$tmp/summary.json" 2>"$tmp/stderr"
+if python3 - "$tmp/summary.json" <<'PY'; then passed=$((passed + 1)); else echo "FAIL json"; failures=$((failures + 1)); fi
+import json, sys
+s = json.load(open(sys.argv[1]))
+# p=4, m=8, tf=1 s, tb=2 s: (m+p-1)(tf+tb) = 33 s; busy 8*3 = 24 s per rank.
+assert s["schedule"] == "1f1b", s
+assert abs(s["iteration_time_s"] - 33.0) < 1e-9, s
+assert abs(s["bubble_fraction"] - (1 - 4 * 24 / (4 * 33))) < 1e-12, s
+assert abs(s["throughput"]["samples_per_s"] - 8 / 33) < 1e-12, s
+for key in ("tokens_per_s", "tflops_per_gpu", "mfu"):
+    assert key in s["throughput"], key
+assert [d["rank"] for d in s["devices"]] == [0, 1, 2, 3]
+# 1F1B keeps min(p - i, m) microbatches of 1e9 bytes on rank i.
+assert [d["peak_activation_bytes"] for d in s["devices"]] == [4e9, 3e9, 2e9, 1e9]
+assert all(d["peak_memory_bytes"] == d["peak_activation_bytes"] for d in s["devices"])
+assert all(abs(d["busy_s"] - 24.0) < 1e-9 for d in s["devices"])
+PY
+
+# Trace: valid JSON with a process per rank and every action once.
+"$ppsim" simulate "$ideal" --trace "$tmp/trace.json" >/dev/null 2>&1
+if python3 - "$tmp/trace.json" <<'PY'; then passed=$((passed + 1)); else echo "FAIL trace"; failures=$((failures + 1)); fi
+import json, sys
+t = json.load(open(sys.argv[1]))["traceEvents"]
+names = [e for e in t if e["ph"] == "M" and e["name"] == "process_name"]
+assert sorted(e["args"]["name"] for e in names) == ["rank 0", "rank 1", "rank 2", "rank 3"]
+compute = [e for e in t if e["ph"] == "X" and e["cat"] in "FBIW"]
+assert len(compute) == 4 * 8 * 2, len(compute)  # p ranks x m microbatches x (F, B)
+flows = [e for e in t if e["ph"] in "sf"]
+assert len(flows) == 2 * 2 * 3 * 8, len(flows)  # (s, f) x (act, grad) x 3 boundaries x m
+assert any(e["ph"] == "C" for e in t)
+PY
+
+echo "cli golden: $passed passed, $failures failed"
+[ "$failures" -eq 0 ]

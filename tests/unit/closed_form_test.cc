@@ -1,0 +1,128 @@
+// The idealized cases have closed forms; the engine must reproduce them
+// exactly. tf and tb are the forward and backward time of one microbatch
+// over all of a rank's layers, so each of a rank's v stages takes tf/v and
+// tb/v; communication is free.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <tuple>
+
+#include "schedules/generators.h"
+#include "schedules/validate.h"
+#include "sim/costs.h"
+#include "sim/engine.h"
+
+namespace ppsim {
+namespace {
+
+// Picoseconds chosen so that tf/v and tb/v are whole for v up to 4, and
+// tb != 2 tf so that no formula holds by accident of the ratio.
+constexpr Picos kTf = 12'000'000;
+constexpr Picos kTb = 36'000'012;
+constexpr int64_t kStageActivation = 1'000'003;  // bytes of one stage, one microbatch
+
+Timeline run(const Schedule& s, Picos stage_f, Picos stage_b) {
+  EXPECT_TRUE(validate(s).ok()) << validate(s).message();
+  const CostTable costs =
+      uniform_costs(s.num_stages, s.num_ranks, stage_f, stage_b, 0, kStageActivation);
+  Timeline t;
+  Engine().run(s, costs, &t);
+  return t;
+}
+
+class OneStagePerRank : public ::testing::TestWithParam<std::tuple<int, int>> {};
+
+TEST_P(OneStagePerRank, GpipeMakespanAndPeak) {
+  const auto [p, m] = GetParam();
+  const Timeline t = run(*make_gpipe({p, m, 1}), kTf, kTb);
+  EXPECT_EQ(t.makespan, (m + p - 1) * (kTf + kTb));
+  for (int rank = 0; rank < p; ++rank) {
+    EXPECT_EQ(t.peak_activation_bytes[rank], m * kStageActivation) << "rank " << rank;
+  }
+}
+
+TEST_P(OneStagePerRank, OneFOneBMakespanAndPeak) {
+  const auto [p, m] = GetParam();
+  const Timeline t = run(*make_1f1b({p, m, 1}), kTf, kTb);
+  EXPECT_EQ(t.makespan, (m + p - 1) * (kTf + kTb));
+  for (int rank = 0; rank < p; ++rank) {
+    EXPECT_EQ(t.peak_activation_bytes[rank], std::min(p - rank, m) * kStageActivation)
+        << "rank " << rank;
+  }
+}
+
+TEST_P(OneStagePerRank, BusyTimeIsAllTheWork) {
+  const auto [p, m] = GetParam();
+  const Timeline t = run(*make_1f1b({p, m, 1}), kTf, kTb);
+  for (int rank = 0; rank < p; ++rank) EXPECT_EQ(t.busy[rank], m * (kTf + kTb));
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, OneStagePerRank,
+                         ::testing::Values(std::tuple{1, 1}, std::tuple{1, 4}, std::tuple{2, 1},
+                                           std::tuple{2, 2}, std::tuple{3, 5}, std::tuple{4, 8},
+                                           std::tuple{5, 3}, std::tuple{4, 2}, std::tuple{7, 7},
+                                           std::tuple{8, 13}, std::tuple{6, 1}));
+
+class Interleaved : public ::testing::TestWithParam<std::tuple<int, int, int>> {};
+
+TEST_P(Interleaved, MakespanIsIdealPlusBubbleOverV) {
+  const auto [p, m, v] = GetParam();
+  const Timeline t = run(*make_interleaved_1f1b({p, m, v}), kTf / v, kTb / v);
+  EXPECT_EQ(t.makespan, m * (kTf + kTb) + (p - 1) * (kTf + kTb) / v);
+}
+
+// The closed form holds for m > p.
+class InterleavedPeak : public Interleaved {};
+
+TEST_P(InterleavedPeak, PeakActivation) {
+  const auto [p, m, v] = GetParam();
+  ASSERT_GT(m, p);
+  const Timeline t = run(*make_interleaved_1f1b({p, m, v}), kTf / v, kTb / v);
+  for (int d = 0; d < p; ++d) {
+    // (2(p-d-1) + (v-1)p + 1) / v microbatches of a rank's layers, each v
+    // stages of kStageActivation.
+    const int64_t chunks = 2 * (p - d - 1) + (v - 1) * p + 1;
+    EXPECT_EQ(t.peak_activation_bytes[d], chunks * kStageActivation) << "rank " << d;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, Interleaved,
+                         ::testing::Values(std::tuple{2, 4, 2}, std::tuple{3, 6, 2},
+                                           std::tuple{3, 9, 3}, std::tuple{4, 8, 3},
+                                           std::tuple{4, 12, 2}, std::tuple{5, 15, 4},
+                                           std::tuple{2, 2, 2}, std::tuple{3, 3, 2},
+                                           std::tuple{4, 4, 4}, std::tuple{1, 3, 2},
+                                           std::tuple{7, 21, 3}));
+INSTANTIATE_TEST_SUITE_P(Shapes, InterleavedPeak,
+                         ::testing::Values(std::tuple{2, 4, 2}, std::tuple{3, 6, 2},
+                                           std::tuple{3, 9, 3}, std::tuple{4, 8, 3},
+                                           std::tuple{4, 12, 2}, std::tuple{5, 15, 4},
+                                           std::tuple{1, 3, 2}, std::tuple{7, 21, 3}));
+
+TEST(Interleaved, RejectsMicrobatchesNotAMultipleOfP) {
+  const Result<Schedule> s = make_interleaved_1f1b({4, 6, 2});
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.error().message.find("(6) must be a multiple of the pipeline size (4)"),
+            std::string::npos)
+      << s.error().message;
+}
+
+TEST(OneStagePerRank, RejectsVirtualStages) {
+  EXPECT_FALSE(make_1f1b({4, 8, 2}).ok());
+  EXPECT_FALSE(make_gpipe({4, 8, 2}).ok());
+}
+
+// With a p2p time c per hop and no contention, a microbatch's forward
+// crosses p-1 links and its gradient p-1 back: GPipe with one microbatch
+// takes p(tf + tb) + 2(p-1)c.
+TEST(Communication, SingleMicrobatchPaysEveryHopTwice) {
+  const int p = 5;
+  const Picos c = 777;
+  const Schedule s = *make_gpipe({p, 1, 1});
+  Timeline t;
+  Engine().run(s, uniform_costs(p, p, kTf, kTb, c, 0), &t);
+  EXPECT_EQ(t.makespan, p * (kTf + kTb) + 2 * (p - 1) * c);
+}
+
+}  // namespace
+}  // namespace ppsim

@@ -1,0 +1,489 @@
+#include "sim/cost_model.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <numeric>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ppsim {
+namespace {
+
+// GPT-3 175B (Brown et al. 2020): h = 12288, a = 96, s = 2048, ffn = 4h.
+ModelSpec gpt3(int layers) {
+  ModelSpec m;
+  m.layers = layers;
+  m.hidden = 12288;
+  m.ffn_hidden = 4 * 12288;
+  m.heads = 96;
+  m.seq_len = 2048;
+  m.vocab = 51200;
+  m.dtype = DType::kBf16;
+  return m;
+}
+
+// Small enough for every figure to be worked by hand: h = 8, ffn = 32, s = 4,
+// V = 16, so one layer has 12 * 64 + 13 * 8 = 872 parameters.
+ModelSpec tiny(int layers) {
+  ModelSpec m;
+  m.layers = layers;
+  m.hidden = 8;
+  m.ffn_hidden = 32;
+  m.heads = 2;
+  m.seq_len = 4;
+  m.vocab = 16;
+  return m;
+}
+
+// Round numbers: GEMMs at exactly 100 TFLOP/s whatever their size, HBM at
+// 1e12 B/s, NVLink 1 us + 100 GB/s, network 5 us + 10 GB/s.
+HardwareSpec round_hardware(int gpus_per_node, int nodes) {
+  HardwareSpec hw;
+  hw.name = "round";
+  hw.peak_tflops_bf16 = 100;
+  hw.max_gemm_efficiency = 1.0;
+  hw.gemm_half_efficiency_gflop = 0.0;
+  hw.hbm_bandwidth_gbps = 1000;
+  hw.intra_node_bandwidth_gbps = 100;
+  hw.intra_node_latency_us = 1;
+  hw.inter_node_bandwidth_gbps = 10;
+  hw.inter_node_latency_us = 5;
+  hw.gpus_per_node = gpus_per_node;
+  hw.nodes = nodes;
+  return hw;
+}
+
+Config make_config(std::optional<ModelSpec> model, int p, int t, int d,
+                   std::optional<HardwareSpec> hw = std::nullopt) {
+  Config c;
+  c.model = model;
+  c.hardware = hw;
+  c.parallel.pipeline = p;
+  c.parallel.tensor = t;
+  c.parallel.data = d;
+  c.training.global_batch = 8 * d;
+  return c;
+}
+
+CostTable build_ok(const Config& config) {
+  Result<CostTable> table = build_cost_table(config);
+  EXPECT_TRUE(table.ok()) << (table.ok() ? "" : table.error().message);
+  return table.ok() ? *table : CostTable{};
+}
+
+// ---------------------------------------------------------------- FLOPs, params
+
+TEST(LayerForwardFlops, Gpt3LayerMatchesNarayanan) {
+  // 24 * 2048 * 12288^2 + 4 * 2048^2 * 12288
+  //   = 7421703487488 + 206158430208 = 7627861917696
+  EXPECT_DOUBLE_EQ(layer_forward_flops(gpt3(1), 1, 1), 7627861917696.0);
+  // Tensor parallelism splits every GEMM: 7627861917696 / 8.
+  EXPECT_DOUBLE_EQ(layer_forward_flops(gpt3(1), 1, 8), 953482739712.0);
+  // Linear in the microbatch size.
+  EXPECT_DOUBLE_EQ(layer_forward_flops(gpt3(1), 4, 1), 4 * 7627861917696.0);
+}
+
+TEST(LayerForwardFlops, NonStandardFfnCountsEachGemm) {
+  ModelSpec m = tiny(1);
+  m.hidden = 4;
+  m.ffn_hidden = 6;
+  m.seq_len = 2;
+  // b = 1, s = 2, h = 4, f = 6: QKV 2*2*4*12 = 192, scores 2*4*4 = 32,
+  // values 32, out 2*2*4*4 = 64, MLP 2 * (2*2*4*6) = 192; total 512.
+  EXPECT_DOUBLE_EQ(layer_forward_flops(m, 1, 1), 512.0);
+}
+
+TEST(LayerParameters, Gpt3Is12HSquaredPlus13H) {
+  // 12 * 12288^2 + 13 * 12288 = 1811939328 + 159744
+  EXPECT_EQ(layer_parameters(gpt3(1)), 1812099072);
+}
+
+TEST(LayerParameters, GeneralFfn) {
+  ModelSpec m = tiny(1);
+  m.hidden = 4;
+  m.ffn_hidden = 6;
+  // QKV 3*16 + 12 = 60, out 16 + 4 = 20, MLP 24 + 6 + 24 + 4 = 58, norms 16.
+  EXPECT_EQ(layer_parameters(m), 154);
+}
+
+TEST(ModelFlops, ThreeForwardsOfLayersAndLogits) {
+  Config c = make_config(tiny(2), 1, 1, 1);
+  c.training.global_batch = 4;
+  // Per sequence: layer 24*4*64 + 4*16*8 = 6656, twice, plus logits
+  // 2*4*8*16 = 1024: 14336. Times 3 (F + B) and 4 sequences: 172032.
+  EXPECT_DOUBLE_EQ(model_flops_per_iteration(c), 172032.0);
+  EXPECT_DOUBLE_EQ(model_flops_per_iteration(make_config(std::nullopt, 1, 1, 1)), 0.0);
+}
+
+// ---------------------------------------------------------------- activations
+
+ParallelSpec tp(int t, bool sp) {
+  ParallelSpec p;
+  p.tensor = t;
+  p.sequence_parallel = sp;
+  return p;
+}
+
+// s b h = 2048 * 12288 = 25165824 throughout.
+TEST(LayerActivationBytes, Gpt3TensorParallel) {
+  // 5 a s / (h t) = 5 * 96 * 2048 / (12288 * 8) = 10: sbh (10 + 24/8 + 10).
+  EXPECT_EQ(layer_activation_bytes(gpt3(1), 1, tp(8, false), Recompute::kNone), 578813952);
+  // t = 1: sbh (10 + 24 + 80) = 25165824 * 114.
+  EXPECT_EQ(layer_activation_bytes(gpt3(1), 1, tp(1, false), Recompute::kNone), 2868903936);
+}
+
+TEST(LayerActivationBytes, Gpt3SequenceParallel) {
+  // sbh (34 + 5 a s / h) / t = 25165824 * (34 + 80) / 8.
+  EXPECT_EQ(layer_activation_bytes(gpt3(1), 1, tp(8, true), Recompute::kNone), 358612992);
+}
+
+TEST(LayerActivationBytes, SelectiveDropsAttentionTerm) {
+  // sbh (10 + 3) and sbh * 34 / 8.
+  EXPECT_EQ(layer_activation_bytes(gpt3(1), 1, tp(8, false), Recompute::kSelective), 327155712);
+  EXPECT_EQ(layer_activation_bytes(gpt3(1), 1, tp(8, true), Recompute::kSelective), 106954752);
+}
+
+TEST(LayerActivationBytes, FullKeepsOnlyTheInput) {
+  // 2 sbh, and 2 sbh / 8 with sequence parallelism.
+  EXPECT_EQ(layer_activation_bytes(gpt3(1), 1, tp(8, false), Recompute::kFull), 50331648);
+  EXPECT_EQ(layer_activation_bytes(gpt3(1), 1, tp(8, true), Recompute::kFull), 6291456);
+}
+
+TEST(LayerActivationBytes, Fp32DoublesSixteenBitFigure) {
+  ModelSpec m = gpt3(1);
+  m.dtype = DType::kFp32;
+  EXPECT_EQ(layer_activation_bytes(m, 1, tp(8, false), Recompute::kNone), 2 * 578813952LL);
+}
+
+// ---------------------------------------------------------------- collectives
+
+TEST(Ring, AlphaBetaFormulas) {
+  // n = 4, 1 GB, 1 us, 100 GB/s.
+  // all-reduce: 2*3*1e-6 + 2*(3/4)*1e9/1e11 = 6e-6 + 0.015
+  EXPECT_NEAR(ring_all_reduce_s(1e9, 4, 1e-6, 1e11), 0.015006, 1e-15);
+  // reduce-scatter, all-gather: 3e-6 + (3/4)*1e9/1e11
+  EXPECT_NEAR(ring_reduce_scatter_s(1e9, 4, 1e-6, 1e11), 0.007503, 1e-15);
+  EXPECT_NEAR(ring_all_gather_s(1e9, 4, 1e-6, 1e11), 0.007503, 1e-15);
+  // Alone, nothing to exchange.
+  EXPECT_EQ(ring_all_reduce_s(1e9, 1, 1e-6, 1e11), 0.0);
+  EXPECT_EQ(ring_reduce_scatter_s(1e9, 1, 1e-6, 1e11), 0.0);
+}
+
+// ---------------------------------------------------------------- layer split
+
+TEST(LayersPerStage, RemainderGoesToMiddleStages) {
+  EXPECT_EQ(layers_per_stage(96, 8), std::vector<int>(8, 12));
+  EXPECT_EQ(layers_per_stage(10, 4), (std::vector<int>{2, 3, 3, 2}));
+  EXPECT_EQ(layers_per_stage(13, 5), (std::vector<int>{2, 3, 3, 3, 2}));
+  // More extra layers than middle stages: every stage but the last.
+  EXPECT_EQ(layers_per_stage(7, 4), (std::vector<int>{2, 2, 2, 1}));
+  EXPECT_EQ(layers_per_stage(5, 2), (std::vector<int>{3, 2}));
+  EXPECT_EQ(layers_per_stage(3, 3), (std::vector<int>{1, 1, 1}));
+  EXPECT_EQ(layers_per_stage(1, 1), (std::vector<int>{1}));
+}
+
+TEST(LayersPerStage, SumsToLayers) {
+  for (int stages = 1; stages <= 16; ++stages) {
+    for (int layers = stages; layers <= 3 * stages + 1; ++layers) {
+      const std::vector<int> split = layers_per_stage(layers, stages);
+      ASSERT_EQ(static_cast<int>(split.size()), stages);
+      EXPECT_EQ(std::accumulate(split.begin(), split.end(), 0), layers);
+      const auto [lo, hi] = std::minmax_element(split.begin(), split.end());
+      EXPECT_LE(*hi - *lo, 1) << layers << " over " << stages;
+    }
+  }
+}
+
+TEST(LayersPerStageDeathTest, FewerLayersThanStages) {
+  EXPECT_DEATH(static_cast<void>(layers_per_stage(3, 4)), "check failed");
+}
+
+TEST(BuildCostTable, FewerLayersThanStagesIsAnError) {
+  Config c = make_config(tiny(3), 4, 1, 1);
+  c.source = "x.yaml";
+  Result<CostTable> table = build_cost_table(c);
+  ASSERT_FALSE(table.ok());
+  EXPECT_NE(table.error().message.find("x.yaml: model.layers (3)"), std::string::npos)
+      << table.error().message;
+}
+
+// ---------------------------------------------------------------- memory
+
+TEST(StaticBytes, ZeroStagesOnAMiddleRank) {
+  // Rank 1 of 3 holds one layer, Psi = 872; over d = 4.
+  const int64_t expected[] = {
+      16 * 872,                // 13952
+      4 * 872 + 12 * 872 / 4,  // 3488 + 2616 = 6104
+      2 * 872 + 14 * 872 / 4,  // 1744 + 3052 = 4796
+      16 * 872 / 4,            // 3488
+  };
+  for (int zero = 0; zero <= 3; ++zero) {
+    Config c = make_config(tiny(3), 3, 1, 4);
+    c.training.zero_stage = zero;
+    EXPECT_EQ(build_ok(c).static_bytes[1], expected[zero]) << "zero " << zero;
+  }
+}
+
+TEST(StaticBytes, EmbeddingOnFirstAndTiedCopyOnLast) {
+  const CostTable table = build_ok(make_config(tiny(3), 3, 1, 1));
+  // First: 872 + V h + s h = 872 + 128 + 32 = 1032 parameters, 16 bytes each.
+  // Last: 872 + V h = 1000.
+  EXPECT_EQ(table.static_bytes, (std::vector<int64_t>{16 * 1032, 16 * 872, 16 * 1000}));
+  // One rank holds both ends: one copy, 3 * 872 + 128 + 32 = 2776.
+  EXPECT_EQ(build_ok(make_config(tiny(3), 1, 1, 1)).static_bytes,
+            (std::vector<int64_t>{16 * 2776}));
+  // Tensor parallelism splits it: 872 / 2 on the middle rank.
+  EXPECT_EQ(build_ok(make_config(tiny(3), 3, 2, 1)).static_bytes[1], 16 * 436);
+}
+
+TEST(ActivationBytes, PerStageIsLayersTimesPerLayer) {
+  Config c = make_config(gpt3(10), 4, 8, 1);
+  const CostTable table = build_ok(c);
+  // Layers {2, 3, 3, 2} at 578813952 bytes each.
+  EXPECT_EQ(table.stages[0].activation_bytes, 2 * 578813952LL);
+  EXPECT_EQ(table.stages[1].activation_bytes, 3 * 578813952LL);
+  EXPECT_EQ(table.stages[3].activation_bytes, 2 * 578813952LL);
+}
+
+// ---------------------------------------------------------------- compute time
+
+// One GPT-3 layer per stage, p = 3, t = 1, on round hardware: stage 1 holds
+// only a layer, stage 0 adds the embedding, stage 2 the logits and loss.
+Config gpt3_three_stages(Recompute recompute) {
+  Config c = make_config(gpt3(3), 3, 1, 1, round_hardware(8, 1));
+  c.training.recompute = recompute;
+  return c;
+}
+
+TEST(StageTime, Gpt3LayerForwardByHand) {
+  const CostTable table = build_ok(gpt3_three_stages(Recompute::kNone));
+  // GEMMs: 7627861917696 FLOP / 1e14 = 0.07627861917696 s.
+  // Elementwise: 2 * 2868903936 activation bytes / 1e12 = 0.005737807872 s.
+  // Sum 0.08201642704896 s.
+  EXPECT_NEAR(table.stages[1].forward, 82016427049, 1);
+  // W: the linear GEMMs' forward, 24 b s h^2 = 7421703487488 FLOP / 1e14.
+  EXPECT_NEAR(table.stages[1].weight_grad, 74217034875, 1);
+}
+
+TEST(StageTime, EmbeddingAndLogitsOnTheEnds) {
+  const CostTable table = build_ok(gpt3_three_stages(Recompute::kNone));
+  // Embedding: b s h * 2 = 50331648 bytes at 1e12 B/s; W the same again.
+  EXPECT_NEAR(table.stages[0].forward - table.stages[1].forward, 50331648, 2);
+  EXPECT_NEAR(table.stages[0].weight_grad - table.stages[1].weight_grad, 50331648, 2);
+  // Logits: 2 * 2048 * 12288 * 51200 = 2576980377600 FLOP / 1e14 = 0.025769803776 s,
+  // loss: 2048 * 51200 * 4 = 419430400 bytes / 1e12 = 0.0004194304 s.
+  EXPECT_NEAR(table.stages[2].forward - table.stages[1].forward, 26189234176, 2);
+  EXPECT_NEAR(table.stages[2].weight_grad - table.stages[1].weight_grad, 25769803776, 2);
+}
+
+TEST(StageTime, BackwardIsTwiceForwardWithoutCommunication) {
+  const CostTable table = build_ok(gpt3_three_stages(Recompute::kNone));
+  for (const StageCost& stage : table.stages) EXPECT_EQ(stage.backward, 2 * stage.forward);
+}
+
+TEST(StageTime, FullRecomputeIsThreeForwards) {
+  const CostTable table = build_ok(gpt3_three_stages(Recompute::kFull));
+  EXPECT_EQ(table.stages[1].backward, 3 * table.stages[1].forward);
+  // Recompute is input-gradient work; W is unchanged.
+  EXPECT_EQ(table.stages[1].weight_grad,
+            build_ok(gpt3_three_stages(Recompute::kNone)).stages[1].weight_grad);
+}
+
+TEST(StageTime, SelectiveRecomputeRepaysAttentionCore) {
+  const CostTable none = build_ok(gpt3_three_stages(Recompute::kNone));
+  const CostTable selective = build_ok(gpt3_three_stages(Recompute::kSelective));
+  // 4 b s^2 h = 206158430208 FLOP / 1e14 = 0.00206158430208 s, plus softmax
+  // and dropout: 2 * 5 a s^2 b = 4026531840 bytes / 1e12 = 0.00402653184 s.
+  EXPECT_NEAR(selective.stages[1].backward - none.stages[1].backward, 6088116142, 2);
+  EXPECT_EQ(selective.stages[1].forward, none.stages[1].forward);
+}
+
+TEST(StageTime, GemmEfficiencyGrowsWithSize) {
+  Config c = gpt3_three_stages(Recompute::kNone);
+  c.hardware->max_gemm_efficiency = 0.5;
+  c.hardware->gemm_half_efficiency_gflop = 1.0;
+  // Each GEMM of x GFLOP takes x / (1e5 * 0.5 * x / (x + 1)) = (x + 1) / 5e4 s;
+  // the six of a layer: (7627.861917696 + 6) / 5e4 = 0.15267723835392 s,
+  // plus 0.005737807872 s elementwise.
+  EXPECT_NEAR(build_ok(c).stages[1].forward, 158415046226, 1);
+}
+
+TEST(StageTime, TensorParallelAllReducesAreAdded) {
+  // t = 2 on one node: each all-reduce of b s h * 2 = 50331648 bytes takes
+  // 2 * 1e-6 + 50331648 / 1e11 = 5.0531648e-4 s; two each way.
+  Config c = make_config(gpt3(3), 3, 2, 1, round_hardware(8, 1));
+  const CostTable table = build_ok(c);
+  // Compute: 7627861917696 / 2 / 1e14 + 2 * 25165824 * 62 / 1e12
+  //        = 0.03813930958848 + 0.003120562176 s; plus 0.00101063296 s.
+  EXPECT_NEAR(table.stages[1].forward, 42270504724, 1);
+  // Backward doubles the compute, not the communication.
+  EXPECT_NEAR(2 * table.stages[1].forward - table.stages[1].backward, 1010632960, 2);
+
+  // Sequence parallelism: reduce-scatter + all-gather cost one all-reduce.
+  c.parallel.sequence_parallel = true;
+  EXPECT_NEAR(2 * build_ok(c).stages[1].forward - build_ok(c).stages[1].backward, 1010632960, 2);
+}
+
+TEST(StageTime, TensorGroupAcrossNodesAndEndCollectives) {
+  // One GPU a node: t = 2 all-reduces over the network, each
+  // 2 * 5e-6 + 50331648 / 1e10 = 5.0431648e-3 s (AR below).
+  const CostTable table = build_ok(make_config(gpt3(3), 3, 2, 1, round_hardware(1, 6)));
+  const int64_t ar = 5043164800;
+  // 2F - B drops the compute and leaves, per layer, 2 * 2 AR - 2 AR = 2 AR;
+  // the embedding's forward all-reduce adds 2 AR; the logits' backward one
+  // takes away 1 AR.
+  auto comm = [&](int s) { return 2 * table.stages[s].forward - table.stages[s].backward; };
+  EXPECT_NEAR(comm(0), 4 * ar, 3);
+  EXPECT_NEAR(comm(1), 2 * ar, 3);
+  EXPECT_NEAR(comm(2), 1 * ar, 3);
+}
+
+// ---------------------------------------------------------------- transfers
+
+TEST(P2p, IntraOrInterNodeByPlacement) {
+  // p = 4, t = 2, d = 2, 8 GPUs a node: rank r starts at GPU 4r, so ranks 0
+  // and 1 share node 0 and ranks 2 and 3 node 1.
+  Config c = make_config(tiny(4), 4, 2, 2, round_hardware(8, 2));
+  c.model->hidden = 1024;
+  c.model->ffn_hidden = 4096;
+  c.model->seq_len = 1024;
+  const CostTable table = build_ok(c);
+  // b s h * 2 = 2097152 bytes.
+  EXPECT_EQ(table.p2p_bytes, (std::vector<int64_t>(3, 2097152)));
+  const Picos intra = 21971520;   // 1e-6 + 2097152 / 1e11 s
+  const Picos inter = 214715200;  // 5e-6 + 2097152 / 1e10 s
+  EXPECT_EQ(table.p2p_forward, (std::vector<Picos>{intra, inter, intra}));
+  EXPECT_EQ(table.p2p_backward, table.p2p_forward);
+
+  c.parallel.sequence_parallel = true;
+  const CostTable sp = build_ok(c);
+  EXPECT_EQ(sp.p2p_bytes[0], 1048576);
+  EXPECT_EQ(sp.p2p_forward[0], 11485760);  // 1e-6 + 1048576 / 1e11 s
+}
+
+TEST(P2p, StagesOnOneRankHandOverForFree) {
+  Config c = make_config(tiny(2), 1, 1, 1, round_hardware(1, 1));
+  c.parallel.virtual_stages = 2;
+  EXPECT_EQ(build_ok(c).p2p_forward, (std::vector<Picos>{0}));
+}
+
+// ---------------------------------------------------------------- end of iteration
+
+TEST(GradSync, DataParallelRingInsideANode) {
+  // p = 1, t = 2, d = 4: 8 GPUs, one node. Psi = (2 * 872 + 128 + 32) / 2
+  // = 952 per GPU, 1904 bytes of gradients.
+  Config c = make_config(tiny(2), 1, 2, 4, round_hardware(8, 1));
+  // All-reduce: 2*3*1e-6 + 1.5 * 1904 / 1e11 = 6.02856e-6 s.
+  EXPECT_EQ(build_ok(c).grad_sync[0], 6028560);
+  // ZeRO 1: reduce-scatter, then all-gather of the new weights: the same.
+  c.training.zero_stage = 1;
+  EXPECT_EQ(build_ok(c).grad_sync[0], 6028560);
+  // ZeRO 3: the reduce-scatter only, 3e-6 + 0.75 * 1904 / 1e11.
+  c.training.zero_stage = 3;
+  EXPECT_EQ(build_ok(c).grad_sync[0], 3014280);
+}
+
+TEST(GradSync, DataParallelAcrossNodes) {
+  // t d = 16 > 8 GPUs a node. Psi = 1904 / 4 = 476, 952 bytes:
+  // 6 * 5e-6 + 1.5 * 952 / 1e10 = 3.01428e-5 s.
+  Config c = make_config(tiny(2), 1, 4, 4, round_hardware(8, 2));
+  EXPECT_EQ(build_ok(c).grad_sync[0], 30142800);
+}
+
+TEST(GradSync, NoDataParallelismNothingToSync) {
+  EXPECT_EQ(build_ok(make_config(tiny(2), 1, 2, 1, round_hardware(8, 1))).grad_sync[0], 0);
+}
+
+TEST(GradSync, TiedEmbeddingBetweenFirstAndLastRank) {
+  // V h * 2 = 256 bytes, all-reduced by two ranks: 2 alpha + 256 / beta.
+  Config c = make_config(tiny(2), 2, 1, 1, round_hardware(8, 1));
+  EXPECT_EQ(build_ok(c).grad_sync, (std::vector<Picos>{2002560, 2002560}));  // NVLink
+  c.hardware = round_hardware(1, 2);
+  EXPECT_EQ(build_ok(c).grad_sync, (std::vector<Picos>{10025600, 10025600}));  // network
+}
+
+TEST(OptimizerStep, AdamBytesOverHbm) {
+  // 952 parameters per GPU, 32 bytes each at 1e12 B/s.
+  Config c = make_config(tiny(2), 1, 2, 4, round_hardware(8, 1));
+  EXPECT_EQ(build_ok(c).optimizer_step[0], 30464);
+  // ZeRO 1 updates a quarter: 238 * 32.
+  c.training.zero_stage = 1;
+  EXPECT_EQ(build_ok(c).optimizer_step[0], 7616);
+}
+
+// ---------------------------------------------------------------- costs.fixed
+
+TEST(Fixed, ScalarsAndPerStageWithoutAModel) {
+  Config c = make_config(std::nullopt, 2, 1, 1);
+  c.fixed.forward_s = {1.0};
+  c.fixed.backward_s = {2.0, 3.0};
+  c.fixed.weight_grad_s = {0.5};
+  c.fixed.p2p_s = {0.25};
+  c.fixed.activation_bytes = {1e9};
+  const CostTable table = build_ok(c);
+  ASSERT_EQ(table.num_stages(), 2);
+  EXPECT_EQ(table.stages[0].forward, 1'000'000'000'000);
+  EXPECT_EQ(table.stages[1].forward, 1'000'000'000'000);
+  EXPECT_EQ(table.stages[0].backward, 2'000'000'000'000);
+  EXPECT_EQ(table.stages[1].backward, 3'000'000'000'000);
+  EXPECT_EQ(table.stages[1].weight_grad, 500'000'000'000);
+  EXPECT_EQ(table.stages[1].activation_bytes, 1'000'000'000);
+  EXPECT_EQ(table.p2p_forward, (std::vector<Picos>{250'000'000'000}));
+  EXPECT_EQ(table.p2p_backward, table.p2p_forward);
+  // Nothing else is known without a model.
+  EXPECT_EQ(table.p2p_bytes, (std::vector<int64_t>{0}));
+  EXPECT_EQ(table.static_bytes, (std::vector<int64_t>{0, 0}));
+  EXPECT_EQ(table.grad_sync, (std::vector<Picos>{0, 0}));
+  EXPECT_EQ(table.optimizer_step, (std::vector<Picos>{0, 0}));
+}
+
+TEST(Fixed, PerStageP2pUsesTheSendingStagesEntry) {
+  Config c = make_config(std::nullopt, 3, 1, 1);
+  c.fixed.forward_s = {1.0};
+  c.fixed.backward_s = {1.0};
+  c.fixed.p2p_s = {0.1, 0.2, 0.3};
+  EXPECT_EQ(build_ok(c).p2p_forward, (std::vector<Picos>{100'000'000'000, 200'000'000'000}));
+}
+
+TEST(Fixed, OverridesOnlyWhatItGives) {
+  Config c = gpt3_three_stages(Recompute::kNone);
+  const CostTable analytic = build_ok(c);
+  c.fixed.forward_s = {0.5};
+  const CostTable mixed = build_ok(c);
+  EXPECT_EQ(mixed.stages[1].forward, 500'000'000'000);
+  EXPECT_EQ(mixed.stages[1].backward, analytic.stages[1].backward);
+  EXPECT_EQ(mixed.static_bytes, analytic.static_bytes);
+  // A fixed backward shorter than the analytic W caps W.
+  c.fixed.backward_s = {1e-9};
+  EXPECT_EQ(build_ok(c).stages[1].weight_grad, 1000);
+}
+
+TEST(Fixed, BadListsAreErrors) {
+  Config c = make_config(std::nullopt, 2, 1, 1);
+  c.fixed.forward_s = {1.0, 2.0, 3.0};
+  Result<CostTable> wrong_size = build_cost_table(c);
+  ASSERT_FALSE(wrong_size.ok());
+  EXPECT_NE(wrong_size.error().message.find("costs.fixed.forward_s has 3 values"),
+            std::string::npos);
+
+  c.fixed.forward_s = {-1.0};
+  EXPECT_FALSE(build_cost_table(c).ok());
+
+  c.fixed.forward_s = {1.0};
+  c.fixed.backward_s = {1.0};
+  c.fixed.weight_grad_s = {2.0};
+  EXPECT_FALSE(build_cost_table(c).ok());
+}
+
+TEST(BuildCostTable, HardwareWithoutPeakIsAnError) {
+  Config c = gpt3_three_stages(Recompute::kNone);
+  c.hardware->peak_tflops_bf16 = 0;
+  Result<CostTable> table = build_cost_table(c);
+  ASSERT_FALSE(table.ok());
+  EXPECT_NE(table.error().message.find("hardware.peak_tflops_bf16"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ppsim

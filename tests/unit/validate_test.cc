@@ -1,0 +1,104 @@
+#include "schedules/validate.h"
+
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "schedules/csv.h"
+#include "schedules/generators.h"
+
+namespace ppsim {
+namespace {
+
+// Two ranks, two microbatches, programs written out by hand from CSV rows.
+Schedule two_ranks(const std::string& rank0, const std::string& rank1) {
+  Result<Schedule> s = schedule_from_csv(rank0 + "\n" + rank1 + "\n", "test.csv");
+  EXPECT_TRUE(s.ok()) << s.error().message;
+  return *s;
+}
+
+std::string error_of(const Schedule& s) {
+  const Status st = validate(s);
+  EXPECT_FALSE(st.ok());
+  return st.message();
+}
+
+TEST(Validate, AcceptsEveryGeneratedSchedule) {
+  for (const std::string& kind : schedule_kinds()) {
+    for (int p : {1, 2, 3, 4}) {
+      for (int v : {1, 2}) {
+        if (v > 1 && kind != "interleaved-1f1b") continue;
+        const Result<Schedule> s = make_schedule(kind, {p, 2 * p, v});
+        ASSERT_TRUE(s.ok()) << s.error().message;
+        EXPECT_TRUE(validate(*s).ok()) << kind << " p=" << p << ": " << validate(*s).message();
+      }
+    }
+  }
+}
+
+// Rank 0 runs 0B0 before sending microbatch 1, but rank 1 wants 1F1 before
+// 1F0, so it can never reach 1B0, which 0B0 waits for.
+TEST(Validate, ReportsDeadlockAsTheCycle) {
+  const Schedule s = two_ranks("0F0,0B0,0F1,0B1", "1F1,1F0,1B0,1B1");
+  const std::string message = error_of(s);
+  ASSERT_NE(message.find("deadlock"), std::string::npos) << message;
+  // Whatever action the report starts from, it must walk the five actions
+  // of the cycle in waiting order (each waits for the next) and close it.
+  const std::vector<std::string> cycle = {"0B0", "1B0", "1F0", "1F1", "0F1"};
+  const size_t colon = message.rfind(": ");
+  std::vector<std::string> listed;
+  std::stringstream in(message.substr(colon + 2));
+  for (std::string word; in >> word;) {
+    if (word != "->") listed.push_back(word);
+  }
+  ASSERT_EQ(listed.size(), cycle.size() + 1) << message;
+  EXPECT_EQ(listed.front(), listed.back()) << message;
+  const auto start = std::find(cycle.begin(), cycle.end(), listed.front());
+  ASSERT_NE(start, cycle.end()) << message;
+  const size_t offset = start - cycle.begin();
+  for (size_t i = 0; i < cycle.size(); ++i) {
+    EXPECT_EQ(listed[i], cycle[(offset + i) % cycle.size()]) << message;
+  }
+}
+
+TEST(Validate, MissingForward) {
+  EXPECT_EQ(error_of(two_ranks("0F0,0B0,0B1", "1F0,1F1,1B0,1B1")), "missing 0F1");
+}
+
+TEST(Validate, MissingBackward) {
+  EXPECT_NE(error_of(two_ranks("0F0,0F1,0B0", "1F0,1F1,1B0,1B1"))
+                .find("missing the backward of stage 0 microbatch 1"),
+            std::string::npos);
+}
+
+TEST(Validate, Duplicate) {
+  EXPECT_EQ(error_of(two_ranks("0F0,0F1,0B0,0B1,0F1", "1F0,1F1,1B0,1B1")),
+            "0F1 appears more than once");
+}
+
+TEST(Validate, WrongRank) {
+  Schedule s = two_ranks("0F0,0F1,0B0,0B1", "1F0,1F1,1B0,1B1");
+  s.programs[1].push_back({ActionKind::kBackwardWeight, 0, 0});
+  EXPECT_EQ(error_of(s), "rank 1 runs 0W0, but stage 0 belongs to rank 0");
+}
+
+TEST(Validate, SplitNeedsBothHalves) {
+  EXPECT_EQ(error_of(two_ranks("0F0,0F1,0I0,0W0,0I1", "1F0,1F1,1B0,1B1")),
+            "missing 0W1: a split backward needs both I and W");
+  EXPECT_NE(error_of(two_ranks("0F0,0F1,0B0,0W0,0B1", "1F0,1F1,1B0,1B1")).find("both appear"),
+            std::string::npos);
+}
+
+TEST(Validate, OutOfRange) {
+  Schedule s = two_ranks("0F0,0F1,0B0,0B1", "1F0,1F1,1B0,1B1");
+  s.programs[0].push_back({ActionKind::kForward, 0, 5});
+  EXPECT_EQ(error_of(s),
+            "rank 0 runs 0F5, outside the 2 stages and 2 microbatches of this schedule");
+}
+
+TEST(Validate, AcceptsAHandWrittenSplitSchedule) {
+  EXPECT_TRUE(validate(two_ranks("0F0,0F1,0I0,0I1,0W0,0W1", "1F0,1I0,1F1,1I1,1W0,1W1")).ok());
+}
+
+}  // namespace
+}  // namespace ppsim
