@@ -1,6 +1,7 @@
 #include "sim/engine.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "schedules/validate.h"
 
@@ -17,10 +18,6 @@ struct Later {
 
 }  // namespace
 
-const char* to_string(EpilogueKind kind) {
-  return kind == EpilogueKind::kGradSync ? "grad-sync" : "optimizer-step";
-}
-
 // Links are directed pairs of neighbouring ranks (the interleaved layout
 // wraps from rank p-1 to rank 0): two per source rank, next and previous.
 int Engine::link_id(int src, int dst) const {
@@ -33,10 +30,13 @@ void Engine::build(const Schedule& s, const CostTable& costs) {
   PPSIM_CHECK(static_cast<int>(costs.p2p_backward.size()) == s.num_stages - 1);
   PPSIM_CHECK(static_cast<int>(costs.grad_sync.size()) == s.num_ranks);
   PPSIM_CHECK(static_cast<int>(costs.optimizer_step.size()) == s.num_ranks);
-  PPSIM_CHECK(s.num_ranks <= 16383);  // links fit in int16_t
+  PPSIM_CHECK(s.num_ranks <= std::numeric_limits<int16_t>::max());
   num_ranks_ = s.num_ranks;
   costs_ = &costs;
-  nodes_.assign(s.num_actions(), Node{});
+  const size_t n = s.num_actions();
+  nodes_.assign(n, Node{});
+  node_of_.resize(n);
+  record_of_.resize(n);
   ranks_.assign(num_ranks_, RankState{});
   link_free_.assign(2 * static_cast<size_t>(num_ranks_), 0);
   heap_.clear();
@@ -56,35 +56,33 @@ void Engine::build(const Schedule& s, const CostTable& costs) {
     ranks_[rank].end = record;
     longest = std::max(longest, s.programs[rank].size());
   }
-  node_of_.resize(record);
   int32_t node = 0;
   for (size_t pos = 0; pos < longest; ++pos) {
     for (int rank = 0; rank < num_ranks_; ++rank) {
       if (pos >= s.programs[rank].size()) continue;
       const Action& a = s.programs[rank][pos];
-      Node& nd = nodes_[node];
       const StageCost& c = costs.stages[a.stage];
-      nd.rank = rank;
-      nd.record = ranks_[rank].begin + static_cast<int32_t>(pos);
+      Node& nd = nodes_[node];
+      nd.rank = static_cast<int16_t>(rank);
+      nd.stage = a.stage;
+      nd.kind = a.kind;
       switch (a.kind) {
         case ActionKind::kForward:
           nd.duration = c.forward;
-          nd.memory_bytes = c.activation_bytes;
-          nd.takes_memory = true;
           break;
         case ActionKind::kBackward:
           nd.duration = c.backward;
-          nd.memory_bytes = c.activation_bytes;
           break;
         case ActionKind::kBackwardInput:
           nd.duration = c.backward - c.weight_grad;
           break;
         case ActionKind::kBackwardWeight:
           nd.duration = c.weight_grad;
-          nd.memory_bytes = c.activation_bytes;
           break;
       }
-      node_of_[nd.record] = node;
+      const int32_t rec = ranks_[rank].begin + static_cast<int32_t>(pos);
+      node_of_[rec] = node;
+      record_of_[node] = rec;
       slot(a) = node++;
     }
   }
@@ -100,27 +98,18 @@ void Engine::build(const Schedule& s, const CostTable& costs) {
         const int32_t producer = slot(dep);
         PPSIM_CHECK(producer >= 0);
         Node& p = nodes_[producer];
-        PPSIM_CHECK(p.num_out < 2);
-        const int k = p.num_out++;
+        const int k = p.out[0] < 0 ? 0 : 1;
+        PPSIM_CHECK(p.out[k] < 0);
         p.out[k] = consumer;
         ++nodes_[consumer].pending;
-        if (p.rank == rank) return;
-        // Across ranks only the stage-to-stage edges travel: F(s) -> F(s+1)
-        // carries an activation, B/I(s+1) -> B/I(s) a gradient.
-        p.link[k] = static_cast<int16_t>(link_id(p.rank, rank));
-        p.boundary = std::min(dep.stage, a.stage);
-        p.transfer_time = dep.kind == ActionKind::kForward ? costs.p2p_forward[p.boundary]
-                                                           : costs.p2p_backward[p.boundary];
       });
     }
   }
 }
 
-void Engine::change_memory(int32_t rank, Picos at, int64_t delta) {
-  RankState& r = ranks_[rank];
-  r.activation += delta;
-  out_->memory.push_back(MemoryEvent{at, rank, delta});
-  out_->peak_activation_bytes[rank] = std::max(out_->peak_activation_bytes[rank], r.activation);
+void Engine::push(Picos time, int32_t rank) {
+  heap_.push_back(Event{time, seq_++, rank});
+  std::push_heap(heap_.begin(), heap_.end(), Later{});
 }
 
 void Engine::try_start(int32_t rank, Picos now) {
@@ -131,12 +120,12 @@ void Engine::try_start(int32_t rank, Picos now) {
       if (nd.pending > 0) return;
       nd.time = std::max(now, nd.time);
       r.busy = true;
-      // Its successor's node is the one its neighbours hand inputs to next:
-      // fetch it while this action runs.
-      if (r.pc + 1 < r.end) __builtin_prefetch(&nodes_[node_of_[r.pc + 1]], 1);
-      if (nd.takes_memory) change_memory(rank, nd.time, nd.memory_bytes);
-      heap_.push_back(Event{nd.time + nd.duration, seq_++, rank});
-      std::push_heap(heap_.begin(), heap_.end(), Later{});
+      if (nd.kind == ActionKind::kForward) {
+        r.activation += costs_->stages[nd.stage].activation_bytes;
+        out_->peak_activation_bytes[rank] =
+            std::max(out_->peak_activation_bytes[rank], r.activation);
+      }
+      push(nd.time + nd.duration, rank);
       return;
     }
     const int phase = r.pc - r.end;
@@ -150,8 +139,7 @@ void Engine::try_start(int32_t rank, Picos now) {
     out_->epilogue.push_back(
         EpilogueRecord{phase == 0 ? EpilogueKind::kGradSync : EpilogueKind::kOptimizerStep, rank,
                        now, now + duration});
-    heap_.push_back(Event{now + duration, seq_++, rank});
-    std::push_heap(heap_.begin(), heap_.end(), Later{});
+    push(now + duration, rank);
   }
 }
 
@@ -162,17 +150,23 @@ void Engine::finish(int32_t rank, Picos now) {
   if (record < r.end) {
     const Node& nd = nodes_[node_of_[record]];
     out_->busy[rank] += nd.duration;
-    if (!nd.takes_memory && nd.memory_bytes != 0) change_memory(rank, now, -nd.memory_bytes);
-    for (int k = 0; k < nd.num_out; ++k) {
-      Node& consumer = nodes_[nd.out[k]];
+    if (nd.kind == ActionKind::kBackward || nd.kind == ActionKind::kBackwardWeight) {
+      r.activation -= costs_->stages[nd.stage].activation_bytes;
+    }
+    for (const int32_t target : nd.out) {
+      if (target < 0) break;
+      Node& consumer = nodes_[target];
       Picos arrival = now;
-      if (nd.link[k] >= 0) {
-        Picos& link_free = link_free_[nd.link[k]];
+      if (consumer.rank != rank) {
+        // Across ranks only the stage-to-stage edges travel: F(s) -> F(s+1)
+        // carries an activation, B/I(s+1) -> B/I(s) a gradient.
+        const int boundary = std::min(nd.stage, consumer.stage);
+        const Picos cost = nd.kind == ActionKind::kForward ? costs_->p2p_forward[boundary]
+                                                           : costs_->p2p_backward[boundary];
+        Picos& link_free = link_free_[link_id(rank, consumer.rank)];
         const Picos start = std::max(now, link_free);
-        arrival = link_free = start + nd.transfer_time;
-        out_->transfers.push_back(TransferRecord{
-            record, consumer.record, rank, consumer.rank,
-            costs_->p2p_bytes.empty() ? 0 : costs_->p2p_bytes[nd.boundary], now, start, arrival});
+        arrival = link_free = start + cost;
+        out_->transfers.push_back(TransferRecord{record, record_of_[target], start, arrival});
       }
       consumer.time = std::max(consumer.time, arrival);
       // May start this rank's next action: pc has moved past `record`.
@@ -187,21 +181,17 @@ void Engine::run(const Schedule& schedule, const CostTable& costs, Timeline* tim
   out_ = timeline;
   Timeline& t = *timeline;
   t.num_ranks = num_ranks_;
-  t.actions.resize(nodes_.size());
-  for (int rank = 0; rank < num_ranks_; ++rank) {
-    const auto& program = schedule.programs[rank];
-    for (size_t k = 0; k < program.size(); ++k) {
-      t.actions[ranks_[rank].begin + k] = ActionRecord{program[k], rank, 0, 0};
-    }
-  }
   t.epilogue.clear();
   t.epilogue.reserve(2 * static_cast<size_t>(num_ranks_));
   t.transfers.clear();
   t.transfers.reserve(nodes_.size());
-  t.memory.clear();
-  t.memory.reserve(2 * nodes_.size());
   t.static_bytes = costs.static_bytes;
   t.static_bytes.resize(num_ranks_, 0);
+  t.stage_activation_bytes.resize(costs.stages.size());
+  for (size_t s = 0; s < costs.stages.size(); ++s) {
+    t.stage_activation_bytes[s] = costs.stages[s].activation_bytes;
+  }
+  t.p2p_bytes = costs.p2p_bytes;
   t.busy.assign(num_ranks_, 0);
   t.peak_activation_bytes.assign(num_ranks_, 0);
 
@@ -215,13 +205,18 @@ void Engine::run(const Schedule& schedule, const CostTable& costs, Timeline* tim
     finish(ev.rank, now);
   }
   t.makespan = now;
-  for (size_t k = 0; k < t.actions.size(); ++k) {
-    const Node& nd = nodes_[node_of_[k]];
-    t.actions[k].start = nd.time;
-    t.actions[k].end = nd.time + nd.duration;
-  }
   // A validated schedule cannot stall; if one did, its numbers would be wrong.
   for (const RankState& r : ranks_) PPSIM_CHECK(r.pc == r.end + 2);
+
+  t.actions.resize(nodes_.size());
+  for (int rank = 0; rank < num_ranks_; ++rank) {
+    const auto& program = schedule.programs[rank];
+    for (size_t k = 0; k < program.size(); ++k) {
+      const int32_t rec = ranks_[rank].begin + static_cast<int32_t>(k);
+      const Node& nd = nodes_[node_of_[rec]];
+      t.actions[rec] = ActionRecord{program[k], rank, nd.time, nd.time + nd.duration};
+    }
+  }
   out_ = nullptr;
 }
 

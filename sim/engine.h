@@ -35,25 +35,20 @@ class Engine {
   void run(const Schedule& schedule, const CostTable& costs, Timeline* timeline);
 
  private:
-  // One action, with what it hands on when it ends. 64 bytes: one cache line.
-  // Nodes are laid out position-major (every rank's first action, then every
-  // rank's second, ...): ranks advance roughly together, so the actions in
-  // flight share a few cache lines instead of one stream per rank.
+  // The run-time state of one action: 32 bytes, so that the actions in
+  // flight stay in cache. Nodes are laid out position-major (every rank's
+  // first action, then every rank's second, ...): ranks advance roughly
+  // together, so the actions in flight are close to each other in memory.
   struct Node {
+    Picos time = 0;  // before it starts: latest arrival of its inputs; then its start
     Picos duration = 0;
-    Picos time = 0;              // before it starts: latest arrival of its inputs; then its start
-    Picos transfer_time = 0;     // of its one cross-rank output, if any
-    int64_t memory_bytes = 0;    // activation taken at start (F) or given back at end (B, W)
-    int32_t out[2] = {-1, -1};   // consumers
-    int16_t link[2] = {-1, -1};  // per consumer: -1 same rank, else the link it travels
-    int32_t pending = 0;         // data dependencies not yet delivered
-    int32_t rank = 0;
-    int32_t record = 0;    // its index in Timeline::actions (program order)
-    int32_t boundary = 0;  // stage boundary its cross-rank output crosses
-    int8_t num_out = 0;
-    bool takes_memory = false;  // memory_bytes is taken at start, not given back at end
+    int32_t out[2] = {-1, -1};  // consumers
+    int32_t stage = 0;
+    int16_t rank = 0;
+    int8_t pending = 0;  // data dependencies not yet delivered
+    ActionKind kind = ActionKind::kForward;
   };
-  static_assert(sizeof(Node) == 64);
+  static_assert(sizeof(Node) == 32);
   struct Event {
     Picos time;
     uint64_t seq;
@@ -71,7 +66,7 @@ class Engine {
   int link_id(int src, int dst) const;
   void try_start(int32_t rank, Picos now);
   void finish(int32_t rank, Picos now);
-  void change_memory(int32_t rank, Picos at, int64_t delta);
+  void push(Picos time, int32_t rank);
 
   int num_ranks_ = 0;
   const CostTable* costs_ = nullptr;
@@ -80,8 +75,9 @@ class Engine {
   std::vector<RankState> ranks_;
   std::vector<Picos> link_free_;  // per directed link: when its last transfer ends
   std::vector<Event> heap_;
-  std::vector<int32_t> node_of_;  // record -> node
-  std::vector<int32_t> index_;    // (kind, stage, microbatch) -> node
+  std::vector<int32_t> node_of_;    // record -> node
+  std::vector<int32_t> record_of_;  // node -> record
+  std::vector<int32_t> index_;      // (kind, stage, microbatch) -> node
   uint64_t seq_ = 0;
 };
 

@@ -1,6 +1,6 @@
 // A Timeline is what happened in one run of a schedule, simulated or
 // measured: for every action its rank, start and end; every transfer on a
-// link; and every change of activation memory. Action records are laid out
+// link; and, derived from those, every change of activation memory. Action records are laid out
 // in the schedule's program order (rank 0's program, then rank 1's, ...), so
 // two timelines of one schedule join on the record index.
 #pragma once
@@ -32,15 +32,12 @@ struct EpilogueRecord {
 };
 
 // The output of `producer` (an activation after F, a gradient after B or I)
-// travelling to the rank of `consumer`. It waits on the link from `ready`
-// (when the producer ended) to `start` while earlier transfers go first.
+// travelling from its rank to the rank of `consumer`. It is ready when the
+// producer ends and may wait on the link until `start` while earlier
+// transfers go first.
 struct TransferRecord {
   int32_t producer = 0;  // index into Timeline::actions
   int32_t consumer = 0;  // index into Timeline::actions
-  int32_t src_rank = 0;
-  int32_t dst_rank = 0;
-  int64_t bytes = 0;
-  Picos ready = 0;
   Picos start = 0;
   Picos end = 0;
 };
@@ -57,14 +54,27 @@ struct Timeline {
   std::vector<ActionRecord> actions;  // schedule program order
   std::vector<EpilogueRecord> epilogue;
   std::vector<TransferRecord> transfers;  // per link in order of start
-  std::vector<MemoryEvent> memory;        // per rank in time order
   std::vector<int64_t> static_bytes;      // per rank, held throughout
-  Picos makespan = 0;                     // end of the last activity
+  // Per stage, the activation bytes one microbatch keeps from the start of
+  // its F to the end of its B (or W): the memory events follow from the
+  // action records (memory_events below).
+  std::vector<int64_t> stage_activation_bytes;
+  std::vector<int64_t> p2p_bytes;  // per stage boundary, bytes of one transfer
+  Picos makespan = 0;              // end of the last activity
 
   // Per rank, F/B/I/W compute time.
   std::vector<Picos> busy;
   // Per rank, the highest activation memory reached.
   std::vector<int64_t> peak_activation_bytes;
+
+  int src_rank(const TransferRecord& x) const { return actions[x.producer].rank; }
+  int dst_rank(const TransferRecord& x) const { return actions[x.consumer].rank; }
+  Picos ready(const TransferRecord& x) const { return actions[x.producer].end; }
+  int64_t bytes(const TransferRecord& x) const;
 };
+
+// The activation memory events of a timeline, sorted by time (at equal
+// times, frees before allocations, ranks in order).
+std::vector<MemoryEvent> memory_events(const Timeline& timeline);
 
 }  // namespace ppsim

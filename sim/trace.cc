@@ -52,24 +52,26 @@ std::string chrome_trace_json(const Timeline& t) {
   std::vector<bool> named(static_cast<size_t>(t.num_ranks) * t.num_ranks, false);
   for (size_t k = 0; k < t.transfers.size(); ++k) {
     const TransferRecord& x = t.transfers[k];
-    const int tid = link_tid(x.dst_rank);
-    if (!named[static_cast<size_t>(x.src_rank) * t.num_ranks + x.dst_rank]) {
-      named[static_cast<size_t>(x.src_rank) * t.num_ranks + x.dst_rank] = true;
-      metadata(w, "thread_name", x.src_rank, tid, fmt::format("send to rank {}", x.dst_rank));
+    const int src = t.src_rank(x);
+    const int dst = t.dst_rank(x);
+    const int tid = link_tid(dst);
+    if (!named[static_cast<size_t>(src) * t.num_ranks + dst]) {
+      named[static_cast<size_t>(src) * t.num_ranks + dst] = true;
+      metadata(w, "thread_name", src, tid, fmt::format("send to rank {}", dst));
     }
     const ActionRecord& producer = t.actions[x.producer];
     const ActionRecord& consumer = t.actions[x.consumer];
     const bool activation = producer.action.kind == ActionKind::kForward;
     span(w, fmt::format("{} {}", activation ? "act" : "grad", to_string(producer.action)),
-         "transfer", x.src_rank, tid, x.start, x.end);
-    w.key("args").begin_object().field("bytes", x.bytes).field("ready_us", micros(x.ready));
+         "transfer", src, tid, x.start, x.end);
+    w.key("args").begin_object().field("bytes", t.bytes(x)).field("ready_us", micros(t.ready(x)));
     w.field("to", to_string(consumer.action)).end_object().end_object();
     // The arrow leaves the transfer and lands on the action that receives it.
     w.begin_object().field("ph", "s").field("name", "p2p").field("cat", "flow");
-    w.field("id", static_cast<int64_t>(k)).field("pid", x.src_rank).field("tid", tid);
+    w.field("id", static_cast<int64_t>(k)).field("pid", src).field("tid", tid);
     w.field("ts", micros(x.start)).end_object();
     w.begin_object().field("ph", "f").field("bp", "e").field("name", "p2p").field("cat", "flow");
-    w.field("id", static_cast<int64_t>(k)).field("pid", x.dst_rank).field("tid", kComputeTid);
+    w.field("id", static_cast<int64_t>(k)).field("pid", dst).field("tid", kComputeTid);
     w.field("ts", micros(consumer.start)).end_object();
   }
   std::vector<int64_t> level(t.num_ranks, 0);
@@ -79,7 +81,7 @@ std::string chrome_trace_json(const Timeline& t) {
     w.field("ts", 0.0).key("args").begin_object().field("bytes", level[rank]);
     w.end_object().end_object();
   }
-  for (const MemoryEvent& m : t.memory) {
+  for (const MemoryEvent& m : memory_events(t)) {
     level[m.rank] += m.delta_bytes;
     w.begin_object().field("ph", "C").field("name", "memory").field("pid", m.rank);
     w.field("ts", micros(m.time)).key("args").begin_object().field("bytes", level[m.rank]);

@@ -105,12 +105,24 @@ void check_invariants(const Case& c, const Timeline& t) {
   std::map<std::pair<int, int>, std::vector<const TransferRecord*>> per_link;
   std::map<std::pair<int32_t, int32_t>, const TransferRecord*> transfer_of;
   for (const TransferRecord& x : t.transfers) {
-    per_link[{x.src_rank, x.dst_rank}].push_back(&x);
+    per_link[{t.src_rank(x), t.dst_rank(x)}].push_back(&x);
     transfer_of[{x.producer, x.consumer}] = &x;
-    EXPECT_EQ(x.ready, t.actions[x.producer].end);
-    EXPECT_GE(x.start, x.ready);
-    EXPECT_NE(x.src_rank, x.dst_rank);
+    EXPECT_GE(x.start, t.ready(x));
+    EXPECT_NE(t.src_rank(x), t.dst_rank(x));
   }
+  // Activation memory: what the engine saw as each rank's peak is the peak
+  // of the memory events the timeline implies, and everything is given back.
+  std::vector<int64_t> level(s.num_ranks, 0);
+  std::vector<int64_t> peak(s.num_ranks, 0);
+  Picos last = 0;
+  for (const MemoryEvent& m : memory_events(t)) {
+    EXPECT_GE(m.time, last);
+    last = m.time;
+    level[m.rank] += m.delta_bytes;
+    peak[m.rank] = std::max(peak[m.rank], level[m.rank]);
+  }
+  EXPECT_EQ(peak, t.peak_activation_bytes);
+  EXPECT_EQ(level, std::vector<int64_t>(s.num_ranks, 0));
   for (auto& [link, xs] : per_link) {
     for (size_t i = 1; i < xs.size(); ++i) EXPECT_LE(xs[i - 1]->end, xs[i]->start);
   }

@@ -1,0 +1,42 @@
+#include "sim/timeline.h"
+
+#include <algorithm>
+
+namespace ppsim {
+
+const char* to_string(EpilogueKind kind) {
+  return kind == EpilogueKind::kGradSync ? "grad-sync" : "optimizer-step";
+}
+
+int64_t Timeline::bytes(const TransferRecord& x) const {
+  const int boundary = std::min(actions[x.producer].action.stage, actions[x.consumer].action.stage);
+  return p2p_bytes.empty() ? 0 : p2p_bytes[boundary];
+}
+
+std::vector<MemoryEvent> memory_events(const Timeline& t) {
+  std::vector<MemoryEvent> events;
+  events.reserve(2 * t.actions.size());
+  for (const ActionRecord& a : t.actions) {
+    const int64_t bytes = t.stage_activation_bytes[a.action.stage];
+    if (bytes == 0) continue;
+    switch (a.action.kind) {
+      case ActionKind::kForward:
+        events.push_back({a.start, a.rank, bytes});
+        break;
+      case ActionKind::kBackward:
+      case ActionKind::kBackwardWeight:
+        events.push_back({a.end, a.rank, -bytes});
+        break;
+      case ActionKind::kBackwardInput:
+        break;
+    }
+  }
+  std::sort(events.begin(), events.end(), [](const MemoryEvent& x, const MemoryEvent& y) {
+    if (x.time != y.time) return x.time < y.time;
+    if ((x.delta_bytes < 0) != (y.delta_bytes < 0)) return x.delta_bytes < 0;
+    return x.rank < y.rank;
+  });
+  return events;
+}
+
+}  // namespace ppsim
