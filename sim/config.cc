@@ -259,6 +259,7 @@ class Loader {
   ParallelSpec read_parallel(const Section& s) const;
   TrainingSpec read_training(const Section& s) const;
   FixedCosts read_fixed(const Section& s, const ParallelSpec& parallel) const;
+  std::string read_schedule_file(const Section& s, const std::string& kind) const;
   void check_cross_fields(const Config& config, const Sections& tree) const;
 
   std::string source_;
@@ -554,6 +555,31 @@ void Loader::check_cross_fields(const Config& config, const Sections& tree) cons
   }
 }
 
+// A custom schedule's CSV: relative to the config's folder when the path is
+// written in the file, to the working directory when it comes from --set.
+std::string Loader::read_schedule_file(const Section& s, const std::string& kind) const {
+  const Field file = s.get("file");
+  if (kind != "custom") {
+    if (s.has("file")) fail(file.key_mark, file.path, "only for schedule.kind custom");
+    return "";
+  }
+  if (!file.present() || !file.node.IsScalar() || file.node.Scalar().empty()) {
+    fail_expected(file, "the path of a CSV schedule, one row per rank (schedule.kind is custom)");
+  }
+  std::filesystem::path path = file.node.Scalar();
+  const bool from_flag = std::any_of(overrides_.begin(), overrides_.end(), [&](const auto& flag) {
+    return is_under(file.path, flag.path);
+  });
+  if (path.is_relative() && !from_flag) {
+    path = std::filesystem::path(source_).parent_path() / path;
+  }
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) {
+    fail(file.mark(), file.path, fmt::format("no such file: {}", path.string()));
+  }
+  return path.string();
+}
+
 Config Loader::load(YAML::Node root) const {
   if (root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
   Field top_field{"", root, YAML::Mark()};
@@ -573,7 +599,7 @@ Config Loader::load(YAML::Node root) const {
                           {"pipeline", "tensor", "data", "virtual_stages", "sequence_parallel"}),
       .training =
           section(top.get("training"), {"global_batch", "micro_batch", "recompute", "zero_stage"}),
-      .schedule = section(top.get("schedule"), {"kind"}),
+      .schedule = section(top.get("schedule"), {"kind", "file"}),
       .fixed = section(costs.get("fixed"), fixed_keys()),
   };
 
@@ -582,9 +608,11 @@ Config Loader::load(YAML::Node root) const {
   config.parallel = read_parallel(tree.parallel);
   config.training = read_training(tree.training);
   if (tree.schedule.has("kind")) {
-    const std::vector<std::string>& kinds = schedule_kinds();
+    std::vector<std::string> kinds = schedule_kinds();
+    kinds.push_back("custom");
     config.schedule.kind = kinds[to_choice(tree.schedule.get("kind"), kinds)];
   }
+  config.schedule.file = read_schedule_file(tree.schedule, config.schedule.kind);
   if (tree.model.present()) config.model = read_model(tree.model);
   if (tree.hardware.present()) config.hardware = read_hardware(tree.hardware);
   config.fixed = read_fixed(tree.fixed, config.parallel);

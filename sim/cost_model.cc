@@ -228,21 +228,21 @@ class BlockTimer {
   double hbm_Bps_;
 };
 
-int last_rank(const Config& config) { return (config.num_stages() - 1) % config.parallel.pipeline; }
-
 // Parameters one GPU of pipeline rank `rank` holds: its layers, the word and
 // position embedding on the first stage, and the last stage's copy of the
 // tied output embedding where it lives on another rank; all split over t.
-int64_t rank_parameters(const Config& config, const std::vector<int>& layers, int rank) {
+int64_t rank_parameters(const Config& config, const std::vector<int>& layers,
+                        const std::vector<int>& stage_rank, int rank) {
   const ModelSpec& model = *config.model;
-  const int p = config.parallel.pipeline;
   int64_t total = 0;
-  for (int stage = rank; stage < config.num_stages(); stage += p) {
-    total += layers[stage] * layer_parameters(model);
+  for (int stage = 0; stage < config.num_stages(); ++stage) {
+    if (stage_rank[stage] == rank) total += layers[stage] * layer_parameters(model);
   }
   const int64_t word_embedding = static_cast<int64_t>(model.vocab) * model.hidden;
-  if (rank == 0) total += word_embedding + static_cast<int64_t>(model.seq_len) * model.hidden;
-  if (rank == last_rank(config) && rank != 0) total += word_embedding;
+  const int first = stage_rank.front();
+  const int last = stage_rank.back();
+  if (rank == first) total += word_embedding + static_cast<int64_t>(model.seq_len) * model.hidden;
+  if (rank == last && rank != first) total += word_embedding;
   return ceil_div(total, config.parallel.tensor);
 }
 
@@ -262,7 +262,8 @@ int64_t zero_static_bytes(int64_t params, int data, int zero_stage) {
 }
 
 // Figures that need only the model: memory and transfer sizes.
-void fill_memory(const Config& config, const std::vector<int>& layers, CostTable& table) {
+void fill_memory(const Config& config, const std::vector<int>& layers,
+                 const std::vector<int>& stage_rank, CostTable& table) {
   const ModelSpec& model = *config.model;
   const ParallelSpec& parallel = config.parallel;
   const int64_t per_layer = layer_activation_bytes(model, config.training.micro_batch, parallel,
@@ -276,8 +277,8 @@ void fill_memory(const Config& config, const std::vector<int>& layers, CostTable
       parallel.sequence_parallel ? ceil_div(hidden_bytes, parallel.tensor) : hidden_bytes;
   std::fill(table.p2p_bytes.begin(), table.p2p_bytes.end(), p2p_bytes);
   for (int r = 0; r < parallel.pipeline; ++r) {
-    table.static_bytes[r] = zero_static_bytes(rank_parameters(config, layers, r), parallel.data,
-                                              config.training.zero_stage);
+    table.static_bytes[r] = zero_static_bytes(rank_parameters(config, layers, stage_rank, r),
+                                              parallel.data, config.training.zero_stage);
   }
 }
 
@@ -314,14 +315,15 @@ Result<Link> used_link(const HardwareSpec& hw, bool same_node) {
 }
 
 Status fill_stage_times(const Config& config, const std::vector<int>& layers,
-                        const Placement& placement, CostTable& table) {
+                        const std::vector<int>& stage_rank, const Placement& placement,
+                        CostTable& table) {
   const BlockTimer timer(config);
   const int num_stages = config.num_stages();
   for (int s = 0; s < num_stages; ++s) {
     Link tp_link;
     if (config.parallel.tensor > 1) {
-      const Result<Link> link = used_link(
-          *config.hardware, placement.tensor_groups_in_node(s % config.parallel.pipeline));
+      const Result<Link> link =
+          used_link(*config.hardware, placement.tensor_groups_in_node(stage_rank[s]));
       if (!link.ok()) return link.error();
       tp_link = *link;
     }
@@ -335,13 +337,13 @@ Status fill_stage_times(const Config& config, const std::vector<int>& layers,
   return Status();
 }
 
-Status fill_p2p_times(const Config& config, const Placement& placement, CostTable& table) {
-  const int p = config.parallel.pipeline;
+Status fill_p2p_times(const Config& config, const std::vector<int>& stage_rank,
+                      const Placement& placement, CostTable& table) {
   for (int s = 0; s + 1 < config.num_stages(); ++s) {
     // Stages on one rank hand over in memory; the engine ignores those boundaries.
-    if (s % p == (s + 1) % p) continue;
+    if (stage_rank[s] == stage_rank[s + 1]) continue;
     const Result<Link> link =
-        used_link(*config.hardware, placement.ranks_share_nodes(s % p, (s + 1) % p));
+        used_link(*config.hardware, placement.ranks_share_nodes(stage_rank[s], stage_rank[s + 1]));
     if (!link.ok()) return link.error();
     const Picos t = seconds_to_picos(link->latency_s +
                                      static_cast<double>(table.p2p_bytes[s]) / link->bandwidth_Bps);
@@ -366,14 +368,16 @@ double data_parallel_sync_s(double bytes, int d, int zero_stage, const Link& lin
 
 // End-of-iteration work per rank: gradient reduction and the optimizer step.
 Status fill_rank_times(const Config& config, const std::vector<int>& layers,
-                       const Placement& placement, CostTable& table) {
+                       const std::vector<int>& stage_rank, const Placement& placement,
+                       CostTable& table) {
   const ModelSpec& model = *config.model;
   const HardwareSpec& hw = *config.hardware;
   const int d = config.parallel.data;
   const int zero = config.training.zero_stage;
-  const int last = last_rank(config);
+  const int first = stage_rank.front();
+  const int last = stage_rank.back();
   for (int r = 0; r < config.parallel.pipeline; ++r) {
-    const int64_t params = rank_parameters(config, layers, r);
+    const int64_t params = rank_parameters(config, layers, stage_rank, r);
     double sync_s = 0;
     if (d > 1) {
       const Result<Link> link = used_link(hw, placement.data_groups_in_node(r));
@@ -382,8 +386,8 @@ Status fill_rank_times(const Config& config, const std::vector<int>& layers,
                                      zero, *link);
     }
     // The tied word embedding's two copies sum their gradients.
-    if (last != 0 && (r == 0 || r == last)) {
-      const Result<Link> link = used_link(hw, placement.ranks_share_nodes(0, last));
+    if (last != first && (r == first || r == last)) {
+      const Result<Link> link = used_link(hw, placement.ranks_share_nodes(first, last));
       if (!link.ok()) return link.error();
       const int64_t copy =
           ceil_div(static_cast<int64_t>(model.vocab) * model.hidden, config.parallel.tensor);
@@ -399,12 +403,15 @@ Status fill_rank_times(const Config& config, const std::vector<int>& layers,
 }
 
 // Figures that need the hardware too: every duration.
-Status fill_times(const Config& config, const std::vector<int>& layers, CostTable& table) {
+Status fill_times(const Config& config, const std::vector<int>& layers,
+                  const std::vector<int>& stage_rank, CostTable& table) {
   if (Status s = check_hardware(config); !s.ok()) return s;
   const Placement placement(config.parallel, config.hardware->gpus_per_node);
-  if (Status s = fill_stage_times(config, layers, placement, table); !s.ok()) return s;
-  if (Status s = fill_p2p_times(config, placement, table); !s.ok()) return s;
-  return fill_rank_times(config, layers, placement, table);
+  if (Status s = fill_stage_times(config, layers, stage_rank, placement, table); !s.ok()) {
+    return s;
+  }
+  if (Status s = fill_p2p_times(config, stage_rank, placement, table); !s.ok()) return s;
+  return fill_rank_times(config, layers, stage_rank, placement, table);
 }
 
 // Replaces a field of `count` entries with the values of one costs.fixed list
@@ -544,8 +551,15 @@ double ring_all_gather_s(double bytes, int n, double latency_s, double bandwidth
   return ring_reduce_scatter_s(bytes, n, latency_s, bandwidth_Bps);
 }
 
-Result<CostTable> build_cost_table(const Config& config) {
+std::vector<int> interleaved_stage_rank(int num_stages, int ranks) {
+  std::vector<int> stage_rank(num_stages);
+  for (int s = 0; s < num_stages; ++s) stage_rank[s] = s % ranks;
+  return stage_rank;
+}
+
+Result<CostTable> build_cost_table(const Config& config, const std::vector<int>& stage_rank) {
   const int num_stages = config.num_stages();
+  PPSIM_CHECK(static_cast<int>(stage_rank.size()) == num_stages);
   CostTable table = uniform_costs(num_stages, config.parallel.pipeline, 0, 0);
   if (config.model) {
     if (config.model->layers < num_stages) {
@@ -555,9 +569,11 @@ Result<CostTable> build_cost_table(const Config& config) {
                         "); every stage needs at least one layer"});
     }
     const std::vector<int> layers = layers_per_stage(config.model->layers, num_stages);
-    fill_memory(config, layers, table);
+    fill_memory(config, layers, stage_rank, table);
     if (config.hardware) {
-      if (Status s = fill_times(config, layers, table); !s.ok()) return in_source(config, s);
+      if (Status s = fill_times(config, layers, stage_rank, table); !s.ok()) {
+        return in_source(config, s);
+      }
     }
   }
   if (Status s = apply_fixed(config.fixed, table); !s.ok()) return in_source(config, s);

@@ -52,6 +52,10 @@ double ring_all_gather_s(double bytes, int n, double latency_s, double bandwidth
 // costs.fixed lists of the wrong length or with negative values, a
 // weight-gradient time above the backward time, or a hardware figure the
 // model needs that is zero.
-Result<CostTable> build_cost_table(const Config& config);
+// `stage_rank` is the schedule's stage -> rank map (Schedule::stage_rank).
+// REQUIRES: stage_rank.size() == config.num_stages().
+Result<CostTable> build_cost_table(const Config& config, const std::vector<int>& stage_rank);
+// The interleaved layout, stage s on rank s mod ranks.
+std::vector<int> interleaved_stage_rank(int num_stages, int ranks);
 
 }  // namespace ppsim

@@ -1,5 +1,11 @@
 #include "sim/simulate.h"
 
+#include <fmt/format.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "schedules/csv.h"
 #include "schedules/generators.h"
 #include "schedules/validate.h"
 #include "sim/cost_model.h"
@@ -7,11 +13,32 @@
 
 namespace ppsim {
 
+Result<Schedule> load_schedule_csv(const std::string& path, const Config& config) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) return Error{fmt::format("{}: cannot read", path)};
+  std::stringstream text;
+  text << file.rdbuf();
+  Result<Schedule> schedule = schedule_from_csv(text.str(), path);
+  if (!schedule) return schedule;
+  const Schedule& s = *schedule;
+  if (s.num_ranks != config.parallel.pipeline || s.num_stages != config.num_stages() ||
+      s.num_microbatches != config.num_microbatches()) {
+    return Error{fmt::format(
+        "{}: has {} ranks, {} stages and {} microbatches, but {} asks for {}, {} and {} "
+        "(parallel.pipeline, pipeline x virtual_stages, global_batch / (micro_batch x data))",
+        path, s.num_ranks, s.num_stages, s.num_microbatches, config.source,
+        config.parallel.pipeline, config.num_stages(), config.num_microbatches())};
+  }
+  if (Status st = validate(s); !st) return Error{fmt::format("{}: {}", path, st.message())};
+  return schedule;
+}
+
 Result<Schedule> schedule_for(const Config& config) {
+  if (config.schedule.kind == "custom") return load_schedule_csv(config.schedule.file, config);
   const ScheduleParams params{config.parallel.pipeline, config.num_microbatches(),
                               config.parallel.virtual_stages};
   Result<Schedule> schedule = make_schedule(config.schedule.kind, params);
-  if (!schedule) return schedule;
+  if (!schedule) return Error{fmt::format("{}: {}", config.source, schedule.error().message)};
   if (Status st = validate(*schedule); !st) return Error{st.message()};
   return schedule;
 }
@@ -21,7 +48,7 @@ Result<Simulation> simulate(const Config& config) {
   Result<Schedule> schedule = schedule_for(config);
   if (!schedule) return schedule.error();
   sim.schedule = std::move(*schedule);
-  Result<CostTable> costs = build_cost_table(config);
+  Result<CostTable> costs = build_cost_table(config, sim.schedule.stage_rank);
   if (!costs) return costs.error();
   sim.costs = std::move(*costs);
   Engine engine;

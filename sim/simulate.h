@@ -18,8 +18,12 @@ struct Simulation {
   Summary summary;
 };
 
-// The config's schedule kind with its (p, m, v), validated.
+// The config's schedule, validated: generated for its kind and (p, m, v), or
+// read from schedule.file for kind "custom".
 Result<Schedule> schedule_for(const Config& config);
+// Reads a CSV schedule (one row per rank) and checks that it has the
+// config's ranks, stages and microbatches, and that it is valid.
+Result<Schedule> load_schedule_csv(const std::string& path, const Config& config);
 Result<Simulation> simulate(const Config& config);
 
 }  // namespace ppsim

@@ -68,7 +68,8 @@ struct TrainingSpec {
 };
 
 struct ScheduleSpec {
-  std::string kind = "1f1b";
+  std::string kind = "1f1b";  // a generator's kind, or "custom"
+  std::string file;           // custom: the CSV, one row per rank (resolved path)
 };
 
 // Durations per stage and microbatch, for idealized studies and for

@@ -5,10 +5,8 @@
 #include <boost/program_options.hpp>
 #include <fstream>
 #include <iostream>
-#include <sstream>
 
 #include "schedules/csv.h"
-#include "schedules/validate.h"
 #include "sim/config.h"
 #include "sim/report.h"
 #include "sim/simulate.h"
@@ -111,7 +109,7 @@ int run_simulate(const std::vector<std::string>& args) {
   Result<Config> config = load(config_args);
   if (!config) return fail(config.error().message);
   Result<Simulation> sim = simulate(*config);
-  if (!sim) return fail(fmt::format("{}: {}", config->source, sim.error().message));
+  if (!sim) return fail(sim.error().message);
 
   if (json_path != "-") std::cout << format_summary_table(sim->summary);
   if (!json_path.empty()) {
@@ -153,28 +151,9 @@ int run_schedule(const std::vector<std::string>& args) {
 
   Result<Config> config = load(config_args);
   if (!config) return fail(config.error().message);
-  Result<Schedule> schedule = Error{};
-  if (csv_in.empty()) {
-    schedule = schedule_for(*config);
-  } else {
-    std::ifstream file(csv_in, std::ios::binary);
-    if (!file) return fail(fmt::format("cannot read {}", csv_in));
-    std::stringstream text;
-    text << file.rdbuf();
-    schedule = schedule_from_csv(text.str(), csv_in);
-    if (schedule) {
-      const Schedule& s = *schedule;
-      if (s.num_ranks != config->parallel.pipeline || s.num_stages != config->num_stages() ||
-          s.num_microbatches != config->num_microbatches()) {
-        return fail(fmt::format(
-            "{}: has {} ranks, {} stages, {} microbatches; {} asks for {}, {}, {}", csv_in,
-            s.num_ranks, s.num_stages, s.num_microbatches, config->source,
-            config->parallel.pipeline, config->num_stages(), config->num_microbatches()));
-      }
-      if (Status st = validate(s); !st) return fail(fmt::format("{}: {}", csv_in, st.message()));
-    }
-  }
-  if (!schedule) return fail(fmt::format("{}: {}", config->source, schedule.error().message));
+  Result<Schedule> schedule =
+      csv_in.empty() ? schedule_for(*config) : load_schedule_csv(csv_in, *config);
+  if (!schedule) return fail(schedule.error().message);
 
   const Schedule& s = *schedule;
   if (csv_out != "-") {

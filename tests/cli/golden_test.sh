@@ -37,6 +37,8 @@ check simulate_ideal_gpipe 0 stdout -- simulate "$ideal" --set schedule.kind=gpi
 check schedule_ideal 0 stdout -- schedule "$ideal"
 check schedule_interleaved 0 stdout -- schedule "$ideal" --set schedule.kind=interleaved-1f1b \
   --set parallel.pipeline=2 --set parallel.virtual_stages=2 --set training.global_batch=4
+check simulate_custom 0 stdout -- simulate configs/examples/custom.yaml
+check error_custom_shape 1 stderr -- simulate configs/examples/custom.yaml --set training.global_batch=2
 check error_bad_set 1 stderr -- simulate "$ideal" --set parallel.pipeline=0
 check error_unknown_key 1 stderr -- simulate tests/cli/bad_unknown_key.yaml
 check error_interleaved_m 1 stderr -- simulate "$ideal" --set schedule.kind=interleaved-1f1b \

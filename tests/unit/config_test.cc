@@ -559,3 +559,34 @@ TEST(ParseOverrideTest, RejectsMalformedOverrides) {
 
 }  // namespace
 }  // namespace ppsim
+
+namespace ppsim {
+namespace {
+
+// kIdeal's schedule section is at lines 6-7; the custom tests replace the kind.
+TEST(ConfigTest, CustomScheduleNeedsAFile) {
+  EXPECT_EQ(error_of(kIdeal, {{"schedule.kind", "custom"}}),
+            "test.yaml:6:1: schedule.file: expected the path of a CSV schedule, one row per rank "
+            "(schedule.kind is custom), got nothing");
+}
+
+TEST(ConfigTest, CustomScheduleFileMustExist) {
+  EXPECT_EQ(error_of(kIdeal, {{"schedule.kind", "custom"}, {"schedule.file", "no/such.csv"}}),
+            "--set schedule.file=no/such.csv: schedule.file: no such file: no/such.csv");
+}
+
+TEST(ConfigTest, FileOnlyForCustom) {
+  std::string text(kIdeal);
+  text.replace(text.find("kind: 1f1b"), 10, "kind: 1f1b\n  file: x.csv");
+  EXPECT_EQ(error_of(text), "test.yaml:8:3: schedule.file: only for schedule.kind custom");
+}
+
+TEST(ConfigTest, CustomFileIsRelativeToTheConfig) {
+  Result<Config> config = load_config(example("custom.yaml"));
+  ASSERT_TRUE(config.ok()) << config.error().message;
+  EXPECT_EQ(config->schedule.kind, "custom");
+  EXPECT_EQ(config->schedule.file, example("custom-2rank.csv"));
+}
+
+}  // namespace
+}  // namespace ppsim

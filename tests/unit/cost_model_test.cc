@@ -68,7 +68,8 @@ Config make_config(std::optional<ModelSpec> model, int p, int t, int d,
 }
 
 CostTable build_ok(const Config& config) {
-  Result<CostTable> table = build_cost_table(config);
+  Result<CostTable> table = build_cost_table(
+      config, interleaved_stage_rank(config.num_stages(), config.parallel.pipeline));
   EXPECT_TRUE(table.ok()) << (table.ok() ? "" : table.error().message);
   return table.ok() ? *table : CostTable{};
 }
@@ -203,7 +204,8 @@ TEST(LayersPerStageDeathTest, FewerLayersThanStages) {
 TEST(BuildCostTable, FewerLayersThanStagesIsAnError) {
   Config c = make_config(tiny(3), 4, 1, 1);
   c.source = "x.yaml";
-  Result<CostTable> table = build_cost_table(c);
+  Result<CostTable> table =
+      build_cost_table(c, interleaved_stage_rank(c.num_stages(), c.parallel.pipeline));
   ASSERT_FALSE(table.ok());
   EXPECT_NE(table.error().message.find("x.yaml: model.layers (3)"), std::string::npos)
       << table.error().message;
@@ -463,24 +465,28 @@ TEST(Fixed, OverridesOnlyWhatItGives) {
 TEST(Fixed, BadListsAreErrors) {
   Config c = make_config(std::nullopt, 2, 1, 1);
   c.fixed.forward_s = {1.0, 2.0, 3.0};
-  Result<CostTable> wrong_size = build_cost_table(c);
+  Result<CostTable> wrong_size =
+      build_cost_table(c, interleaved_stage_rank(c.num_stages(), c.parallel.pipeline));
   ASSERT_FALSE(wrong_size.ok());
   EXPECT_NE(wrong_size.error().message.find("costs.fixed.forward_s has 3 values"),
             std::string::npos);
 
   c.fixed.forward_s = {-1.0};
-  EXPECT_FALSE(build_cost_table(c).ok());
+  EXPECT_FALSE(
+      build_cost_table(c, interleaved_stage_rank(c.num_stages(), c.parallel.pipeline)).ok());
 
   c.fixed.forward_s = {1.0};
   c.fixed.backward_s = {1.0};
   c.fixed.weight_grad_s = {2.0};
-  EXPECT_FALSE(build_cost_table(c).ok());
+  EXPECT_FALSE(
+      build_cost_table(c, interleaved_stage_rank(c.num_stages(), c.parallel.pipeline)).ok());
 }
 
 TEST(BuildCostTable, HardwareWithoutPeakIsAnError) {
   Config c = gpt3_three_stages(Recompute::kNone);
   c.hardware->peak_tflops_bf16 = 0;
-  Result<CostTable> table = build_cost_table(c);
+  Result<CostTable> table =
+      build_cost_table(c, interleaved_stage_rank(c.num_stages(), c.parallel.pipeline));
   ASSERT_FALSE(table.ok());
   EXPECT_NE(table.error().message.find("hardware.peak_tflops_bf16"), std::string::npos);
 }
