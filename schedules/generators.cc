@@ -105,7 +105,10 @@ Result<Schedule> make_interleaved_1f1b(const ScheduleParams& params) {
   for (int rank = 0; rank < p; ++rank) {
     auto& program = s.programs[rank];
     program.reserve(2 * total);
-    const int warmup = m == p ? total : std::min((p - rank - 1) * 2 + (v - 1) * p, total);
+    // With one chunk it is 1F1B (Megatron-LM runs its non-interleaved code then).
+    const int warmup = v == 1   ? std::min(p - rank - 1, m)
+                       : m == p ? total
+                                : std::min((p - rank - 1) * 2 + (v - 1) * p, total);
     auto push_forward = [&](int k) {
       program.push_back(forward(chunk_of(k, true) * p + rank, mb_of(k)));
     };
@@ -120,6 +123,11 @@ Result<Schedule> make_interleaved_1f1b(const ScheduleParams& params) {
     for (int k = total - warmup; k < total; ++k) push_backward(k);
   }
   return s;
+}
+
+std::optional<int> fixed_virtual_stages(std::string_view kind) {
+  if (kind == "interleaved-1f1b") return std::nullopt;
+  return 1;
 }
 
 const std::vector<std::string>& schedule_kinds() {

@@ -2,6 +2,7 @@
 // per-rank programs of a known schedule family.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -25,6 +26,10 @@ Result<Schedule> make_1f1b(const ScheduleParams& params);
 // Interleaved 1F1B in Megatron-LM's order; stage = chunk * p + rank.
 // Needs m % p == 0.
 Result<Schedule> make_interleaved_1f1b(const ScheduleParams& params);
+
+// Stages per rank a kind always runs (1 for GPipe and 1F1B), or nullopt when
+// it takes any v (interleaved 1F1B). REQUIRES: a kind of schedule_kinds().
+std::optional<int> fixed_virtual_stages(std::string_view kind);
 
 // The kinds `make_schedule` knows, for help texts and errors.
 const std::vector<std::string>& schedule_kinds();

@@ -50,6 +50,12 @@ std::string format_summary_table(const Summary& s) {
 std::string summary_to_json(const Summary& s) {
   std::string out;
   JsonWriter w(&out);
+  write_summary(w, s);
+  out += '\n';
+  return out;
+}
+
+void write_summary(JsonWriter& w, const Summary& s) {
   w.begin_object();
   w.field("schedule", s.schedule);
   w.key("parallel").begin_object();
@@ -76,8 +82,6 @@ std::string summary_to_json(const Summary& s) {
   }
   w.end_array();
   w.end_object();
-  out += '\n';
-  return out;
 }
 
 }  // namespace ppsim

@@ -22,6 +22,7 @@ constexpr const char* kUsage =
     "\n"
     "commands:\n"
     "  simulate CONFIG   replay one iteration and report time, bubbles, memory\n"
+    "  compare CONFIG    the same workload under several schedules, in one table\n"
     "  schedule CONFIG   print (or write/read as CSV) each rank's program\n"
     "  help [COMMAND]    this help, or a command's\n"
     "\n"
@@ -74,5 +75,6 @@ int main(int argc, char** argv) {
   }
   if (command == "simulate") return ppsim::cli::run_simulate(args);
   if (command == "schedule") return ppsim::cli::run_schedule(args);
+  if (command == "compare") return ppsim::cli::run_compare(args);
   return dispatch_external(self_path(argv[0]), command, std::move(args));
 }

@@ -39,6 +39,7 @@ check schedule_interleaved 0 stdout -- schedule "$ideal" --set schedule.kind=int
   --set parallel.pipeline=2 --set parallel.virtual_stages=2 --set training.global_batch=4
 check simulate_custom 0 stdout -- simulate configs/examples/custom.yaml
 check error_custom_shape 1 stderr -- simulate configs/examples/custom.yaml --set training.global_batch=2
+check compare_ideal 0 stdout -- compare "$ideal" --schedules gpipe,1f1b,interleaved-1f1b
 check error_bad_set 1 stderr -- simulate "$ideal" --set parallel.pipeline=0
 check error_unknown_key 1 stderr -- simulate tests/cli/bad_unknown_key.yaml
 check error_interleaved_m 1 stderr -- simulate "$ideal" --set schedule.kind=interleaved-1f1b \

@@ -1,0 +1,38 @@
+// `ppsim compare`: one workload under several schedules, side by side. A
+// schedule that cannot run the config (a constraint of its generator, a
+// layout the model does not split into, or a peak over the device memory) is
+// kept in the list with the reason, never dropped.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "schedules/status.h"
+#include "sim/metrics.h"
+#include "sim/workload.h"
+
+namespace ppsim {
+
+struct ComparedSchedule {
+  std::string entry;  // as asked for, e.g. "interleaved-1f1b:2"
+  bool feasible = false;
+  std::string reason;              // why not feasible
+  std::optional<Summary> summary;  // when it ran (also when over memory)
+};
+
+// Parses "gpipe,1f1b,interleaved-1f1b:2": a kind, optionally with ":V" for
+// its virtual stages per rank.
+Result<std::vector<std::string>> parse_schedule_list(const std::string& text);
+
+// Runs `config` under each entry. Kinds that run one stage per rank use
+// v = 1; others keep the config's virtual_stages (2 when it is 1) unless the
+// entry gives ":V".
+std::vector<ComparedSchedule> compare_schedules(const Config& config,
+                                                const std::vector<std::string>& entries);
+
+std::string format_comparison_table(const std::vector<ComparedSchedule>& rows);
+std::string comparison_to_json(const std::vector<ComparedSchedule>& rows);
+std::string comparison_to_csv(const std::vector<ComparedSchedule>& rows);
+
+}  // namespace ppsim

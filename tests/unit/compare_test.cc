@@ -1,0 +1,77 @@
+#include "sim/compare.h"
+
+#include <gtest/gtest.h>
+
+#include "sim/config.h"
+
+namespace ppsim {
+namespace {
+
+// Four A100s (80 GiB each) and stages that keep 30e9 bytes per microbatch:
+// 1F1B holds min(p - i, m) microbatches on rank i, 4 x 30e9 = 120e9 bytes on
+// rank 0 (111.8 GiB: over), 2 x 30e9 = 60e9 on rank 2 (55.9 GiB: fits).
+constexpr const char* kTight = R"(
+hardware: {preset: a100-80gb, gpus_per_node: 4, nodes: 1}
+parallel: {pipeline: 4}
+training: {global_batch: 8}
+costs:
+  fixed: {forward_s: 1.0, backward_s: 2.0, activation_bytes: 30.0e9}
+)";
+
+TEST(Compare, OverMemoryIsListedWithItsReason) {
+  const Result<Config> config = parse_config(kTight, "tight.yaml");
+  ASSERT_TRUE(config.ok()) << config.error().message;
+  const auto rows = compare_schedules(*config, {"1f1b", "gpipe"});
+  ASSERT_EQ(rows.size(), 2u);
+  for (const ComparedSchedule& row : rows) {
+    EXPECT_FALSE(row.feasible) << row.entry;
+    ASSERT_TRUE(row.summary.has_value()) << row.entry;  // the numbers are still there
+    EXPECT_NE(row.reason.find("on rank 0 exceeds the device's 80.00 GiB"), std::string::npos)
+        << row.reason;
+  }
+  EXPECT_NE(rows[0].reason.find("peak memory 111.76 GiB"), std::string::npos) << rows[0].reason;
+  EXPECT_EQ(rows[0].summary->devices[2].peak_memory_bytes, 60'000'000'000);
+}
+
+TEST(Compare, AScheduleThatCannotRunIsKept) {
+  // An interleaved run needs m % p == 0: 6 microbatches on 4 ranks cannot.
+  const Result<Config> six = parse_config(kTight, "tight.yaml", {{"training.global_batch", "6"}});
+  ASSERT_TRUE(six.ok());
+  const auto rows = compare_schedules(*six, {"interleaved-1f1b:3", "1f1b"});
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_FALSE(rows[0].feasible);
+  EXPECT_FALSE(rows[0].summary.has_value());
+  EXPECT_NE(rows[0].reason.find("must be a multiple of the pipeline size"), std::string::npos);
+  EXPECT_EQ(rows[1].entry, "1f1b");
+  ASSERT_TRUE(rows[1].summary.has_value());
+}
+
+TEST(Compare, VirtualStagesPerEntry) {
+  const Result<Config> config = parse_config(kTight, "tight.yaml");
+  ASSERT_TRUE(config.ok());
+  const auto rows = compare_schedules(*config, {"interleaved-1f1b", "interleaved-1f1b:4"});
+  ASSERT_TRUE(rows[0].summary && rows[1].summary);
+  EXPECT_EQ(rows[0].summary->virtual_stages, 2);  // the config says 1: interleaving needs 2+
+  EXPECT_EQ(rows[1].summary->virtual_stages, 4);
+}
+
+TEST(Compare, ParsesTheList) {
+  const auto list = parse_schedule_list("gpipe,interleaved-1f1b:3");
+  ASSERT_TRUE(list.ok());
+  EXPECT_EQ(*list, (std::vector<std::string>{"gpipe", "interleaved-1f1b:3"}));
+  EXPECT_FALSE(parse_schedule_list("gpipe,nope").ok());
+  EXPECT_FALSE(parse_schedule_list("1f1b:0").ok());
+  EXPECT_FALSE(parse_schedule_list("1f1b:x").ok());
+  EXPECT_FALSE(parse_schedule_list("").ok());
+}
+
+TEST(Compare, CsvHasOneRowPerScheduleAndAColumnPerRank) {
+  const Result<Config> config = parse_config(kTight, "tight.yaml");
+  ASSERT_TRUE(config.ok());
+  const std::string csv = comparison_to_csv(compare_schedules(*config, {"1f1b", "gpipe"}));
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 3);
+  EXPECT_NE(csv.find("peak_memory_bytes_rank3\n"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ppsim

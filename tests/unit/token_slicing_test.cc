@@ -1,0 +1,255 @@
+#include "schedules/token_slicing.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace ppsim {
+namespace {
+
+struct Best {
+  std::vector<int> lengths;
+  double latency = std::numeric_limits<double>::infinity();
+};
+
+// Every composition of the U = tokens / g units, 2^(U-1) of them, ordered by
+// the documented rule: latency, then fewer slices, then lexicographically
+// larger lengths.
+Best brute_force(int tokens, int granularity, int stages, const SliceCostFn& cost) {
+  const int units = tokens / granularity;
+  Best best;
+  for (unsigned mask = 0; mask < (1u << (units - 1)); ++mask) {
+    std::vector<int> lengths;
+    int start = 0;
+    for (int u = 1; u <= units; ++u) {
+      // Bit u-1 set: a cut after unit u.
+      if (u == units || (mask >> (u - 1) & 1u)) {
+        lengths.push_back((u - start) * granularity);
+        start = u;
+      }
+    }
+    const double latency = slicing_latency(lengths, stages, cost);
+    const bool wins = latency != best.latency ? latency < best.latency
+                                              : (lengths.size() != best.lengths.size()
+                                                     ? lengths.size() < best.lengths.size()
+                                                     : lengths > best.lengths);
+    if (wins) best = {lengths, latency};
+  }
+  return best;
+}
+
+// The returned figures, recomputed from the lengths alone.
+void expect_consistent(const Slicing& s, int tokens, int granularity, int stages,
+                       const SliceCostFn& cost) {
+  ASSERT_FALSE(s.lengths.empty());
+  EXPECT_EQ(std::accumulate(s.lengths.begin(), s.lengths.end(), 0), tokens);
+  double sum = 0.0;
+  double max = 0.0;
+  int context = 0;
+  for (int l : s.lengths) {
+    EXPECT_GT(l, 0);
+    EXPECT_EQ(l % granularity, 0) << l;
+    const double t = cost(l, context);
+    sum += t;
+    max = std::max(max, t);
+    context += l;
+  }
+  EXPECT_EQ(s.latency_s, slicing_latency(s.lengths, stages, cost));
+  EXPECT_EQ(s.max_slice_s, max);
+  // Summed first slice first here, last first in the library: equal up to rounding.
+  EXPECT_NEAR(s.sum_s, sum, 1e-12 * sum);
+}
+
+// A cost table indexed by (length, context) in units, drawn once per seed.
+struct RandomTable {
+  int granularity;
+  std::vector<std::vector<double>> value;  // [length][context]
+  double operator()(int length, int context) const {
+    return value[length / granularity][context / granularity];
+  }
+};
+
+RandomTable random_table(int units, int granularity, unsigned seed, bool integers) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> real(0.0, 1.0);
+  std::uniform_int_distribution<int> small(0, 6);
+  RandomTable table{granularity, {}};
+  table.value.assign(units + 1, std::vector<double>(units + 1, 0.0));
+  for (auto& row : table.value) {
+    for (double& v : row) v = integers ? small(rng) : real(rng);
+  }
+  return table;
+}
+
+// TeraPipe's shape: fixed overhead, work linear in the slice, attention over
+// the context, with random positive coefficients.
+SliceCostFn random_affine(unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> coef(0.01, 1.0);
+  const double a = coef(rng), b = coef(rng) * 0.1, c0 = coef(rng) * 2.0;
+  return [=](int l, int c) { return a * l + b * l * c + c0; };
+}
+
+TEST(OptimalSlicing, MatchesBruteForceOnRandomCosts) {
+  for (int units : {1, 2, 3, 5, 8, 12}) {
+    for (int granularity : {1, 3}) {
+      const int tokens = units * granularity;
+      for (unsigned seed = 1; seed <= 4; ++seed) {
+        const SliceCostFn affine = random_affine(seed);
+        const SliceCostFn real_table = random_table(units, granularity, seed, false);
+        const SliceCostFn int_table = random_table(units, granularity, seed, true);
+        for (int stages : {1, 2, 4, 8}) {
+          const std::string where = testing::PrintToString(
+              std::vector<int>{units, granularity, static_cast<int>(seed), stages});
+          for (const SliceCostFn* cost : {&affine, &real_table, &int_table}) {
+            const Result<Slicing> s = optimal_slicing(tokens, granularity, stages, *cost);
+            ASSERT_TRUE(s.ok()) << s.error().message;
+            expect_consistent(*s, tokens, granularity, stages, *cost);
+            const Best expected = brute_force(tokens, granularity, stages, *cost);
+            EXPECT_EQ(s->latency_s, expected.latency) << where;
+            // Small integer costs sum without rounding and tie often: the tie
+            // rule must hold exactly there.
+            if (cost == &int_table) {
+              EXPECT_EQ(s->lengths, expected.lengths) << where;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(OptimalSlicing, LinearCostOneStageTakesOneSlice) {
+  // t = l: every cut sums to 4 and there is no max term, so all tie; the
+  // fewest slices win.
+  const Result<Slicing> s = optimal_slicing(4, 1, 1, [](int l, int) { return 1.0 * l; });
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  EXPECT_EQ(s->lengths, std::vector<int>({4}));
+  EXPECT_EQ(s->latency_s, 4.0);
+}
+
+TEST(OptimalSlicing, LinearCostDeepPipelineTakesSmallestSlices) {
+  // t = l, p = 3: the sum is always 4, so the max decides. [4]: 4 + 2*4 = 12;
+  // [2,2]: 4 + 2*2 = 8; [1,1,1,1]: 4 + 2*1 = 6.
+  const Result<Slicing> s = optimal_slicing(4, 1, 3, [](int l, int) { return 1.0 * l; });
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  EXPECT_EQ(s->lengths, std::vector<int>({1, 1, 1, 1}));
+  EXPECT_EQ(s->latency_s, 6.0);
+  EXPECT_EQ(s->sum_s, 4.0);
+  EXPECT_EQ(s->max_slice_s, 1.0);
+}
+
+TEST(OptimalSlicing, GranularityBoundsTheSmallestSlice) {
+  // As above with 2-token units: [2,2,2,2] gives 8 + 2*2 = 12, [4,4] 8 + 2*4 = 16.
+  const Result<Slicing> s = optimal_slicing(8, 2, 3, [](int l, int) { return 1.0 * l; });
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  EXPECT_EQ(s->lengths, std::vector<int>({2, 2, 2, 2}));
+  EXPECT_EQ(s->latency_s, 12.0);
+}
+
+TEST(OptimalSlicing, ContextCostCanMakeCuttingWorse) {
+  // t = l + l*c, p = 2. [2]: t(2,0) = 2, latency 2 + 2 = 4. [1,1]: t(1,0) = 1,
+  // t(1,1) = 2, latency 3 + 2 = 5.
+  const Result<Slicing> s =
+      optimal_slicing(2, 1, 2, [](int l, int c) { return 1.0 * l + 1.0 * l * c; });
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  EXPECT_EQ(s->lengths, std::vector<int>({2}));
+  EXPECT_EQ(s->latency_s, 4.0);
+}
+
+TEST(OptimalSlicing, TiesPreferLargerFirstSlice) {
+  // Slices longer than 2 are prohibitive; with p = 1 every cut into 1s and 2s
+  // sums to 5, the fewest slices are three, and [2,2,1] > [2,1,2] > [1,2,2].
+  const Result<Slicing> s =
+      optimal_slicing(5, 1, 1, [](int l, int) { return l <= 2 ? 1.0 * l : 100.0; });
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  EXPECT_EQ(s->lengths, std::vector<int>({2, 2, 1}));
+  EXPECT_EQ(s->latency_s, 5.0);
+}
+
+TEST(OptimalSlicing, NeverWorseThanAnyEvenCut) {
+  // Beyond brute force: the optimum must not lose to any even cut.
+  const int tokens = 240;
+  for (unsigned seed = 1; seed <= 3; ++seed) {
+    const SliceCostFn cost = random_affine(seed);
+    for (int stages : {2, 8}) {
+      const Result<Slicing> best = optimal_slicing(tokens, 1, stages, cost);
+      ASSERT_TRUE(best.ok()) << best.error().message;
+      expect_consistent(*best, tokens, 1, stages, cost);
+      for (int n = 1; n <= tokens; ++n) {
+        if (tokens % n != 0) continue;
+        const Result<Slicing> even = even_slicing(tokens, n, stages, cost);
+        ASSERT_TRUE(even.ok()) << even.error().message;
+        EXPECT_LE(best->latency_s, even->latency_s) << n << " slices";
+      }
+    }
+  }
+}
+
+TEST(EvenSlicing, HandComputed) {
+  // t = l, p = 3, four slices of 2: sum 8, max 2, latency 8 + 2*2 = 12.
+  const Result<Slicing> s = even_slicing(8, 4, 3, [](int l, int) { return 1.0 * l; });
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  EXPECT_EQ(s->lengths, std::vector<int>({2, 2, 2, 2}));
+  EXPECT_EQ(s->sum_s, 8.0);
+  EXPECT_EQ(s->max_slice_s, 2.0);
+  EXPECT_EQ(s->latency_s, 12.0);
+}
+
+TEST(SlicingLatency, HandComputed) {
+  // t = l + c: [1,2,3] costs 1, 3, 6; p = 2: 10 + 6 = 16.
+  EXPECT_EQ(slicing_latency({1, 2, 3}, 2, [](int l, int c) { return 1.0 * (l + c); }), 16.0);
+  EXPECT_EQ(slicing_latency({}, 4, [](int, int) { return 1.0; }), 0.0);
+}
+
+std::string optimal_error(int tokens, int granularity, int stages, const SliceCostFn& cost) {
+  const Result<Slicing> s = optimal_slicing(tokens, granularity, stages, cost);
+  EXPECT_FALSE(s.ok());
+  return s.ok() ? "" : s.error().message;
+}
+
+std::string even_error(int tokens, int slices, int stages, const SliceCostFn& cost) {
+  const Result<Slicing> s = even_slicing(tokens, slices, stages, cost);
+  EXPECT_FALSE(s.ok());
+  return s.ok() ? "" : s.error().message;
+}
+
+TEST(OptimalSlicing, Errors) {
+  const SliceCostFn unit = [](int, int) { return 1.0; };
+  EXPECT_NE(optimal_error(0, 1, 2, unit).find("at least 1 token"), std::string::npos);
+  EXPECT_NE(optimal_error(-4, 1, 2, unit).find("at least 1 token"), std::string::npos);
+  EXPECT_NE(optimal_error(8, 0, 2, unit).find("granularity"), std::string::npos);
+  EXPECT_NE(optimal_error(8, 3, 2, unit).find("divides"), std::string::npos);
+  EXPECT_NE(optimal_error(8, 1, 0, unit).find("pipeline stage"), std::string::npos);
+  // 8192 units of 1 token; 4096 units of 2 tokens is the finest that fits.
+  EXPECT_NE(optimal_error(8192, 1, 2, unit).find("larger granularity (e.g. 2)"), std::string::npos);
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  EXPECT_NE(optimal_error(4, 1, 2, [](int l, int c) { return l == 2 && c == 1 ? -1.0 : 1.0; })
+                .find("t(length=2, context=1) = -1"),
+            std::string::npos);
+  EXPECT_NE(optimal_error(4, 1, 2, [=](int, int) { return nan; }).find("finite"),
+            std::string::npos);
+  EXPECT_NE(optimal_error(4, 1, 2, [=](int, int) { return inf; }).find("finite"),
+            std::string::npos);
+}
+
+TEST(EvenSlicing, Errors) {
+  const SliceCostFn unit = [](int, int) { return 1.0; };
+  EXPECT_NE(even_error(0, 1, 2, unit).find("at least 1 token"), std::string::npos);
+  EXPECT_NE(even_error(8, 0, 2, unit).find("at least 1 slice"), std::string::npos);
+  EXPECT_NE(even_error(8, 3, 2, unit).find("divides"), std::string::npos);
+  EXPECT_NE(even_error(8, 2, 0, unit).find("pipeline stage"), std::string::npos);
+  EXPECT_NE(even_error(8, 2, 2, [](int, int c) { return c > 0 ? -0.5 : 1.0; })
+                .find("t(length=4, context=4) = -0.5"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace ppsim
