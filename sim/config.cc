@@ -110,6 +110,8 @@ constexpr FixedList kFixedLists[] = {
 
 constexpr std::array kDTypes = {DType::kBf16, DType::kFp16, DType::kFp32};
 constexpr std::array kRecomputes = {Recompute::kNone, Recompute::kSelective, Recompute::kFull};
+constexpr std::array kOptimizerSteps = {OptimizerStep::kSynchronous,
+                                        OptimizerStep::kPostValidation};
 
 // Keys a hardware preset file may hold; a config's hardware section also has
 // preset, gpus_per_node and nodes.
@@ -487,6 +489,9 @@ TrainingSpec Loader::read_training(const Section& s) const {
   read_int(s, "micro_batch", training.micro_batch, 1);
   if (s.has("recompute")) training.recompute = to_enum(s.get("recompute"), kRecomputes);
   read_int(s, "zero_stage", training.zero_stage, 0, 3);
+  if (s.has("optimizer_step")) {
+    training.optimizer_step = to_enum(s.get("optimizer_step"), kOptimizerSteps);
+  }
   return training;
 }
 
@@ -597,8 +602,8 @@ Config Loader::load(YAML::Node root) const {
       .hardware = section(top.get("hardware"), hardware_keys(true)),
       .parallel = section(top.get("parallel"),
                           {"pipeline", "tensor", "data", "virtual_stages", "sequence_parallel"}),
-      .training =
-          section(top.get("training"), {"global_batch", "micro_batch", "recompute", "zero_stage"}),
+      .training = section(top.get("training"), {"global_batch", "micro_batch", "recompute",
+                                                "zero_stage", "optimizer_step"}),
       .schedule = section(top.get("schedule"), {"kind", "file"}),
       .fixed = section(costs.get("fixed"), fixed_keys()),
   };

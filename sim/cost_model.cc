@@ -399,6 +399,15 @@ Status fill_rank_times(const Config& config, const std::vector<int>& layers,
     table.optimizer_step[r] = seconds_to_picos(
         static_cast<double>(updated) * kAdamBytesPerParameter / (hw.hbm_bandwidth_gbps * kGiga));
   }
+  // A synchronous step all-reduces the gradient norm (one fp32) across the
+  // pipeline ranks: latency-bound.
+  const int p = config.parallel.pipeline;
+  if (p > 1) {
+    const Result<Link> link = used_link(hw, placement.ranks_share_nodes(0, p - 1));
+    if (!link.ok()) return link.error();
+    table.pipeline_sync =
+        seconds_to_picos(ring_all_reduce_s(4.0, p, link->latency_s, link->bandwidth_Bps));
+  }
   return Status();
 }
 

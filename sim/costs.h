@@ -32,6 +32,9 @@ struct CostTable {
   std::vector<int64_t> static_bytes;
   std::vector<Picos> grad_sync;       // data-parallel gradient reduction
   std::vector<Picos> optimizer_step;  // optimizer update of the rank's weights
+  // A synchronous step's all-reduce of a scalar (the gradient norm) across
+  // the pipeline ranks, after every rank has its gradients.
+  Picos pipeline_sync = 0;
 
   int num_stages() const { return static_cast<int>(stages.size()); }
 };

@@ -34,13 +34,16 @@ void Engine::build(const Schedule& s, const CostTable& costs) {
   num_ranks_ = s.num_ranks;
   costs_ = &costs;
   const size_t n = s.num_actions();
-  nodes_.assign(n, Node{});
+  PPSIM_CHECK(n * options_.iterations < static_cast<size_t>(std::numeric_limits<int32_t>::max()));
+  nodes_per_iteration_ = static_cast<int32_t>(n);
+  nodes_.assign(n * options_.iterations, Node{});
   node_of_.resize(n);
   record_of_.resize(n);
   ranks_.assign(num_ranks_, RankState{});
   link_free_.assign(2 * static_cast<size_t>(num_ranks_), 0);
   heap_.clear();
   seq_ = 0;
+  barrier_arrived_ = 0;
 
   const size_t per_kind = static_cast<size_t>(s.num_stages) * s.num_microbatches;
   index_.assign(kNumActionKinds * per_kind, -1);
@@ -51,9 +54,9 @@ void Engine::build(const Schedule& s, const CostTable& costs) {
   int32_t record = 0;
   size_t longest = 0;
   for (int rank = 0; rank < num_ranks_; ++rank) {
-    ranks_[rank].begin = ranks_[rank].pc = record;
-    record += static_cast<int32_t>(s.programs[rank].size());
-    ranks_[rank].end = record;
+    ranks_[rank].begin = record;
+    ranks_[rank].length = static_cast<int32_t>(s.programs[rank].size());
+    record += ranks_[rank].length;
     longest = std::max(longest, s.programs[rank].size());
   }
   int32_t node = 0;
@@ -105,6 +108,17 @@ void Engine::build(const Schedule& s, const CostTable& costs) {
       });
     }
   }
+  // Later iterations: the same graph, shifted.
+  for (int k = 1; k < options_.iterations; ++k) {
+    const int32_t shift = k * nodes_per_iteration_;
+    for (int32_t i = 0; i < nodes_per_iteration_; ++i) {
+      Node& copy = nodes_[shift + i];
+      copy = nodes_[i];
+      for (int32_t& target : copy.out) {
+        if (target >= 0) target += shift;
+      }
+    }
+  }
 }
 
 void Engine::push(Picos time, int32_t rank) {
@@ -112,77 +126,146 @@ void Engine::push(Picos time, int32_t rank) {
   std::push_heap(heap_.begin(), heap_.end(), Later{});
 }
 
+void Engine::start_epilogue(int32_t rank, EpilogueKind kind, Picos now, Picos duration) {
+  RankState& r = ranks_[rank];
+  r.busy = true;
+  out_->epilogue.push_back(EpilogueRecord{kind, rank, r.iteration, now, now + duration});
+  push(now + duration, rank);
+}
+
 void Engine::try_start(int32_t rank, Picos now) {
   RankState& r = ranks_[rank];
   while (!r.busy) {
-    if (r.pc < r.end) {
-      Node& nd = nodes_[node_of_[r.pc]];
-      if (nd.pending > 0) return;
-      nd.time = std::max(now, nd.time);
-      r.busy = true;
-      if (nd.kind == ActionKind::kForward) {
-        r.activation += costs_->stages[nd.stage].activation_bytes;
-        out_->peak_activation_bytes[rank] =
-            std::max(out_->peak_activation_bytes[rank], r.activation);
+    switch (r.phase) {
+      case Phase::kProgram: {
+        if (r.pos == r.length) {
+          r.phase = Phase::kGradSync;
+          break;
+        }
+        Node& nd = nodes_[r.iteration * nodes_per_iteration_ + node_of_[r.begin + r.pos]];
+        if (nd.pending > 0) return;
+        nd.time = std::max(now, nd.time);
+        r.busy = true;
+        if (nd.kind == ActionKind::kForward) {
+          r.activation += costs_->stages[nd.stage].activation_bytes;
+          out_->peak_activation_bytes[rank] =
+              std::max(out_->peak_activation_bytes[rank], r.activation);
+        }
+        push(nd.time + nd.duration, rank);
+        return;
       }
-      push(nd.time + nd.duration, rank);
-      return;
+      case Phase::kGradSync:
+        if (costs_->grad_sync[rank] > 0) {
+          start_epilogue(rank, EpilogueKind::kGradSync, now, costs_->grad_sync[rank]);
+          return;
+        }
+        r.phase = options_.synchronous_step ? Phase::kBarrier : Phase::kStep;
+        break;
+      case Phase::kBarrier:
+        // Wait for every rank; the last to arrive releases them all into the
+        // pipeline-wide all-reduce, which they run together.
+        r.busy = true;
+        if (++barrier_arrived_ == num_ranks_) {
+          barrier_arrived_ = 0;
+          for (int32_t other = 0; other < num_ranks_; ++other) {
+            ranks_[other].phase = Phase::kPipelineSync;
+            if (costs_->pipeline_sync > 0) {
+              out_->epilogue.push_back(EpilogueRecord{EpilogueKind::kPipelineSync, other,
+                                                      ranks_[other].iteration, now,
+                                                      now + costs_->pipeline_sync});
+            }
+            push(now + costs_->pipeline_sync, other);
+          }
+        }
+        return;
+      case Phase::kPipelineSync:  // only reached through finish()
+        return;
+      case Phase::kStep:
+        if (costs_->optimizer_step[rank] > 0) {
+          start_epilogue(rank, EpilogueKind::kOptimizerStep, now, costs_->optimizer_step[rank]);
+          return;
+        }
+        finish(rank, now);  // a step that takes no time ends the iteration at once
+        return;
+      case Phase::kDone:
+        return;
     }
-    const int phase = r.pc - r.end;
-    if (phase >= 2) return;
-    const Picos duration = phase == 0 ? costs_->grad_sync[rank] : costs_->optimizer_step[rank];
-    if (duration == 0) {  // nothing to do in this phase: skip it
-      ++r.pc;
-      continue;
+  }
+}
+
+void Engine::finish_action(int32_t rank, int32_t node, Picos now) {
+  RankState& r = ranks_[rank];
+  const Node& nd = nodes_[node];
+  out_->busy[rank] += nd.duration;
+  if (nd.kind == ActionKind::kBackward || nd.kind == ActionKind::kBackwardWeight) {
+    r.activation -= costs_->stages[nd.stage].activation_bytes;
+  }
+  const int32_t iteration_base = r.iteration * nodes_per_iteration_;
+  const int32_t record = iteration_base + r.begin + r.pos - 1;
+  for (const int32_t target : nd.out) {
+    if (target < 0) break;
+    Node& consumer = nodes_[target];
+    Picos arrival = now;
+    if (consumer.rank != rank) {
+      // Across ranks only the stage-to-stage edges travel: F(s) -> F(s+1)
+      // carries an activation, B/I(s+1) -> B/I(s) a gradient.
+      const int boundary = std::min(nd.stage, consumer.stage);
+      const Picos cost = nd.kind == ActionKind::kForward ? costs_->p2p_forward[boundary]
+                                                         : costs_->p2p_backward[boundary];
+      Picos& link_free = link_free_[link_id(rank, consumer.rank)];
+      const Picos start = std::max(now, link_free);
+      arrival = link_free = start + cost;
+      out_->transfers.push_back(TransferRecord{
+          record, iteration_base + record_of_[target - iteration_base], start, arrival});
     }
-    r.busy = true;
-    out_->epilogue.push_back(
-        EpilogueRecord{phase == 0 ? EpilogueKind::kGradSync : EpilogueKind::kOptimizerStep, rank,
-                       now, now + duration});
-    push(now + duration, rank);
+    consumer.time = std::max(consumer.time, arrival);
+    // May start this rank's next action: pos has moved past this one.
+    if (--consumer.pending == 0) try_start(consumer.rank, now);
   }
 }
 
 void Engine::finish(int32_t rank, Picos now) {
   RankState& r = ranks_[rank];
   r.busy = false;
-  const int32_t record = r.pc++;
-  if (record < r.end) {
-    const Node& nd = nodes_[node_of_[record]];
-    out_->busy[rank] += nd.duration;
-    if (nd.kind == ActionKind::kBackward || nd.kind == ActionKind::kBackwardWeight) {
-      r.activation -= costs_->stages[nd.stage].activation_bytes;
+  switch (r.phase) {
+    case Phase::kProgram: {
+      const int32_t node = r.iteration * nodes_per_iteration_ + node_of_[r.begin + r.pos];
+      ++r.pos;
+      finish_action(rank, node, now);
+      break;
     }
-    for (const int32_t target : nd.out) {
-      if (target < 0) break;
-      Node& consumer = nodes_[target];
-      Picos arrival = now;
-      if (consumer.rank != rank) {
-        // Across ranks only the stage-to-stage edges travel: F(s) -> F(s+1)
-        // carries an activation, B/I(s+1) -> B/I(s) a gradient.
-        const int boundary = std::min(nd.stage, consumer.stage);
-        const Picos cost = nd.kind == ActionKind::kForward ? costs_->p2p_forward[boundary]
-                                                           : costs_->p2p_backward[boundary];
-        Picos& link_free = link_free_[link_id(rank, consumer.rank)];
-        const Picos start = std::max(now, link_free);
-        arrival = link_free = start + cost;
-        out_->transfers.push_back(TransferRecord{record, record_of_[target], start, arrival});
-      }
-      consumer.time = std::max(consumer.time, arrival);
-      // May start this rank's next action: pc has moved past `record`.
-      if (--consumer.pending == 0) try_start(consumer.rank, now);
+    case Phase::kGradSync:
+      r.phase = options_.synchronous_step ? Phase::kBarrier : Phase::kStep;
+      break;
+    case Phase::kPipelineSync:
+      r.phase = Phase::kStep;
+      break;
+    case Phase::kStep: {
+      Picos& end = out_->iteration_end[r.iteration];
+      end = std::max(end, now);
+      r.pos = 0;
+      r.phase = ++r.iteration == options_.iterations ? Phase::kDone : Phase::kProgram;
+      break;
     }
+    case Phase::kBarrier:
+    case Phase::kDone:
+      PPSIM_CHECK(false);  // no event ends these
   }
   try_start(rank, now);
 }
 
-void Engine::run(const Schedule& schedule, const CostTable& costs, Timeline* timeline) {
+void Engine::run(const Schedule& schedule, const CostTable& costs, Timeline* timeline,
+                 const RunOptions& options) {
+  PPSIM_CHECK(options.iterations >= 1);
+  options_ = options;
   build(schedule, costs);
   out_ = timeline;
   Timeline& t = *timeline;
   t.num_ranks = num_ranks_;
+  t.iterations = options.iterations;
+  t.iteration_end.assign(options.iterations, 0);
   t.epilogue.clear();
-  t.epilogue.reserve(2 * static_cast<size_t>(num_ranks_));
+  t.epilogue.reserve(3 * static_cast<size_t>(num_ranks_) * options.iterations);
   t.transfers.clear();
   t.transfers.reserve(nodes_.size());
   t.static_bytes = costs.static_bytes;
@@ -206,15 +289,18 @@ void Engine::run(const Schedule& schedule, const CostTable& costs, Timeline* tim
   }
   t.makespan = now;
   // A validated schedule cannot stall; if one did, its numbers would be wrong.
-  for (const RankState& r : ranks_) PPSIM_CHECK(r.pc == r.end + 2);
+  for (const RankState& r : ranks_) PPSIM_CHECK(r.phase == Phase::kDone);
 
   t.actions.resize(nodes_.size());
-  for (int rank = 0; rank < num_ranks_; ++rank) {
-    const auto& program = schedule.programs[rank];
-    for (size_t k = 0; k < program.size(); ++k) {
-      const int32_t rec = ranks_[rank].begin + static_cast<int32_t>(k);
-      const Node& nd = nodes_[node_of_[rec]];
-      t.actions[rec] = ActionRecord{program[k], rank, nd.time, nd.time + nd.duration};
+  for (int k = 0; k < options.iterations; ++k) {
+    const int32_t base = k * nodes_per_iteration_;
+    for (int rank = 0; rank < num_ranks_; ++rank) {
+      const auto& program = schedule.programs[rank];
+      for (size_t pos = 0; pos < program.size(); ++pos) {
+        const int32_t rec = ranks_[rank].begin + static_cast<int32_t>(pos);
+        const Node& nd = nodes_[base + node_of_[rec]];
+        t.actions[base + rec] = ActionRecord{program[pos], rank, k, nd.time, nd.time + nd.duration};
+      }
     }
   }
   out_ = nullptr;

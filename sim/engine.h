@@ -6,7 +6,11 @@
 // (schedules/validate.h) have arrived. An output bound for another rank
 // travels on the directed link between the two ranks, one transfer at a time
 // in the order they became ready, overlapping with compute. After its program
-// a rank runs its gradient synchronisation and optimizer step.
+// a rank synchronises its gradients (data parallelism) and steps its
+// optimizer, then starts the next iteration. With a synchronous step, every
+// rank first waits for all others and they all-reduce across the pipeline
+// (gradient clipping and NaN checks need the global norm); with
+// post-validation (Qi et al. 2024) a rank steps as soon as it is done.
 //
 // Events (an action or epilogue phase ending) are ordered by (time in
 // picoseconds, sequence number), so a run is deterministic. Transfers need no
@@ -14,9 +18,10 @@
 // rank at its source, in that rank's program order, so the link serves them
 // first come, first served as they are handed over, and each one's start and
 // arrival are known then. Likewise a rank whose next action has all its
-// inputs on the way is committed to starting it when the last one lands. An Engine keeps its
-// buffers between runs, so the explorer reuses one per thread; engines share nothing and may run
-// side by side.
+// inputs on the way is committed to starting it when the last one lands.
+//
+// An Engine keeps its buffers between runs, so the explorer reuses one per
+// thread; engines share nothing and may run side by side.
 #pragma once
 
 #include <cstdint>
@@ -28,17 +33,24 @@
 
 namespace ppsim {
 
+struct RunOptions {
+  int iterations = 1;            // consecutive iterations of the schedule
+  bool synchronous_step = true;  // false: post-validation, no barrier
+};
+
 class Engine {
  public:
-  // REQUIRES: validate(schedule).ok(); costs sized for schedule's stages and ranks.
-  // Overwrites *timeline, reusing its capacity.
-  void run(const Schedule& schedule, const CostTable& costs, Timeline* timeline);
+  // REQUIRES: validate(schedule).ok(); costs sized for schedule's stages and
+  // ranks; options.iterations >= 1. Overwrites *timeline, reusing its capacity.
+  void run(const Schedule& schedule, const CostTable& costs, Timeline* timeline,
+           const RunOptions& options = {});
 
  private:
   // The run-time state of one action: 32 bytes, so that the actions in
   // flight stay in cache. Nodes are laid out position-major (every rank's
   // first action, then every rank's second, ...): ranks advance roughly
   // together, so the actions in flight are close to each other in memory.
+  // Iteration k's nodes are [k n, (k + 1) n).
   struct Node {
     Picos time = 0;  // before it starts: latest arrival of its inputs; then its start
     Picos duration = 0;
@@ -54,10 +66,14 @@ class Engine {
     uint64_t seq;
     int32_t rank;
   };
+  // What a rank is doing: its program, then the end-of-iteration phases.
+  enum class Phase : uint8_t { kProgram, kGradSync, kBarrier, kPipelineSync, kStep, kDone };
   struct RankState {
-    int32_t begin = 0;  // first record of the program in Timeline::actions
-    int32_t end = 0;
-    int32_t pc = 0;  // next record; end, end + 1 are the epilogue phases
+    int32_t begin = 0;  // first record of the program in an iteration's records
+    int32_t length = 0;
+    int32_t pos = 0;  // next action of the program
+    int32_t iteration = 0;
+    Phase phase = Phase::kProgram;
     bool busy = false;
     int64_t activation = 0;
   };
@@ -66,18 +82,23 @@ class Engine {
   int link_id(int src, int dst) const;
   void try_start(int32_t rank, Picos now);
   void finish(int32_t rank, Picos now);
+  void finish_action(int32_t rank, int32_t node, Picos now);
+  void start_epilogue(int32_t rank, EpilogueKind kind, Picos now, Picos duration);
   void push(Picos time, int32_t rank);
 
   int num_ranks_ = 0;
+  int32_t nodes_per_iteration_ = 0;
+  RunOptions options_;
   const CostTable* costs_ = nullptr;
   Timeline* out_ = nullptr;
   std::vector<Node> nodes_;
   std::vector<RankState> ranks_;
   std::vector<Picos> link_free_;  // per directed link: when its last transfer ends
   std::vector<Event> heap_;
-  std::vector<int32_t> node_of_;    // record -> node
-  std::vector<int32_t> record_of_;  // node -> record
-  std::vector<int32_t> index_;      // (kind, stage, microbatch) -> node
+  std::vector<int32_t> node_of_;    // record -> node, in iteration 0
+  std::vector<int32_t> record_of_;  // node -> record, in iteration 0
+  std::vector<int32_t> index_;      // (kind, stage, microbatch) -> node, in iteration 0
+  int barrier_arrived_ = 0;
   uint64_t seq_ = 0;
 };
 

@@ -13,22 +13,27 @@ Summary summarize(const Config& config, const std::string& schedule_name,
   s.data = config.parallel.data;
   s.virtual_stages = config.parallel.virtual_stages;
   s.microbatches = config.num_microbatches();
-  s.iteration_time_s = picos_to_seconds(timeline.makespan);
+  s.optimizer_step = to_string(config.training.optimizer_step);
+  s.iteration_time_s = picos_to_seconds(timeline.period());
+  s.first_iteration_s = picos_to_seconds(
+      timeline.iteration_end.empty() ? timeline.makespan : timeline.iteration_end[0]);
+  s.iterations_simulated = timeline.iterations;
 
+  // Every iteration does the same work; report one iteration's.
   Picos busy = 0;
   for (int rank = 0; rank < timeline.num_ranks; ++rank) {
     DeviceSummary d;
     d.rank = rank;
-    d.busy_s = picos_to_seconds(timeline.busy[rank]);
+    d.busy_s = picos_to_seconds(timeline.busy[rank]) / timeline.iterations;
     d.static_bytes = timeline.static_bytes[rank];
     d.peak_activation_bytes = timeline.peak_activation_bytes[rank];
     d.peak_memory_bytes = d.static_bytes + d.peak_activation_bytes;
     s.devices.push_back(d);
     busy += timeline.busy[rank];
   }
-  if (timeline.makespan > 0) {
-    s.bubble_fraction = 1.0 - static_cast<double>(busy) /
-                                  (static_cast<double>(timeline.num_ranks) * timeline.makespan);
+  if (timeline.period() > 0) {
+    s.bubble_fraction = 1.0 - static_cast<double>(busy) / timeline.iterations /
+                                  (static_cast<double>(timeline.num_ranks) * timeline.period());
     s.throughput.samples_per_s = config.training.global_batch / s.iteration_time_s;
     if (config.model) {
       s.throughput.tokens_per_s = s.throughput.samples_per_s * config.model->seq_len;

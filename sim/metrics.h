@@ -13,7 +13,7 @@ namespace ppsim {
 
 struct DeviceSummary {
   int rank = 0;
-  double busy_s = 0;  // F/B/I/W compute time
+  double busy_s = 0;  // F/B/I/W compute time in one iteration
   int64_t static_bytes = 0;
   int64_t peak_activation_bytes = 0;
   int64_t peak_memory_bytes = 0;  // static + peak activation
@@ -33,8 +33,14 @@ struct Summary {
   int data = 1;
   int virtual_stages = 1;
   int microbatches = 1;
+  std::string optimizer_step;  // synchronous | post_validation
+  // The steady state: the period between the ends of the last two simulated
+  // iterations. `steady` is false when the periods had not settled yet.
   double iteration_time_s = 0;
-  // 1 - total F/B/I/W busy time / (p * iteration time)
+  double first_iteration_s = 0;  // from the start to the end of the first iteration
+  int iterations_simulated = 1;
+  bool steady = true;
+  // 1 - total F/B/I/W busy time / (p * iteration time), per iteration
   double bubble_fraction = 0;
   Throughput throughput;
   std::optional<double> memory_capacity_bytes;  // per device, from the hardware

@@ -22,7 +22,11 @@ std::string format_summary_table(const Summary& s) {
   std::string out;
   out += fmt::format("schedule          {}  (p={} t={} d={} v={}, {} microbatches)\n", s.schedule,
                      s.pipeline, s.tensor, s.data, s.virtual_stages, s.microbatches);
-  out += fmt::format("iteration time    {}\n", format_duration(s.iteration_time_s));
+  out += fmt::format(
+      "iteration time    {}  (steady state{}; first iteration {})\n",
+      format_duration(s.iteration_time_s),
+      s.steady ? "" : fmt::format(", not settled after {} iterations", s.iterations_simulated),
+      format_duration(s.first_iteration_s));
   out += fmt::format("bubble fraction   {:.2f} %\n", 100.0 * s.bubble_fraction);
   out += fmt::format("throughput        {:.4g} samples/s", s.throughput.samples_per_s);
   if (s.throughput.tokens_per_s)
@@ -62,7 +66,11 @@ void write_summary(JsonWriter& w, const Summary& s) {
   w.field("pipeline", s.pipeline).field("tensor", s.tensor).field("data", s.data);
   w.field("virtual_stages", s.virtual_stages).end_object();
   w.field("microbatches", s.microbatches);
+  w.field("optimizer_step", s.optimizer_step);
   w.field("iteration_time_s", s.iteration_time_s);
+  w.field("first_iteration_s", s.first_iteration_s);
+  w.field("iterations_simulated", s.iterations_simulated);
+  w.field("steady", s.steady);
   w.field("bubble_fraction", s.bubble_fraction);
   w.key("throughput").begin_object();
   w.field("samples_per_s", s.throughput.samples_per_s);

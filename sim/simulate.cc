@@ -51,9 +51,27 @@ Result<Simulation> simulate(const Config& config) {
   Result<CostTable> costs = build_cost_table(config, sim.schedule.stage_rank);
   if (!costs) return costs.error();
   sim.costs = std::move(*costs);
+  // With a synchronous step every iteration after the first starts from the
+  // same state (all ranks leave one barrier), so two iterations give the
+  // steady period. Without the barrier iterations overlap and the pipeline
+  // may take a while to settle: double the run until the last two periods
+  // agree.
   Engine engine;
-  engine.run(sim.schedule, sim.costs, &sim.timeline);
+  RunOptions options;
+  options.synchronous_step = config.training.optimizer_step == OptimizerStep::kSynchronous;
+  options.iterations = 2;
+  engine.run(sim.schedule, sim.costs, &sim.timeline, options);
+  if (!options.synchronous_step) {
+    for (options.iterations = 4;; options.iterations *= 2) {
+      engine.run(sim.schedule, sim.costs, &sim.timeline, options);
+      const auto& end = sim.timeline.iteration_end;
+      const size_t n = end.size();
+      sim.settled = end[n - 1] - end[n - 2] == end[n - 2] - end[n - 3];
+      if (sim.settled || options.iterations >= kMaxIterations) break;
+    }
+  }
   sim.summary = summarize(config, sim.schedule.name, sim.timeline);
+  sim.summary.steady = sim.settled;
   return sim;
 }
 

@@ -14,9 +14,14 @@ namespace ppsim {
 struct Simulation {
   Schedule schedule;
   CostTable costs;
-  Timeline timeline;
+  Timeline timeline;  // several consecutive iterations
   Summary summary;
+  bool settled = true;  // the last two periods were equal
 };
+
+// Iterations simulated at most while waiting for a post-validation pipeline
+// to settle into a steady period.
+inline constexpr int kMaxIterations = 32;
 
 // The config's schedule, validated: generated for its kind and (p, m, v), or
 // read from schedule.file for kind "custom".

@@ -5,7 +5,21 @@
 namespace ppsim {
 
 const char* to_string(EpilogueKind kind) {
-  return kind == EpilogueKind::kGradSync ? "grad-sync" : "optimizer-step";
+  switch (kind) {
+    case EpilogueKind::kGradSync:
+      return "grad-sync";
+    case EpilogueKind::kPipelineSync:
+      return "pipeline-sync";
+    case EpilogueKind::kOptimizerStep:
+      return "optimizer-step";
+  }
+  return "?";
+}
+
+Picos Timeline::period() const {
+  const size_t n = iteration_end.size();
+  if (n < 2) return makespan;
+  return iteration_end[n - 1] - iteration_end[n - 2];
 }
 
 int64_t Timeline::bytes(const TransferRecord& x) const {

@@ -16,17 +16,21 @@ namespace ppsim {
 struct ActionRecord {
   Action action;
   int32_t rank = 0;
+  int32_t iteration = 0;
   Picos start = 0;
   Picos end = 0;
 };
 
-// End-of-iteration work on a rank, after its program.
-enum class EpilogueKind : uint8_t { kGradSync, kOptimizerStep };
+// End-of-iteration work on a rank, after its program: data-parallel gradient
+// reduction, the all-reduce across pipeline ranks of a synchronous step, and
+// the optimizer step.
+enum class EpilogueKind : uint8_t { kGradSync, kPipelineSync, kOptimizerStep };
 const char* to_string(EpilogueKind kind);
 
 struct EpilogueRecord {
   EpilogueKind kind = EpilogueKind::kGradSync;
   int32_t rank = 0;
+  int32_t iteration = 0;
   Picos start = 0;
   Picos end = 0;
 };
@@ -51,7 +55,10 @@ struct MemoryEvent {
 
 struct Timeline {
   int num_ranks = 0;
-  std::vector<ActionRecord> actions;  // schedule program order
+  int iterations = 1;
+  // Iteration-major, then the schedule's program order: iteration k's
+  // records are [k n, (k + 1) n) for n = Schedule::num_actions().
+  std::vector<ActionRecord> actions;
   std::vector<EpilogueRecord> epilogue;
   std::vector<TransferRecord> transfers;  // per link in order of start
   std::vector<int64_t> static_bytes;      // per rank, held throughout
@@ -61,11 +68,17 @@ struct Timeline {
   std::vector<int64_t> stage_activation_bytes;
   std::vector<int64_t> p2p_bytes;  // per stage boundary, bytes of one transfer
   Picos makespan = 0;              // end of the last activity
+  // Per iteration, when its last rank finished it (its optimizer step ended).
+  std::vector<Picos> iteration_end;
 
-  // Per rank, F/B/I/W compute time.
+  // Per rank, F/B/I/W compute time over all iterations.
   std::vector<Picos> busy;
   // Per rank, the highest activation memory reached.
   std::vector<int64_t> peak_activation_bytes;
+
+  // The time between the ends of the last two iterations: the steady state
+  // when the iterations have settled. With one iteration, the makespan.
+  Picos period() const;
 
   int src_rank(const TransferRecord& x) const { return actions[x.producer].rank; }
   int dst_rank(const TransferRecord& x) const { return actions[x.consumer].rank; }

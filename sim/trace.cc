@@ -43,11 +43,12 @@ std::string chrome_trace_json(const Timeline& t) {
     const char cat[2] = {action_kind_letter(a.action.kind), '\0'};
     span(w, to_string(a.action), cat, a.rank, kComputeTid, a.start, a.end);
     w.key("args").begin_object().field("stage", a.action.stage);
-    w.field("microbatch", a.action.microbatch).end_object().end_object();
+    w.field("microbatch", a.action.microbatch).field("iteration", a.iteration);
+    w.end_object().end_object();
   }
   for (const EpilogueRecord& e : t.epilogue) {
     span(w, to_string(e.kind), to_string(e.kind), e.rank, kComputeTid, e.start, e.end);
-    w.end_object();
+    w.key("args").begin_object().field("iteration", e.iteration).end_object().end_object();
   }
   std::vector<bool> named(static_cast<size_t>(t.num_ranks) * t.num_ranks, false);
   for (size_t k = 0; k < t.transfers.size(); ++k) {

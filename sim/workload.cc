@@ -37,6 +37,10 @@ const char* to_string(Recompute recompute) {
   return "?";
 }
 
+const char* to_string(OptimizerStep step) {
+  return step == OptimizerStep::kSynchronous ? "synchronous" : "post_validation";
+}
+
 double HardwareSpec::peak_tflops(DType dtype) const {
   switch (dtype) {
     case DType::kBf16:

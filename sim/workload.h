@@ -12,10 +12,16 @@ namespace ppsim {
 
 enum class DType { kBf16, kFp16, kFp32 };
 enum class Recompute { kNone, kSelective, kFull };
+// How iterations meet: `synchronous` all-reduces across the pipeline ranks
+// before the optimizer step (gradient clipping, NaN checks), so no rank
+// starts the next iteration before all have finished this one;
+// `post_validation` (Qi et al. 2024) steps at once and checks afterwards.
+enum class OptimizerStep { kSynchronous, kPostValidation };
 
 int dtype_bytes(DType dtype);
 const char* to_string(DType dtype);
 const char* to_string(Recompute recompute);
+const char* to_string(OptimizerStep step);
 
 // A GPT-style decoder-only transformer.
 struct ModelSpec {
@@ -65,6 +71,7 @@ struct TrainingSpec {
   int micro_batch = 1;
   Recompute recompute = Recompute::kNone;
   int zero_stage = 0;  // 0..3
+  OptimizerStep optimizer_step = OptimizerStep::kSynchronous;
 };
 
 struct ScheduleSpec {

@@ -73,9 +73,13 @@ t = json.load(open(sys.argv[1]))["traceEvents"]
 names = [e for e in t if e["ph"] == "M" and e["name"] == "process_name"]
 assert sorted(e["args"]["name"] for e in names) == ["rank 0", "rank 1", "rank 2", "rank 3"]
 compute = [e for e in t if e["ph"] == "X" and e["cat"] in "FBIW"]
-assert len(compute) == 4 * 8 * 2, len(compute)  # p ranks x m microbatches x (F, B)
+iterations = sorted({e["args"]["iteration"] for e in compute})
+assert iterations == list(range(len(iterations))) and iterations, iterations
+for k in iterations:  # p ranks x m microbatches x (F, B)
+    assert sum(e["args"]["iteration"] == k for e in compute) == 4 * 8 * 2
 flows = [e for e in t if e["ph"] in "sf"]
-assert len(flows) == 2 * 2 * 3 * 8, len(flows)  # (s, f) x (act, grad) x 3 boundaries x m
+# (s, f) x (act, grad) x 3 boundaries x m, per iteration
+assert len(flows) == 2 * 2 * 3 * 8 * len(iterations), len(flows)
 assert any(e["ph"] == "C" for e in t)
 PY
 

@@ -126,3 +126,42 @@ TEST(Communication, SingleMicrobatchPaysEveryHopTwice) {
 
 }  // namespace
 }  // namespace ppsim
+
+namespace ppsim {
+namespace {
+
+// Consecutive 1F1B iterations with gradient sync g, pipeline all-reduce a and
+// optimizer step o on every rank, T1 = (m + p - 1)(tf + tb). Synchronous: all
+// ranks leave the barrier together, so each iteration takes T1 + g + a + o.
+// Post-validation: rank 0 ends every iteration last and starts the next after
+// its own g + o; the others are idle by the time its activations reach them,
+// so each iteration takes T1 + g + o.
+class Iterations : public ::testing::TestWithParam<std::tuple<int, int>> {};
+
+TEST_P(Iterations, SynchronousAndPostValidatedPeriods) {
+  const auto [p, m] = GetParam();
+  const Picos g = 1'000'003;
+  const Picos a = 70'001;
+  const Picos o = 2'000'011;
+  const Schedule s = *make_1f1b({p, m, 1});
+  CostTable costs = uniform_costs(p, p, kTf, kTb);
+  costs.grad_sync.assign(p, g);
+  costs.optimizer_step.assign(p, o);
+  costs.pipeline_sync = a;
+  const Picos t1 = (m + p - 1) * (kTf + kTb);
+  for (const bool synchronous : {true, false}) {
+    Timeline t;
+    Engine().run(s, costs, &t, RunOptions{4, synchronous});
+    const Picos period = synchronous ? t1 + g + a + o : t1 + g + o;
+    ASSERT_EQ(t.iteration_end.size(), 4u);
+    for (int k = 0; k < 4; ++k) EXPECT_EQ(t.iteration_end[k], (k + 1) * period) << k;
+    EXPECT_EQ(t.period(), period);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, Iterations,
+                         ::testing::Values(std::tuple{1, 3}, std::tuple{2, 5}, std::tuple{4, 8},
+                                           std::tuple{5, 2}));
+
+}  // namespace
+}  // namespace ppsim

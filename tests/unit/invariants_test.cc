@@ -59,6 +59,7 @@ Case random_case(std::mt19937_64& rng, const std::string& kind) {
     c.costs.grad_sync[r] = uniform(0, 5) * 1000;
     c.costs.optimizer_step[r] = uniform(0, 5) * 1000;
   }
+  c.costs.pipeline_sync = uniform(0, 2) * 500;
   return c;
 }
 
@@ -76,23 +77,29 @@ Picos duration(const StageCost& c, ActionKind kind) {
   return -1;
 }
 
-void check_invariants(const Case& c, const Timeline& t) {
+void check_invariants(const Case& c, const Timeline& t, const RunOptions& options) {
   const Schedule& s = c.schedule;
-  ASSERT_EQ(t.actions.size(), s.num_actions());
-  std::map<std::tuple<int, int, int>, size_t> where;  // (kind, stage, mb) -> record
+  const size_t n = s.num_actions();
+  ASSERT_EQ(t.actions.size(), n * options.iterations);
+  ASSERT_EQ(t.iteration_end.size(), static_cast<size_t>(options.iterations));
+  // (iteration, kind, stage, mb) -> record
+  std::map<std::tuple<int, int, int, int>, size_t> where;
   std::vector<std::vector<std::pair<Picos, Picos>>> busy(s.num_ranks);
   size_t k = 0;
-  for (int rank = 0; rank < s.num_ranks; ++rank) {
-    for (size_t pos = 0; pos < s.programs[rank].size(); ++pos, ++k) {
-      const ActionRecord& r = t.actions[k];
-      ASSERT_EQ(r.action, s.programs[rank][pos]);
-      ASSERT_EQ(r.rank, rank);
-      // Ran once, for exactly its cost.
-      EXPECT_EQ(r.end - r.start, duration(c.costs.stages[r.action.stage], r.action.kind));
-      EXPECT_GE(r.start, 0);
-      EXPECT_LE(r.end, t.makespan);
-      where[{static_cast<int>(r.action.kind), r.action.stage, r.action.microbatch}] = k;
-      busy[rank].emplace_back(r.start, r.end);
+  for (int it = 0; it < options.iterations; ++it) {
+    for (int rank = 0; rank < s.num_ranks; ++rank) {
+      for (size_t pos = 0; pos < s.programs[rank].size(); ++pos, ++k) {
+        const ActionRecord& r = t.actions[k];
+        ASSERT_EQ(r.action, s.programs[rank][pos]);
+        ASSERT_EQ(r.rank, rank);
+        ASSERT_EQ(r.iteration, it);
+        // Ran once, for exactly its cost.
+        EXPECT_EQ(r.end - r.start, duration(c.costs.stages[r.action.stage], r.action.kind));
+        EXPECT_GE(r.start, 0);
+        EXPECT_LE(r.end, t.makespan);
+        where[{it, static_cast<int>(r.action.kind), r.action.stage, r.action.microbatch}] = k;
+        busy[rank].emplace_back(r.start, r.end);
+      }
     }
   }
   for (const EpilogueRecord& e : t.epilogue) busy[e.rank].emplace_back(e.start, e.end);
@@ -109,6 +116,7 @@ void check_invariants(const Case& c, const Timeline& t) {
     transfer_of[{x.producer, x.consumer}] = &x;
     EXPECT_GE(x.start, t.ready(x));
     EXPECT_NE(t.src_rank(x), t.dst_rank(x));
+    EXPECT_EQ(t.actions[x.producer].iteration, t.actions[x.consumer].iteration);
   }
   // Activation memory: what the engine saw as each rank's peak is the peak
   // of the memory events the timeline implies, and everything is given back.
@@ -126,32 +134,59 @@ void check_invariants(const Case& c, const Timeline& t) {
   for (auto& [link, xs] : per_link) {
     for (size_t i = 1; i < xs.size(); ++i) EXPECT_LE(xs[i - 1]->end, xs[i]->start);
   }
+  // When each rank may start iteration it: computed here from the rules, not
+  // from the engine's epilogue records. Post-validation: after its own
+  // gradient sync and step. Synchronous: after the last rank's gradient sync,
+  // the pipeline all-reduce, then its own step.
+  std::vector<std::vector<Picos>> program_end(options.iterations, std::vector<Picos>(s.num_ranks));
+  for (const ActionRecord& r : t.actions) {
+    program_end[r.iteration][r.rank] = std::max(program_end[r.iteration][r.rank], r.end);
+  }
+  const auto iteration_ready = [&](int it, int rank) -> Picos {
+    if (it == 0) return 0;
+    if (!options.synchronous_step) {
+      return program_end[it - 1][rank] + c.costs.grad_sync[rank] + c.costs.optimizer_step[rank];
+    }
+    Picos release = 0;
+    for (int r = 0; r < s.num_ranks; ++r) {
+      release = std::max(release, program_end[it - 1][r] + c.costs.grad_sync[r]);
+    }
+    return release + c.costs.pipeline_sync + c.costs.optimizer_step[rank];
+  };
+  for (int it = 0; it < options.iterations; ++it) {
+    Picos end = 0;
+    for (int r = 0; r < s.num_ranks; ++r) end = std::max(end, iteration_ready(it + 1, r));
+    EXPECT_EQ(t.iteration_end[it], end) << "iteration " << it;
+  }
   // Every action starts exactly when the last of its inputs is there: its
   // predecessor in program order ended, and each dependency ended (same rank)
   // or arrived (another rank). Not before (causality), not after (no idling).
-  const auto is_split = [&](int stage, int mb) {
-    return where.count({static_cast<int>(ActionKind::kBackwardInput), stage, mb}) > 0;
-  };
   k = 0;
-  for (int rank = 0; rank < s.num_ranks; ++rank) {
-    for (size_t pos = 0; pos < s.programs[rank].size(); ++pos, ++k) {
-      const ActionRecord& r = t.actions[k];
-      Picos ready = pos > 0 ? t.actions[k - 1].end : 0;
-      for_each_data_dependency(r.action, s.num_stages, is_split, [&](const Action& dep) {
-        const size_t d = where.at({static_cast<int>(dep.kind), dep.stage, dep.microbatch});
-        if (t.actions[d].rank == rank) {
-          ready = std::max(ready, t.actions[d].end);
-          return;
-        }
-        const auto it = transfer_of.find({static_cast<int32_t>(d), static_cast<int32_t>(k)});
-        ASSERT_NE(it, transfer_of.end()) << "no transfer into " << to_string(r.action);
-        const int boundary = std::min(dep.stage, r.action.stage);
-        const Picos cost = dep.kind == ActionKind::kForward ? c.costs.p2p_forward[boundary]
-                                                            : c.costs.p2p_backward[boundary];
-        EXPECT_EQ(it->second->end - it->second->start, cost);
-        ready = std::max(ready, it->second->end);
-      });
-      EXPECT_EQ(r.start, ready) << to_string(r.action) << " on rank " << rank;
+  for (int it = 0; it < options.iterations; ++it) {
+    const auto is_split = [&](int stage, int mb) {
+      return where.count({it, static_cast<int>(ActionKind::kBackwardInput), stage, mb}) > 0;
+    };
+    for (int rank = 0; rank < s.num_ranks; ++rank) {
+      for (size_t pos = 0; pos < s.programs[rank].size(); ++pos, ++k) {
+        const ActionRecord& r = t.actions[k];
+        Picos ready = pos > 0 ? t.actions[k - 1].end : iteration_ready(it, rank);
+        for_each_data_dependency(r.action, s.num_stages, is_split, [&](const Action& dep) {
+          const size_t d = where.at({it, static_cast<int>(dep.kind), dep.stage, dep.microbatch});
+          if (t.actions[d].rank == rank) {
+            ready = std::max(ready, t.actions[d].end);
+            return;
+          }
+          const auto found = transfer_of.find({static_cast<int32_t>(d), static_cast<int32_t>(k)});
+          ASSERT_NE(found, transfer_of.end()) << "no transfer into " << to_string(r.action);
+          const int boundary = std::min(dep.stage, r.action.stage);
+          const Picos cost = dep.kind == ActionKind::kForward ? c.costs.p2p_forward[boundary]
+                                                              : c.costs.p2p_backward[boundary];
+          EXPECT_EQ(found->second->end - found->second->start, cost);
+          ready = std::max(ready, found->second->end);
+        });
+        EXPECT_EQ(r.start, ready) << to_string(r.action) << " on rank " << rank << ", iteration "
+                                  << it;
+      }
     }
   }
 }
@@ -163,10 +198,13 @@ TEST_P(Invariants, HoldOnSeededRandomCases) {
   for (int trial = 0; trial < 60; ++trial) {
     const Case c = random_case(rng, GetParam());
     ASSERT_TRUE(validate(c.schedule).ok());
+    // One iteration, then several with each kind of optimizer step.
+    const RunOptions options{1 + trial % 3, trial % 2 == 0};
     Timeline t;
-    Engine().run(c.schedule, c.costs, &t);
-    SCOPED_TRACE("trial " + std::to_string(trial));
-    check_invariants(c, t);
+    Engine().run(c.schedule, c.costs, &t, options);
+    SCOPED_TRACE("trial " + std::to_string(trial) + ", " + std::to_string(options.iterations) +
+                 (options.synchronous_step ? " synchronous" : " post-validated") + " iterations");
+    check_invariants(c, t, options);
     if (HasFailure()) return;
   }
 }

@@ -44,6 +44,54 @@ Best brute_force(int tokens, int granularity, int stages, const SliceCostFn& cos
   return best;
 }
 
+// TeraPipe's Algorithm 1 without any pruning: every distinct slice cost is a
+// bound, each solved from scratch (least sum, last slice first, as the library
+// sums; ties to fewer slices, then the longer first slice), the best latency
+// kept by the same rule as brute_force. Checks the library's pruning.
+Best every_bound(int tokens, int granularity, int stages, const SliceCostFn& cost) {
+  const int units = tokens / granularity;
+  std::vector<std::vector<double>> t(units + 1, std::vector<double>(units + 1, 0.0));
+  std::vector<double> bounds;
+  for (int c = 0; c < units; ++c) {
+    for (int l = 1; c + l <= units; ++l) {
+      t[c][l] = cost(l * granularity, c * granularity);
+      bounds.push_back(t[c][l]);
+    }
+  }
+  std::sort(bounds.begin(), bounds.end());
+  bounds.erase(std::unique(bounds.begin(), bounds.end()), bounds.end());
+  const double inf = std::numeric_limits<double>::infinity();
+  Best best;
+  for (double bound : bounds) {
+    std::vector<double> sum(units + 1, inf);
+    std::vector<int> count(units + 1, 0), first(units + 1, 0);
+    sum[units] = 0.0;
+    for (int c = units - 1; c >= 0; --c) {
+      for (int l = 1; c + l <= units; ++l) {
+        if (t[c][l] > bound || sum[c + l] == inf) continue;
+        const double s = t[c][l] + sum[c + l];
+        const int n = count[c + l] + 1;
+        if (s < sum[c] || (s == sum[c] && (n < count[c] || (n == count[c] && l > first[c])))) {
+          sum[c] = s;
+          count[c] = n;
+          first[c] = l;
+        }
+      }
+    }
+    if (sum[0] == inf) continue;
+    std::vector<int> lengths;
+    for (int c = 0; c < units; c += first[c]) lengths.push_back(first[c] * granularity);
+    const double latency = slicing_latency(lengths, stages, cost);
+    if (latency < best.latency ||
+        (latency == best.latency &&
+         (lengths.size() < best.lengths.size() ||
+          (lengths.size() == best.lengths.size() && lengths > best.lengths)))) {
+      best = {lengths, latency};
+    }
+  }
+  return best;
+}
+
 // The returned figures, recomputed from the lengths alone.
 void expect_consistent(const Slicing& s, int tokens, int granularity, int stages,
                        const SliceCostFn& cost) {
@@ -118,6 +166,36 @@ TEST(OptimalSlicing, MatchesBruteForceOnRandomCosts) {
             if (cost == &int_table) {
               EXPECT_EQ(s->lengths, expected.lengths) << where;
             }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Beyond brute force's reach: the pruned search against every bound.
+TEST(OptimalSlicing, MatchesUnprunedBoundSearch) {
+  for (int units : {16, 40, 64}) {
+    for (unsigned seed = 1; seed <= 3; ++seed) {
+      const int granularity = 1 + static_cast<int>(seed % 2);
+      const int tokens = units * granularity;
+      const SliceCostFn affine = random_affine(seed);
+      const SliceCostFn int_table = random_table(units, granularity, seed, true);
+      // Integer-valued and smooth: many bounds share a least sum.
+      const SliceCostFn int_affine = [=](int l, int c) {
+        return 1.0 * (3 * static_cast<int>(seed) + l + l * c / 16);
+      };
+      for (int stages : {2, 3, 8, 32}) {
+        const std::string where = testing::PrintToString(
+            std::vector<int>{units, granularity, static_cast<int>(seed), stages});
+        for (const SliceCostFn* cost : {&affine, &int_table, &int_affine}) {
+          const Result<Slicing> s = optimal_slicing(tokens, granularity, stages, *cost);
+          ASSERT_TRUE(s.ok()) << s.error().message;
+          expect_consistent(*s, tokens, granularity, stages, *cost);
+          const Best expected = every_bound(tokens, granularity, stages, *cost);
+          EXPECT_EQ(s->latency_s, expected.latency) << where;
+          if (cost != &affine) {
+            EXPECT_EQ(s->lengths, expected.lengths) << where;
           }
         }
       }
