@@ -21,6 +21,10 @@ char action_kind_letter(ActionKind kind) {
 }
 
 std::string to_string(const Action& action) {
+  if (action.slice != 0) {
+    return fmt::format("{}{}{}s{}", action.stage, action_kind_letter(action.kind),
+                       action.microbatch, action.slice);
+  }
   return fmt::format("{}{}{}", action.stage, action_kind_letter(action.kind), action.microbatch);
 }
 
@@ -40,12 +44,15 @@ Result<Action> parse_action(std::string_view text) {
     text.remove_suffix(1);
   }
   const size_t pos = text.find_first_of("FBIW");
+  const size_t s = pos == std::string_view::npos ? pos : text.find('s', pos + 1);
   Action action;
   if (pos == std::string_view::npos || !parse_index(text.substr(0, pos), &action.stage) ||
-      !parse_index(text.substr(pos + 1), &action.microbatch)) {
+      !parse_index(text.substr(pos + 1, s == std::string_view::npos ? s : s - pos - 1),
+                   &action.microbatch) ||
+      (s != std::string_view::npos && !parse_index(text.substr(s + 1), &action.slice))) {
     return Error{fmt::format(
         "\"{}\" is not an action: expected STAGE KIND MICROBATCH with KIND one of F, B, I, W "
-        "(e.g. \"2F0\")",
+        "(e.g. \"2F0\"), and sSLICE for a token slice (\"2F0s3\")",
         text)};
   }
   switch (text[pos]) {

@@ -1,8 +1,10 @@
 // An Action is one unit of work on a pipeline rank, named the way
 // torch.distributed.pipelining names it: `2F0` is stage 2's forward of
 // microbatch 0, `1B3` a full backward, `1I3`/`1W3` its input- and
-// weight-gradient halves. Actions are plain values (8 bytes) so programs of
-// 10^5..10^6 of them stay cache friendly.
+// weight-gradient halves. Token-level schedules (TeraPipe) cut a microbatch's
+// sequence into slices: `2F0s3` is slice 3 of it (slice 0 prints without the
+// suffix). Actions are plain 16-byte values so programs of 10^5..10^6 of
+// them stay cache friendly.
 #pragma once
 
 #include <cstdint>
@@ -25,15 +27,16 @@ struct Action {
   ActionKind kind = ActionKind::kForward;
   int32_t stage = 0;
   int32_t microbatch = 0;
+  int32_t slice = 0;  // token slice of the microbatch's sequence; 0 when not sliced
 
   friend bool operator==(const Action&, const Action&) = default;
 };
 
 // The letter of a kind: F, B, I or W.
 char action_kind_letter(ActionKind kind);
-// "2F0".
+// "2F0", "2F0s3".
 std::string to_string(const Action& action);
-// Parses "2F0"; surrounding spaces are allowed. The error names the text.
+// Parses "2F0" or "2F0s3"; surrounding spaces are allowed. The error names the text.
 Result<Action> parse_action(std::string_view text);
 
 // True for the kinds that produce the gradient the previous stage waits for.

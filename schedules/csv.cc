@@ -60,6 +60,7 @@ Result<Schedule> schedule_from_csv(std::string_view text, std::string_view sourc
     for (const Action& a : program) {
       s.num_stages = std::max(s.num_stages, a.stage + 1);
       s.num_microbatches = std::max(s.num_microbatches, a.microbatch + 1);
+      s.num_slices = std::max(s.num_slices, a.slice + 1);
     }
   }
   s.stage_rank.assign(s.num_stages, -1);

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "schedules/zero_bubble.h"
+
 namespace ppsim {
 namespace {
 
@@ -127,11 +129,13 @@ Result<Schedule> make_interleaved_1f1b(const ScheduleParams& params) {
 
 std::optional<int> fixed_virtual_stages(std::string_view kind) {
   if (kind == "interleaved-1f1b") return std::nullopt;
+  if (kind == "zb-v") return 2;
   return 1;
 }
 
 const std::vector<std::string>& schedule_kinds() {
-  static const std::vector<std::string> kinds = {"gpipe", "1f1b", "interleaved-1f1b"};
+  static const std::vector<std::string> kinds = {"gpipe", "1f1b",  "interleaved-1f1b",
+                                                 "zb-h1", "zb-h2", "zb-v"};
   return kinds;
 }
 
@@ -139,6 +143,9 @@ Result<Schedule> make_schedule(std::string_view kind, const ScheduleParams& para
   if (kind == "gpipe") return make_gpipe(params);
   if (kind == "1f1b") return make_1f1b(params);
   if (kind == "interleaved-1f1b") return make_interleaved_1f1b(params);
+  if (kind == "zb-h1") return make_zb_h1(params);
+  if (kind == "zb-h2") return make_zb_h2(params);
+  if (kind == "zb-v") return make_zb_v(params);
   return Error{fmt::format("unknown schedule kind \"{}\"; known kinds: {}", kind,
                            fmt::join(schedule_kinds(), ", "))};
 }

@@ -16,6 +16,7 @@ struct Schedule {
   int num_ranks = 0;
   int num_stages = 0;
   int num_microbatches = 0;
+  int num_slices = 1;                         // token slices per microbatch (TeraPipe); 1 otherwise
   std::vector<int> stage_rank;                // stage -> owning rank
   std::vector<std::vector<Action>> programs;  // rank -> program, in execution order
 

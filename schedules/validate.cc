@@ -6,26 +6,10 @@
 #include <boost/graph/strong_components.hpp>
 #include <vector>
 
+#include "schedules/action_index.h"
+
 namespace ppsim {
 namespace {
-
-// Where each (kind, stage, microbatch) sits: its node index, or -1.
-class ActionIndex {
- public:
-  ActionIndex(int stages, int microbatches)
-      : stages_(stages),
-        microbatches_(microbatches),
-        node_(static_cast<size_t>(kNumActionKinds) * stages * microbatches, -1) {}
-
-  int& at(const Action& a) {
-    return node_[(static_cast<size_t>(a.kind) * stages_ + a.stage) * microbatches_ + a.microbatch];
-  }
-
- private:
-  int stages_;
-  int microbatches_;
-  std::vector<int> node_;
-};
 
 Status check_shape(const Schedule& s) {
   if (s.num_ranks < 1 || static_cast<int>(s.programs.size()) != s.num_ranks) {
@@ -39,11 +23,46 @@ Status check_shape(const Schedule& s) {
   if (s.num_microbatches < 1) {
     return Error{fmt::format("schedule {}: needs at least one microbatch", s.name)};
   }
+  if (s.num_slices < 1) {
+    return Error{fmt::format("schedule {}: needs at least one slice per microbatch", s.name)};
+  }
   for (int stage = 0; stage < s.num_stages; ++stage) {
     if (s.stage_rank[stage] < 0 || s.stage_rank[stage] >= s.num_ranks) {
       return Error{fmt::format("schedule {}: stage {} is owned by rank {}, not one of 0..{}",
                                s.name, stage, s.stage_rank[stage], s.num_ranks - 1)};
     }
+  }
+  return {};
+}
+
+// The (stage, microbatch, slice) of `forward` has a forward and exactly one
+// form of backward.
+Status check_one(const ActionIndex& index, const Action& forward) {
+  const auto with = [&](ActionKind k) {
+    Action a = forward;
+    a.kind = k;
+    return a;
+  };
+  const auto name = [&](ActionKind k) { return to_string(with(k)); };
+  const bool b = index.contains(with(ActionKind::kBackward));
+  const bool i = index.contains(with(ActionKind::kBackwardInput));
+  const bool w = index.contains(with(ActionKind::kBackwardWeight));
+  if (!index.contains(forward)) return Error{fmt::format("missing {}", name(ActionKind::kForward))};
+  if (b && (i || w)) {
+    return Error{fmt::format("{} and a split backward ({} / {}) both appear",
+                             name(ActionKind::kBackward), name(ActionKind::kBackwardInput),
+                             name(ActionKind::kBackwardWeight))};
+  }
+  if (!b && !i && !w) {
+    return Error{fmt::format("missing the backward of stage {} microbatch {}{} ({}, or {} and {})",
+                             forward.stage, forward.microbatch,
+                             forward.slice > 0 ? fmt::format(" slice {}", forward.slice) : "",
+                             name(ActionKind::kBackward), name(ActionKind::kBackwardInput),
+                             name(ActionKind::kBackwardWeight))};
+  }
+  if (i != w) {
+    return Error{fmt::format("missing {}: a split backward needs both I and W",
+                             name(i ? ActionKind::kBackwardWeight : ActionKind::kBackwardInput))};
   }
   return {};
 }
@@ -55,43 +74,27 @@ Status check_coverage(const Schedule& s, ActionIndex& index) {
   for (int rank = 0; rank < s.num_ranks; ++rank) {
     for (const Action& a : s.programs[rank]) {
       if (a.stage < 0 || a.stage >= s.num_stages || a.microbatch < 0 ||
-          a.microbatch >= s.num_microbatches) {
+          a.microbatch >= s.num_microbatches || a.slice < 0 || a.slice >= s.num_slices) {
         return Error{fmt::format(
-            "rank {} runs {}, outside the {} stages and {} microbatches of this schedule", rank,
-            to_string(a), s.num_stages, s.num_microbatches)};
+            "rank {} runs {}, outside the {} stages and {} microbatches of this schedule{}", rank,
+            to_string(a), s.num_stages, s.num_microbatches,
+            s.num_slices > 1 ? fmt::format(" ({} slices each)", s.num_slices) : "")};
       }
       if (s.stage_rank[a.stage] != rank) {
         return Error{fmt::format("rank {} runs {}, but stage {} belongs to rank {}", rank,
                                  to_string(a), a.stage, s.stage_rank[a.stage])};
       }
-      int& slot = index.at(a);
+      int32_t& slot = index[a];
       if (slot >= 0) return Error{fmt::format("{} appears more than once", to_string(a))};
       slot = node++;
     }
   }
   for (int stage = 0; stage < s.num_stages; ++stage) {
     for (int mb = 0; mb < s.num_microbatches; ++mb) {
-      const bool f = index.at({ActionKind::kForward, stage, mb}) >= 0;
-      const bool b = index.at({ActionKind::kBackward, stage, mb}) >= 0;
-      const bool i = index.at({ActionKind::kBackwardInput, stage, mb}) >= 0;
-      const bool w = index.at({ActionKind::kBackwardWeight, stage, mb}) >= 0;
-      const auto name = [&](ActionKind k) { return to_string(Action{k, stage, mb}); };
-      if (!f) return Error{fmt::format("missing {}", name(ActionKind::kForward))};
-      if (b && (i || w)) {
-        return Error{fmt::format("{} and a split backward ({} / {}) both appear",
-                                 name(ActionKind::kBackward), name(ActionKind::kBackwardInput),
-                                 name(ActionKind::kBackwardWeight))};
-      }
-      if (!b && !i && !w) {
-        return Error{
-            fmt::format("missing the backward of stage {} microbatch {} ({}, or {} and {})", stage,
-                        mb, name(ActionKind::kBackward), name(ActionKind::kBackwardInput),
-                        name(ActionKind::kBackwardWeight))};
-      }
-      if (i != w) {
-        return Error{
-            fmt::format("missing {}: a split backward needs both I and W",
-                        name(i ? ActionKind::kBackwardWeight : ActionKind::kBackwardInput))};
+      for (int slice = 0; slice < s.num_slices; ++slice) {
+        if (Status st = check_one(index, Action{ActionKind::kForward, stage, mb, slice}); !st) {
+          return st;
+        }
       }
     }
   }
@@ -101,17 +104,17 @@ Status check_coverage(const Schedule& s, ActionIndex& index) {
 using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS>;
 
 // Edges point from an action to what it waits for.
-Graph build_wait_graph(const Schedule& s, ActionIndex& index) {
+Graph build_wait_graph(const Schedule& s, const ActionIndex& index) {
   Graph g(s.num_actions());
-  const auto is_split = [&](int stage, int mb) {
-    return index.at({ActionKind::kBackwardInput, stage, mb}) >= 0;
+  const auto is_split = [&](int stage, int mb, int slice) {
+    return index.contains({ActionKind::kBackwardInput, stage, mb, slice});
   };
   for (const auto& program : s.programs) {
     for (size_t pos = 0; pos < program.size(); ++pos) {
-      const int node = index.at(program[pos]);
-      if (pos > 0) boost::add_edge(node, index.at(program[pos - 1]), g);
-      for_each_data_dependency(program[pos], s.num_stages, is_split,
-                               [&](const Action& dep) { boost::add_edge(node, index.at(dep), g); });
+      const int node = index[program[pos]];
+      if (pos > 0) boost::add_edge(node, index[program[pos - 1]], g);
+      for_each_data_dependency(program[pos], s.num_stages, s.num_slices, is_split,
+                               [&](const Action& dep) { boost::add_edge(node, index[dep], g); });
     }
   }
   return g;
@@ -121,7 +124,8 @@ Graph build_wait_graph(const Schedule& s, ActionIndex& index) {
 
 Status validate(const Schedule& s) {
   if (Status st = check_shape(s); !st) return st;
-  ActionIndex index(s.num_stages, s.num_microbatches);
+  ActionIndex index;
+  index.reset(s.num_stages, s.num_microbatches, s.num_slices);
   if (Status st = check_coverage(s, index); !st) return st;
 
   std::vector<Action> actions;

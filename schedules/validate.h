@@ -1,10 +1,13 @@
 // Validation of a Schedule before anyone executes it: every (microbatch,
-// stage) has exactly one forward and one backward (B, or I and W) on the rank
-// that owns the stage, and the programs cannot deadlock.
+// stage, slice) has exactly one forward and one backward (B, or I and W) on
+// the rank that owns the stage, and the programs cannot deadlock.
 //
 // Dependencies are derived, never stored: F(mb,s) needs F(mb,s-1); B or I
 // (mb,s) needs the input gradient of (mb,s+1) and F(mb,s); W(mb,s) needs
-// I(mb,s); and each program runs in order. A cycle in that graph is a
+// I(mb,s); and each program runs in order. With token slices, slice j of a
+// stage also needs slice j-1's forward on that stage (its keys and values:
+// causal attention) and slice j+1's backward there (the gradient that later
+// slices send back to its keys and values). A cycle in that graph is a
 // deadlock, reported as the cycle of actions: "1B0 -> 0B0 -> 0F1 -> 1B0".
 #pragma once
 
@@ -15,29 +18,34 @@ namespace ppsim {
 Status validate(const Schedule& schedule);
 
 // Calls `visit(dependency)` for each action that `action` waits for besides
-// its predecessor in program order. `is_split(stage, microbatch)` tells
-// whether that backward runs as I + W (else as one B), so that mixed
+// its predecessor in program order. `is_split(stage, microbatch, slice)`
+// tells whether that backward runs as I + W (else as one B), so that mixed
 // schedules resolve who sends a gradient. The single statement of the rules:
 // the validator and the engine both derive their graphs from it.
-// REQUIRES: action.stage in [0, num_stages).
+// REQUIRES: action.stage in [0, num_stages), action.slice in [0, num_slices).
 template <typename IsSplit, typename Visit>
-void for_each_data_dependency(const Action& action, int num_stages, IsSplit is_split, Visit visit) {
+void for_each_data_dependency(const Action& action, int num_stages, int num_slices,
+                              IsSplit is_split, Visit visit) {
   const int s = action.stage;
   const int mb = action.microbatch;
+  const int j = action.slice;
+  const auto gradient_of = [&](int stage, int slice) {
+    return Action{is_split(stage, mb, slice) ? ActionKind::kBackwardInput : ActionKind::kBackward,
+                  stage, mb, slice};
+  };
   switch (action.kind) {
     case ActionKind::kForward:
-      if (s > 0) visit(Action{ActionKind::kForward, s - 1, mb});
+      if (s > 0) visit(Action{ActionKind::kForward, s - 1, mb, j});
+      if (j > 0) visit(Action{ActionKind::kForward, s, mb, j - 1});
       break;
     case ActionKind::kBackward:
     case ActionKind::kBackwardInput:
-      visit(Action{ActionKind::kForward, s, mb});
-      if (s + 1 < num_stages) {
-        visit(Action{is_split(s + 1, mb) ? ActionKind::kBackwardInput : ActionKind::kBackward,
-                     s + 1, mb});
-      }
+      visit(Action{ActionKind::kForward, s, mb, j});
+      if (s + 1 < num_stages) visit(gradient_of(s + 1, j));
+      if (j + 1 < num_slices) visit(gradient_of(s, j + 1));
       break;
     case ActionKind::kBackwardWeight:
-      visit(Action{ActionKind::kBackwardInput, s, mb});
+      visit(Action{ActionKind::kBackwardInput, s, mb, j});
       break;
   }
 }

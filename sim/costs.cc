@@ -3,10 +3,12 @@
 namespace ppsim {
 
 CostTable uniform_costs(int num_stages, int num_ranks, Picos forward, Picos backward, Picos p2p,
-                        int64_t activation_bytes) {
+                        int64_t activation_bytes, int num_slices) {
   CostTable table;
-  table.stages.assign(num_stages, StageCost{forward, backward, 0, activation_bytes});
-  const int boundaries = num_stages > 0 ? num_stages - 1 : 0;
+  table.num_slices = num_slices;
+  table.stages.assign(static_cast<size_t>(num_stages) * num_slices,
+                      StageCost{forward, backward, 0, activation_bytes});
+  const int boundaries = num_stages > 0 ? (num_stages - 1) * num_slices : 0;
   table.p2p_forward.assign(boundaries, p2p);
   table.p2p_backward.assign(boundaries, p2p);
   table.p2p_bytes.assign(boundaries, 0);

@@ -20,13 +20,18 @@ struct StageCost {
   int64_t activation_bytes = 0;  // kept from F(mb) until its B (or W) ends
 };
 
+// Figures per stage are per (stage, token slice) when a schedule cuts
+// microbatches into slices: entry `stage * num_slices + slice`, and likewise
+// per (boundary, slice) for transfers.
 struct CostTable {
-  std::vector<StageCost> stages;  // one per stage
+  int num_slices = 1;
+  std::vector<StageCost> stages;  // num_stages * num_slices
   // Transfer time of the activation from stage s to s+1 and of the gradient
-  // from s+1 back to s; size num_stages - 1. Ignored when both stages share a rank.
+  // from s+1 back to s; (num_stages - 1) * num_slices. Ignored when both
+  // stages share a rank.
   std::vector<Picos> p2p_forward;
   std::vector<Picos> p2p_backward;
-  std::vector<int64_t> p2p_bytes;  // bytes of one such transfer, per boundary
+  std::vector<int64_t> p2p_bytes;  // bytes of one such transfer
   // Per rank: bytes that stay for the whole iteration (weights, gradients,
   // optimizer state), and the end-of-iteration work.
   std::vector<int64_t> static_bytes;
@@ -36,12 +41,12 @@ struct CostTable {
   // the pipeline ranks, after every rank has its gradients.
   Picos pipeline_sync = 0;
 
-  int num_stages() const { return static_cast<int>(stages.size()); }
+  int num_stages() const { return static_cast<int>(stages.size()) / num_slices; }
 };
 
-// A cost table with the same figures for every stage and nothing at the end
-// of the iteration; the idealized case of the closed forms.
+// A cost table with the same figures for every (stage, slice) and nothing at
+// the end of the iteration; the idealized case of the closed forms.
 CostTable uniform_costs(int num_stages, int num_ranks, Picos forward, Picos backward, Picos p2p = 0,
-                        int64_t activation_bytes = 0);
+                        int64_t activation_bytes = 0, int num_slices = 1);
 
 }  // namespace ppsim

@@ -25,9 +25,11 @@ int Engine::link_id(int src, int dst) const {
 }
 
 void Engine::build(const Schedule& s, const CostTable& costs) {
+  PPSIM_CHECK(costs.num_slices == s.num_slices);
   PPSIM_CHECK(costs.num_stages() == s.num_stages);
-  PPSIM_CHECK(static_cast<int>(costs.p2p_forward.size()) == s.num_stages - 1);
-  PPSIM_CHECK(static_cast<int>(costs.p2p_backward.size()) == s.num_stages - 1);
+  const size_t transfers = static_cast<size_t>(s.num_stages - 1) * s.num_slices;
+  PPSIM_CHECK(costs.p2p_forward.size() == transfers);
+  PPSIM_CHECK(costs.p2p_backward.size() == transfers);
   PPSIM_CHECK(static_cast<int>(costs.grad_sync.size()) == s.num_ranks);
   PPSIM_CHECK(static_cast<int>(costs.optimizer_step.size()) == s.num_ranks);
   PPSIM_CHECK(s.num_ranks <= std::numeric_limits<int16_t>::max());
@@ -45,12 +47,7 @@ void Engine::build(const Schedule& s, const CostTable& costs) {
   seq_ = 0;
   barrier_arrived_ = 0;
 
-  const size_t per_kind = static_cast<size_t>(s.num_stages) * s.num_microbatches;
-  index_.assign(kNumActionKinds * per_kind, -1);
-  const auto slot = [&](const Action& a) -> int32_t& {
-    return index_[static_cast<size_t>(a.kind) * per_kind +
-                  static_cast<size_t>(a.stage) * s.num_microbatches + a.microbatch];
-  };
+  index_.reset(s.num_stages, s.num_microbatches, s.num_slices);
   int32_t record = 0;
   size_t longest = 0;
   for (int rank = 0; rank < num_ranks_; ++rank) {
@@ -64,10 +61,10 @@ void Engine::build(const Schedule& s, const CostTable& costs) {
     for (int rank = 0; rank < num_ranks_; ++rank) {
       if (pos >= s.programs[rank].size()) continue;
       const Action& a = s.programs[rank][pos];
-      const StageCost& c = costs.stages[a.stage];
       Node& nd = nodes_[node];
+      nd.cost = a.stage * s.num_slices + a.slice;
+      const StageCost& c = costs.stages[nd.cost];
       nd.rank = static_cast<int16_t>(rank);
-      nd.stage = a.stage;
       nd.kind = a.kind;
       switch (a.kind) {
         case ActionKind::kForward:
@@ -86,23 +83,24 @@ void Engine::build(const Schedule& s, const CostTable& costs) {
       const int32_t rec = ranks_[rank].begin + static_cast<int32_t>(pos);
       node_of_[rec] = node;
       record_of_[node] = rec;
-      slot(a) = node++;
+      index_[a] = node++;
     }
   }
 
   // Invert the dependency rules into out-edges.
-  const auto is_split = [&](int stage, int mb) {
-    return slot({ActionKind::kBackwardInput, stage, mb}) >= 0;
+  const auto is_split = [&](int stage, int mb, int slice) {
+    return index_.contains({ActionKind::kBackwardInput, stage, mb, slice});
   };
   for (int rank = 0; rank < num_ranks_; ++rank) {
     for (const Action& a : s.programs[rank]) {
-      const int32_t consumer = slot(a);
-      for_each_data_dependency(a, s.num_stages, is_split, [&](const Action& dep) {
-        const int32_t producer = slot(dep);
+      const int32_t consumer = index_[a];
+      for_each_data_dependency(a, s.num_stages, s.num_slices, is_split, [&](const Action& dep) {
+        const int32_t producer = index_[dep];
         PPSIM_CHECK(producer >= 0);
         Node& p = nodes_[producer];
-        const int k = p.out[0] < 0 ? 0 : 1;
-        PPSIM_CHECK(p.out[k] < 0);
+        int k = 0;
+        while (k < 3 && p.out[k] >= 0) ++k;
+        PPSIM_CHECK(k < 3);
         p.out[k] = consumer;
         ++nodes_[consumer].pending;
       });
@@ -147,7 +145,7 @@ void Engine::try_start(int32_t rank, Picos now) {
         nd.time = std::max(now, nd.time);
         r.busy = true;
         if (nd.kind == ActionKind::kForward) {
-          r.activation += costs_->stages[nd.stage].activation_bytes;
+          r.activation += costs_->stages[nd.cost].activation_bytes;
           out_->peak_activation_bytes[rank] =
               std::max(out_->peak_activation_bytes[rank], r.activation);
         }
@@ -198,7 +196,7 @@ void Engine::finish_action(int32_t rank, int32_t node, Picos now) {
   const Node& nd = nodes_[node];
   out_->busy[rank] += nd.duration;
   if (nd.kind == ActionKind::kBackward || nd.kind == ActionKind::kBackwardWeight) {
-    r.activation -= costs_->stages[nd.stage].activation_bytes;
+    r.activation -= costs_->stages[nd.cost].activation_bytes;
   }
   const int32_t iteration_base = r.iteration * nodes_per_iteration_;
   const int32_t record = iteration_base + r.begin + r.pos - 1;
@@ -209,7 +207,7 @@ void Engine::finish_action(int32_t rank, int32_t node, Picos now) {
     if (consumer.rank != rank) {
       // Across ranks only the stage-to-stage edges travel: F(s) -> F(s+1)
       // carries an activation, B/I(s+1) -> B/I(s) a gradient.
-      const int boundary = std::min(nd.stage, consumer.stage);
+      const int boundary = std::min(nd.cost, consumer.cost);
       const Picos cost = nd.kind == ActionKind::kForward ? costs_->p2p_forward[boundary]
                                                          : costs_->p2p_backward[boundary];
       Picos& link_free = link_free_[link_id(rank, consumer.rank)];
@@ -270,6 +268,7 @@ void Engine::run(const Schedule& schedule, const CostTable& costs, Timeline* tim
   t.transfers.reserve(nodes_.size());
   t.static_bytes = costs.static_bytes;
   t.static_bytes.resize(num_ranks_, 0);
+  t.num_slices = costs.num_slices;
   t.stage_activation_bytes.resize(costs.stages.size());
   for (size_t s = 0; s < costs.stages.size(); ++s) {
     t.stage_activation_bytes[s] = costs.stages[s].activation_bytes;

@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "schedules/action_index.h"
 #include "schedules/schedule.h"
 #include "sim/costs.h"
 #include "sim/timeline.h"
@@ -46,7 +47,7 @@ class Engine {
            const RunOptions& options = {});
 
  private:
-  // The run-time state of one action: 32 bytes, so that the actions in
+  // The run-time state of one action: 40 bytes, so that the actions in
   // flight stay in cache. Nodes are laid out position-major (every rank's
   // first action, then every rank's second, ...): ranks advance roughly
   // together, so the actions in flight are close to each other in memory.
@@ -54,13 +55,16 @@ class Engine {
   struct Node {
     Picos time = 0;  // before it starts: latest arrival of its inputs; then its start
     Picos duration = 0;
-    int32_t out[2] = {-1, -1};  // consumers
-    int32_t stage = 0;
+    int32_t out[3] = {-1, -1, -1};  // consumers
+    // Index of its (stage, slice) in the CostTable: stage * num_slices + slice.
+    // Across ranks data flows only between stages at the same slice, so the
+    // smaller of two such indices is the transfer's (boundary, slice) index.
+    int32_t cost = 0;
     int16_t rank = 0;
     int8_t pending = 0;  // data dependencies not yet delivered
     ActionKind kind = ActionKind::kForward;
   };
-  static_assert(sizeof(Node) == 32);
+  static_assert(sizeof(Node) == 40);
   struct Event {
     Picos time;
     uint64_t seq;
@@ -97,7 +101,7 @@ class Engine {
   std::vector<Event> heap_;
   std::vector<int32_t> node_of_;    // record -> node, in iteration 0
   std::vector<int32_t> record_of_;  // node -> record, in iteration 0
-  std::vector<int32_t> index_;      // (kind, stage, microbatch) -> node, in iteration 0
+  ActionIndex index_;               // action -> node, in iteration 0
   int barrier_arrived_ = 0;
   uint64_t seq_ = 0;
 };

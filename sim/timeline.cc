@@ -23,15 +23,16 @@ Picos Timeline::period() const {
 }
 
 int64_t Timeline::bytes(const TransferRecord& x) const {
-  const int boundary = std::min(actions[x.producer].action.stage, actions[x.consumer].action.stage);
-  return p2p_bytes.empty() ? 0 : p2p_bytes[boundary];
+  const Action& a = actions[x.producer].action;
+  const int boundary = std::min(a.stage, actions[x.consumer].action.stage);
+  return p2p_bytes.empty() ? 0 : p2p_bytes[boundary * num_slices + a.slice];
 }
 
 std::vector<MemoryEvent> memory_events(const Timeline& t) {
   std::vector<MemoryEvent> events;
   events.reserve(2 * t.actions.size());
   for (const ActionRecord& a : t.actions) {
-    const int64_t bytes = t.stage_activation_bytes[a.action.stage];
+    const int64_t bytes = t.stage_activation_bytes[a.action.stage * t.num_slices + a.action.slice];
     if (bytes == 0) continue;
     switch (a.action.kind) {
       case ActionKind::kForward:

@@ -62,11 +62,12 @@ struct Timeline {
   std::vector<EpilogueRecord> epilogue;
   std::vector<TransferRecord> transfers;  // per link in order of start
   std::vector<int64_t> static_bytes;      // per rank, held throughout
-  // Per stage, the activation bytes one microbatch keeps from the start of
-  // its F to the end of its B (or W): the memory events follow from the
-  // action records (memory_events below).
+  // Per (stage, slice), at stage * num_slices + slice: the activation bytes
+  // one microbatch keeps from the start of its F to the end of its B (or W).
+  // The memory events follow from the action records (memory_events below).
+  int num_slices = 1;
   std::vector<int64_t> stage_activation_bytes;
-  std::vector<int64_t> p2p_bytes;  // per stage boundary, bytes of one transfer
+  std::vector<int64_t> p2p_bytes;  // per (boundary, slice), bytes of one transfer
   Picos makespan = 0;              // end of the last activity
   // Per iteration, when its last rank finished it (its optimizer step ended).
   std::vector<Picos> iteration_end;

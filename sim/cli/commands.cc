@@ -99,7 +99,7 @@ int run_simulate(const std::vector<std::string>& args) {
       "write a Chrome trace (open in ui.perfetto.dev)");
   const std::string usage =
       "usage: ppsim simulate CONFIG [--set KEY.PATH=VALUE]... [--json FILE|-] [--trace FILE]\n\n"
-      "Replays one training iteration of CONFIG's schedule on modelled devices and links,\n"
+      "Replays training iterations of CONFIG's schedule on modelled devices and links,\n"
       "and reports iteration time, bubble fraction, throughput and memory per rank.\n\n"
       "examples:\n"
       "  ppsim simulate configs/examples/ideal.yaml\n"

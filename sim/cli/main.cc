@@ -21,7 +21,7 @@ constexpr const char* kUsage =
     "throughput and memory per rank, for GPipe, 1F1B and interleaved 1F1B schedules.\n"
     "\n"
     "commands:\n"
-    "  simulate CONFIG   replay one iteration and report time, bubbles, memory\n"
+    "  simulate CONFIG   replay training iterations; report time, bubbles, memory\n"
     "  compare CONFIG    the same workload under several schedules, in one table\n"
     "  schedule CONFIG   print (or write/read as CSV) each rank's program\n"
     "  help [COMMAND]    this help, or a command's\n"

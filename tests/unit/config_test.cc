@@ -281,11 +281,11 @@ TEST(ConfigTest, BadEnums) {
 
 TEST(ConfigTest, UnknownScheduleKindListsTheKnownOnes) {
   std::string text = yaml(kIdeal);
-  text.replace(text.find("kind: 1f1b"), 10, "kind: zb-h1");
+  text.replace(text.find("kind: 1f1b"), 10, "kind: zb-h9");
   std::string error = error_of(text);
   EXPECT_TRUE(StartsWith(error, "test.yaml:7:9: schedule.kind: expected one of "));
   EXPECT_TRUE(Contains(error, "gpipe, 1f1b, interleaved-1f1b"));
-  EXPECT_TRUE(Contains(error, "got \"zb-h1\""));
+  EXPECT_TRUE(Contains(error, "got \"zb-h9\""));
 }
 
 TEST(ConfigTest, PerStageLists) {

@@ -9,7 +9,7 @@ namespace {
 
 TEST(Csv, RoundTripsEveryGeneratedSchedule) {
   for (const std::string& kind : schedule_kinds()) {
-    const Result<Schedule> s = make_schedule(kind, {4, 8, kind == "interleaved-1f1b" ? 2 : 1});
+    const Result<Schedule> s = make_schedule(kind, {4, 8, fixed_virtual_stages(kind).value_or(2)});
     ASSERT_TRUE(s.ok());
     const Result<Schedule> back = schedule_from_csv(schedule_to_csv(*s), "x.csv");
     ASSERT_TRUE(back.ok()) << back.error().message;
@@ -34,7 +34,7 @@ TEST(Csv, NamesTheBadCell) {
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.error().message,
             "my.csv:2: cell 2 (rank 1): \"1X0\" is not an action: expected STAGE KIND MICROBATCH "
-            "with KIND one of F, B, I, W (e.g. \"2F0\")");
+            "with KIND one of F, B, I, W (e.g. \"2F0\"), and sSLICE for a token slice (\"2F0s3\")");
 }
 
 TEST(Csv, StageOnTwoRanks) {

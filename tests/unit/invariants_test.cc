@@ -23,10 +23,10 @@ struct Case {
 Case random_case(std::mt19937_64& rng, const std::string& kind) {
   auto uniform = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
   const int p = uniform(1, 8);
-  const int v = kind == "interleaved-1f1b" ? uniform(1, 3) : 1;
+  const int v = fixed_virtual_stages(kind).value_or(uniform(1, 3));
   const int m = kind == "interleaved-1f1b" ? p * uniform(1, 4) : uniform(1, 12);
-  // "1f1b-split": 1F1B with each backward split into I then W, which no
-  // generator makes yet but the engine and validator must already support.
+  // "1f1b-split": 1F1B with each backward split into I then W right away,
+  // mixing the split form into a schedule no generator makes.
   const bool split = kind == "1f1b-split";
   Case c{*make_schedule(split ? "1f1b" : kind, {p, m, v}), {}};
   if (split) {
@@ -82,8 +82,8 @@ void check_invariants(const Case& c, const Timeline& t, const RunOptions& option
   const size_t n = s.num_actions();
   ASSERT_EQ(t.actions.size(), n * options.iterations);
   ASSERT_EQ(t.iteration_end.size(), static_cast<size_t>(options.iterations));
-  // (iteration, kind, stage, mb) -> record
-  std::map<std::tuple<int, int, int, int>, size_t> where;
+  // (iteration, kind, stage, mb, slice) -> record
+  std::map<std::tuple<int, int, int, int, int>, size_t> where;
   std::vector<std::vector<std::pair<Picos, Picos>>> busy(s.num_ranks);
   size_t k = 0;
   for (int it = 0; it < options.iterations; ++it) {
@@ -94,10 +94,13 @@ void check_invariants(const Case& c, const Timeline& t, const RunOptions& option
         ASSERT_EQ(r.rank, rank);
         ASSERT_EQ(r.iteration, it);
         // Ran once, for exactly its cost.
-        EXPECT_EQ(r.end - r.start, duration(c.costs.stages[r.action.stage], r.action.kind));
+        EXPECT_EQ(r.end - r.start,
+                  duration(c.costs.stages[r.action.stage * s.num_slices + r.action.slice],
+                           r.action.kind));
         EXPECT_GE(r.start, 0);
         EXPECT_LE(r.end, t.makespan);
-        where[{it, static_cast<int>(r.action.kind), r.action.stage, r.action.microbatch}] = k;
+        where[{it, static_cast<int>(r.action.kind), r.action.stage, r.action.microbatch,
+               r.action.slice}] = k;
         busy[rank].emplace_back(r.start, r.end);
       }
     }
@@ -163,27 +166,30 @@ void check_invariants(const Case& c, const Timeline& t, const RunOptions& option
   // or arrived (another rank). Not before (causality), not after (no idling).
   k = 0;
   for (int it = 0; it < options.iterations; ++it) {
-    const auto is_split = [&](int stage, int mb) {
-      return where.count({it, static_cast<int>(ActionKind::kBackwardInput), stage, mb}) > 0;
+    const auto is_split = [&](int stage, int mb, int slice) {
+      return where.count({it, static_cast<int>(ActionKind::kBackwardInput), stage, mb, slice}) > 0;
     };
     for (int rank = 0; rank < s.num_ranks; ++rank) {
       for (size_t pos = 0; pos < s.programs[rank].size(); ++pos, ++k) {
         const ActionRecord& r = t.actions[k];
         Picos ready = pos > 0 ? t.actions[k - 1].end : iteration_ready(it, rank);
-        for_each_data_dependency(r.action, s.num_stages, is_split, [&](const Action& dep) {
-          const size_t d = where.at({it, static_cast<int>(dep.kind), dep.stage, dep.microbatch});
-          if (t.actions[d].rank == rank) {
-            ready = std::max(ready, t.actions[d].end);
-            return;
-          }
-          const auto found = transfer_of.find({static_cast<int32_t>(d), static_cast<int32_t>(k)});
-          ASSERT_NE(found, transfer_of.end()) << "no transfer into " << to_string(r.action);
-          const int boundary = std::min(dep.stage, r.action.stage);
-          const Picos cost = dep.kind == ActionKind::kForward ? c.costs.p2p_forward[boundary]
-                                                              : c.costs.p2p_backward[boundary];
-          EXPECT_EQ(found->second->end - found->second->start, cost);
-          ready = std::max(ready, found->second->end);
-        });
+        for_each_data_dependency(
+            r.action, s.num_stages, s.num_slices, is_split, [&](const Action& dep) {
+              const size_t d =
+                  where.at({it, static_cast<int>(dep.kind), dep.stage, dep.microbatch, dep.slice});
+              if (t.actions[d].rank == rank) {
+                ready = std::max(ready, t.actions[d].end);
+                return;
+              }
+              const auto found =
+                  transfer_of.find({static_cast<int32_t>(d), static_cast<int32_t>(k)});
+              ASSERT_NE(found, transfer_of.end()) << "no transfer into " << to_string(r.action);
+              const int boundary = std::min(dep.stage, r.action.stage) * s.num_slices + dep.slice;
+              const Picos cost = dep.kind == ActionKind::kForward ? c.costs.p2p_forward[boundary]
+                                                                  : c.costs.p2p_backward[boundary];
+              EXPECT_EQ(found->second->end - found->second->start, cost);
+              ready = std::max(ready, found->second->end);
+            });
         EXPECT_EQ(r.start, ready) << to_string(r.action) << " on rank " << rank << ", iteration "
                                   << it;
       }

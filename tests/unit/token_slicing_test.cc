@@ -251,6 +251,28 @@ TEST(OptimalSlicing, TiesPreferLargerFirstSlice) {
   EXPECT_EQ(s->latency_s, 5.0);
 }
 
+TEST(OptimalSlicing, TiesAcrossBoundsPreferLargerFirstSlice) {
+  // L = 3, p = 3 (latency = sum + 2 max), costs chosen so that two cuts found
+  // under different bounds tie:
+  //   [3]     t(3,0) = 3                       sum 3, max 3:   9
+  //   [2,1]   t(2,0) = 2.5, t(1,2) = 0.5       sum 3, max 2.5: 8
+  //   [1,2]   t(1,0) = 2,   t(2,1) = 2         sum 4, max 2:   8
+  //   [1,1,1] t(1,1) = 100                                     > 100
+  // [1,2] is the best under bound 2, [2,1] under bound 2.5; the bound 2.5
+  // must still be tried although S*(inf) + 2 * 2.5 = 8 only equals the best.
+  const SliceCostFn cost = [](int l, int c) {
+    if (l == 3) return 3.0;
+    if (l == 2) return c == 0 ? 2.5 : 2.0;
+    return c == 0 ? 2.0 : (c == 1 ? 100.0 : 0.5);
+  };
+  EXPECT_EQ(slicing_latency({2, 1}, 3, cost), 8.0);
+  EXPECT_EQ(slicing_latency({1, 2}, 3, cost), 8.0);
+  const Result<Slicing> s = optimal_slicing(3, 1, 3, cost);
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  EXPECT_EQ(s->lengths, std::vector<int>({2, 1}));
+  EXPECT_EQ(s->latency_s, 8.0);
+}
+
 TEST(OptimalSlicing, NeverWorseThanAnyEvenCut) {
   // Beyond brute force: the optimum must not lose to any even cut.
   const int tokens = 240;
