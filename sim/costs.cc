@@ -2,6 +2,20 @@
 
 namespace ppsim {
 
+int64_t freed_bytes(const StageCost& c, ActionKind kind) {
+  switch (kind) {
+    case ActionKind::kForward:
+      return 0;
+    case ActionKind::kBackward:
+      return c.activation_bytes;
+    case ActionKind::kBackwardInput:
+      return c.activation_bytes - c.weight_grad_bytes;
+    case ActionKind::kBackwardWeight:
+      return c.weight_grad_bytes;
+  }
+  return 0;
+}
+
 CostTable uniform_costs(int num_stages, int num_ranks, Picos forward, Picos backward, Picos p2p,
                         int64_t activation_bytes, int num_slices) {
   CostTable table;

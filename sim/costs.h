@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "schedules/action.h"
 #include "schedules/status.h"
 #include "sim/time.h"
 #include "sim/workload.h"
@@ -15,9 +16,13 @@ namespace ppsim {
 
 struct StageCost {
   Picos forward = 0;
-  Picos backward = 0;            // full backward (B); I takes backward - weight_grad
-  Picos weight_grad = 0;         // W, part of backward
-  int64_t activation_bytes = 0;  // kept from F(mb) until its B (or W) ends
+  Picos backward = 0;     // full backward (B); I takes backward - weight_grad
+  Picos weight_grad = 0;  // W, part of backward
+  // Kept from the start of F(mb) until its B ends; with a split backward, I
+  // gives back all but weight_grad_bytes (the inputs of the linear layers,
+  // which W reads) and W the rest.
+  int64_t activation_bytes = 0;
+  int64_t weight_grad_bytes = 0;
 };
 
 // Figures per stage are per (stage, token slice) when a schedule cuts
@@ -43,6 +48,9 @@ struct CostTable {
 
   int num_stages() const { return static_cast<int>(stages.size()) / num_slices; }
 };
+
+// Activation bytes an action of `kind` gives back when it ends.
+int64_t freed_bytes(const StageCost& cost, ActionKind kind);
 
 // A cost table with the same figures for every (stage, slice) and nothing at
 // the end of the iteration; the idealized case of the closed forms.

@@ -195,9 +195,7 @@ void Engine::finish_action(int32_t rank, int32_t node, Picos now) {
   RankState& r = ranks_[rank];
   const Node& nd = nodes_[node];
   out_->busy[rank] += nd.duration;
-  if (nd.kind == ActionKind::kBackward || nd.kind == ActionKind::kBackwardWeight) {
-    r.activation -= costs_->stages[nd.cost].activation_bytes;
-  }
+  r.activation -= freed_bytes(costs_->stages[nd.cost], nd.kind);
   const int32_t iteration_base = r.iteration * nodes_per_iteration_;
   const int32_t record = iteration_base + r.begin + r.pos - 1;
   for (const int32_t target : nd.out) {
@@ -269,9 +267,10 @@ void Engine::run(const Schedule& schedule, const CostTable& costs, Timeline* tim
   t.static_bytes = costs.static_bytes;
   t.static_bytes.resize(num_ranks_, 0);
   t.num_slices = costs.num_slices;
-  t.stage_activation_bytes.resize(costs.stages.size());
+  t.stage_memory.resize(costs.stages.size());
   for (size_t s = 0; s < costs.stages.size(); ++s) {
-    t.stage_activation_bytes[s] = costs.stages[s].activation_bytes;
+    t.stage_memory[s] =
+        Timeline::StageMemory{costs.stages[s].activation_bytes, costs.stages[s].weight_grad_bytes};
   }
   t.p2p_bytes = costs.p2p_bytes;
   t.busy.assign(num_ranks_, 0);

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "sim/costs.h"
+
 namespace ppsim {
 
 const char* to_string(EpilogueKind kind) {
@@ -32,18 +34,12 @@ std::vector<MemoryEvent> memory_events(const Timeline& t) {
   std::vector<MemoryEvent> events;
   events.reserve(2 * t.actions.size());
   for (const ActionRecord& a : t.actions) {
-    const int64_t bytes = t.stage_activation_bytes[a.action.stage * t.num_slices + a.action.slice];
-    if (bytes == 0) continue;
-    switch (a.action.kind) {
-      case ActionKind::kForward:
-        events.push_back({a.start, a.rank, bytes});
-        break;
-      case ActionKind::kBackward:
-      case ActionKind::kBackwardWeight:
-        events.push_back({a.end, a.rank, -bytes});
-        break;
-      case ActionKind::kBackwardInput:
-        break;
+    const Timeline::StageMemory& m = t.stage_memory[a.action.stage * t.num_slices + a.action.slice];
+    const StageCost cost{0, 0, 0, m.activation, m.weight_grad};
+    if (a.action.kind == ActionKind::kForward) {
+      if (m.activation != 0) events.push_back({a.start, a.rank, m.activation});
+    } else if (const int64_t freed = freed_bytes(cost, a.action.kind); freed != 0) {
+      events.push_back({a.end, a.rank, -freed});
     }
   }
   std::sort(events.begin(), events.end(), [](const MemoryEvent& x, const MemoryEvent& y) {

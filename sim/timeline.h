@@ -63,10 +63,15 @@ struct Timeline {
   std::vector<TransferRecord> transfers;  // per link in order of start
   std::vector<int64_t> static_bytes;      // per rank, held throughout
   // Per (stage, slice), at stage * num_slices + slice: the activation bytes
-  // one microbatch keeps from the start of its F to the end of its B (or W).
-  // The memory events follow from the action records (memory_events below).
+  // one microbatch takes when its F starts and gives back when its B ends (I
+  // gives back all but `weight_grad`, W the rest). The memory events follow
+  // from the action records (memory_events below).
   int num_slices = 1;
-  std::vector<int64_t> stage_activation_bytes;
+  struct StageMemory {
+    int64_t activation = 0;
+    int64_t weight_grad = 0;
+  };
+  std::vector<StageMemory> stage_memory;
   std::vector<int64_t> p2p_bytes;  // per (boundary, slice), bytes of one transfer
   Picos makespan = 0;              // end of the last activity
   // Per iteration, when its last rank finished it (its optimizer step ended).
