@@ -133,9 +133,34 @@ std::optional<int> fixed_virtual_stages(std::string_view kind) {
   return 1;
 }
 
+Result<Schedule> make_terapipe(const ScheduleParams& params) {
+  if (Status st = check_params("terapipe", params, true); !st) return Error{st.message()};
+  if (params.slices < 1) {
+    return Error{fmt::format("schedule terapipe: needs at least 1 slice per microbatch, got {}",
+                             params.slices)};
+  }
+  Schedule s = make_empty("terapipe", params);
+  s.num_slices = params.slices;
+  for (int rank = 0; rank < params.ranks; ++rank) {
+    auto& program = s.programs[rank];
+    program.reserve(2 * static_cast<size_t>(params.microbatches) * params.slices);
+    for (int mb = 0; mb < params.microbatches; ++mb) {
+      for (int j = 0; j < params.slices; ++j) {
+        program.push_back({ActionKind::kForward, rank, mb, j});
+      }
+    }
+    for (int k = static_cast<int>(program.size()) - 1; k >= 0; --k) {
+      Action a = program[k];
+      a.kind = ActionKind::kBackward;
+      program.push_back(a);
+    }
+  }
+  return s;
+}
+
 const std::vector<std::string>& schedule_kinds() {
-  static const std::vector<std::string> kinds = {"gpipe", "1f1b",  "interleaved-1f1b",
-                                                 "zb-h1", "zb-h2", "zb-v"};
+  static const std::vector<std::string> kinds = {"gpipe", "1f1b", "interleaved-1f1b", "zb-h1",
+                                                 "zb-h2", "zb-v", "terapipe"};
   return kinds;
 }
 
@@ -146,6 +171,7 @@ Result<Schedule> make_schedule(std::string_view kind, const ScheduleParams& para
   if (kind == "zb-h1") return make_zb_h1(params);
   if (kind == "zb-h2") return make_zb_h2(params);
   if (kind == "zb-v") return make_zb_v(params);
+  if (kind == "terapipe") return make_terapipe(params);
   return Error{fmt::format("unknown schedule kind \"{}\"; known kinds: {}", kind,
                            fmt::join(schedule_kinds(), ", "))};
 }

@@ -15,6 +15,7 @@ struct ScheduleParams {
   int ranks = 1;           // p
   int microbatches = 1;    // m
   int virtual_stages = 1;  // v: stages per rank
+  int slices = 1;          // token slices per microbatch (terapipe)
 };
 
 // GPipe: all forwards, then all backwards (in reverse microbatch order, as the
@@ -26,6 +27,12 @@ Result<Schedule> make_1f1b(const ScheduleParams& params);
 // Interleaved 1F1B in Megatron-LM's order; stage = chunk * p + rank.
 // Needs m % p == 0.
 Result<Schedule> make_interleaved_1f1b(const ScheduleParams& params);
+// TeraPipe (Li et al. 2021): each microbatch's sequence is cut into k token
+// slices that flow through the stages one after another, GPipe-style: all
+// forwards (microbatch by microbatch, slices in order), then all backwards
+// in the exact reverse order (a slice's backward needs the later slices'
+// backward on its stage). Needs v == 1.
+Result<Schedule> make_terapipe(const ScheduleParams& params);
 
 // Stages per rank a kind always runs (1 for GPipe and 1F1B), or nullopt when
 // it takes any v (interleaved 1F1B). REQUIRES: a kind of schedule_kinds().

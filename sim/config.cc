@@ -110,6 +110,7 @@ constexpr FixedList kFixedLists[] = {
 
 constexpr std::array kDTypes = {DType::kBf16, DType::kFp16, DType::kFp32};
 constexpr std::array kRecomputes = {Recompute::kNone, Recompute::kSelective, Recompute::kFull};
+constexpr std::array kSlicings = {Slicing::kEven, Slicing::kOptimal};
 constexpr std::array kOptimizerSteps = {OptimizerStep::kSynchronous,
                                         OptimizerStep::kPostValidation};
 
@@ -262,6 +263,7 @@ class Loader {
   TrainingSpec read_training(const Section& s) const;
   FixedCosts read_fixed(const Section& s, const ParallelSpec& parallel) const;
   std::string read_schedule_file(const Section& s, const std::string& kind) const;
+  void read_slicing(const Section& s, ScheduleSpec& schedule) const;
   void check_cross_fields(const Config& config, const Sections& tree) const;
 
   std::string source_;
@@ -517,6 +519,20 @@ FixedCosts Loader::read_fixed(const Section& s, const ParallelSpec& parallel) co
 
 void Loader::check_cross_fields(const Config& config, const Sections& tree) const {
   const ParallelSpec& par = config.parallel;
+  const ScheduleSpec& sched = config.schedule;
+  if (sched.slicing == Slicing::kOptimal && !config.model) {
+    fail_expected(tree.schedule.get("slicing"),
+                  "even when there is no model: the optimal cut needs the model's costs");
+  }
+  if (config.model && sched.slices > 0 && config.model->seq_len % sched.slices != 0) {
+    fail_expected(tree.schedule.get("slices"),
+                  fmt::format("a divisor of model.seq_len ({})", config.model->seq_len));
+  }
+  if (config.model && sched.slice_granularity > 0 &&
+      config.model->seq_len % sched.slice_granularity != 0) {
+    fail_expected(tree.schedule.get("slice_granularity"),
+                  fmt::format("a divisor of model.seq_len ({})", config.model->seq_len));
+  }
   if (!config.model && (config.fixed.forward_s.empty() || config.fixed.backward_s.empty())) {
     fail(tree.fixed.field().key_mark, "model",
          "required unless costs.fixed gives forward_s and backward_s");
@@ -585,6 +601,30 @@ std::string Loader::read_schedule_file(const Section& s, const std::string& kind
   return path.string();
 }
 
+// Token slicing, for terapipe only: either a number of equal slices or the
+// optimal cut, never a silent default.
+void Loader::read_slicing(const Section& s, ScheduleSpec& schedule) const {
+  const bool token_level = schedule.kind == "terapipe";
+  for (const char* key : {"slices", "slicing", "slice_granularity"}) {
+    if (!token_level && s.has(key)) {
+      const Field field = s.get(key);
+      fail(field.key_mark, field.path, "only for schedule.kind terapipe");
+    }
+  }
+  if (!token_level) return;
+  read_int(s, "slices", schedule.slices, 1);
+  if (s.has("slicing")) schedule.slicing = to_enum(s.get("slicing"), kSlicings);
+  read_int(s, "slice_granularity", schedule.slice_granularity, 1);
+  if (schedule.slicing == Slicing::kEven && schedule.slices == 0) {
+    fail_expected(s.get("slices"),
+                  "a number of token slices per microbatch (or schedule.slicing: optimal)");
+  }
+  if (schedule.slicing == Slicing::kOptimal && s.has("slices")) {
+    const Field field = s.get("slices");
+    fail(field.key_mark, field.path, "not with schedule.slicing: optimal, which chooses the cut");
+  }
+}
+
 Config Loader::load(YAML::Node root) const {
   if (root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
   Field top_field{"", root, YAML::Mark()};
@@ -604,7 +644,8 @@ Config Loader::load(YAML::Node root) const {
                           {"pipeline", "tensor", "data", "virtual_stages", "sequence_parallel"}),
       .training = section(top.get("training"), {"global_batch", "micro_batch", "recompute",
                                                 "zero_stage", "optimizer_step"}),
-      .schedule = section(top.get("schedule"), {"kind", "file"}),
+      .schedule =
+          section(top.get("schedule"), {"kind", "file", "slices", "slicing", "slice_granularity"}),
       .fixed = section(costs.get("fixed"), fixed_keys()),
   };
 
@@ -618,6 +659,7 @@ Config Loader::load(YAML::Node root) const {
     config.schedule.kind = kinds[to_choice(tree.schedule.get("kind"), kinds)];
   }
   config.schedule.file = read_schedule_file(tree.schedule, config.schedule.kind);
+  read_slicing(tree.schedule, config.schedule);
   if (tree.model.present()) config.model = read_model(tree.model);
   if (tree.hardware.present()) config.hardware = read_hardware(tree.hardware);
   config.fixed = read_fixed(tree.fixed, config.parallel);

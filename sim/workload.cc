@@ -41,6 +41,8 @@ const char* to_string(OptimizerStep step) {
   return step == OptimizerStep::kSynchronous ? "synchronous" : "post_validation";
 }
 
+const char* to_string(Slicing slicing) { return slicing == Slicing::kEven ? "even" : "optimal"; }
+
 double HardwareSpec::peak_tflops(DType dtype) const {
   switch (dtype) {
     case DType::kBf16:

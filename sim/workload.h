@@ -17,11 +17,15 @@ enum class Recompute { kNone, kSelective, kFull };
 // starts the next iteration before all have finished this one;
 // `post_validation` (Qi et al. 2024) steps at once and checks afterwards.
 enum class OptimizerStep { kSynchronous, kPostValidation };
+// How a token-level schedule cuts a sequence: equal slices, or TeraPipe's
+// optimal cut for the model's costs.
+enum class Slicing { kEven, kOptimal };
 
 int dtype_bytes(DType dtype);
 const char* to_string(DType dtype);
 const char* to_string(Recompute recompute);
 const char* to_string(OptimizerStep step);
+const char* to_string(Slicing slicing);
 
 // A GPT-style decoder-only transformer.
 struct ModelSpec {
@@ -77,6 +81,12 @@ struct TrainingSpec {
 struct ScheduleSpec {
   std::string kind = "1f1b";  // a generator's kind, or "custom"
   std::string file;           // custom: the CSV, one row per rank (resolved path)
+  // terapipe: `slices` equal token slices per microbatch, or the cut that
+  // TeraPipe's dynamic program finds, in multiples of `slice_granularity`
+  // tokens (0: the smallest that keeps seq_len / granularity <= 256).
+  int slices = 0;
+  Slicing slicing = Slicing::kEven;
+  int slice_granularity = 0;
 };
 
 // Durations per stage and microbatch, for idealized studies and for

@@ -112,6 +112,25 @@ TEST(OneStagePerRank, RejectsVirtualStages) {
   EXPECT_FALSE(make_gpipe({4, 8, 2}).ok());
 }
 
+// TeraPipe: m microbatches of k equal slices, each slice taking tf/k and
+// tb/k on a stage, are GPipe over m k units: (m k + p - 1)(tf + tb) / k.
+class TokenSlices : public ::testing::TestWithParam<std::tuple<int, int, int>> {};
+
+TEST_P(TokenSlices, TeraPipeMakespan) {
+  const auto [p, m, k] = GetParam();
+  const Schedule s = *make_terapipe({p, m, 1, k});
+  ASSERT_TRUE(validate(s).ok()) << validate(s).message();
+  Timeline t;
+  Engine().run(s, uniform_costs(p, p, kTf / k, kTb / k, 0, 0, k), &t);
+  EXPECT_EQ(t.makespan, (m * k + p - 1) * (kTf + kTb) / k);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, TokenSlices,
+                         ::testing::Values(std::tuple{1, 1, 1}, std::tuple{4, 1, 4},
+                                           std::tuple{4, 2, 3}, std::tuple{3, 5, 2},
+                                           std::tuple{5, 3, 6}, std::tuple{8, 4, 4},
+                                           std::tuple{2, 7, 1}));
+
 // With a p2p time c per hop and no contention, a microbatch's forward
 // crosses p-1 links and its gradient p-1 back: GPipe with one microbatch
 // takes p(tf + tb) + 2(p-1)c.

@@ -590,3 +590,48 @@ TEST(ConfigTest, CustomFileIsRelativeToTheConfig) {
 
 }  // namespace
 }  // namespace ppsim
+
+namespace ppsim {
+namespace {
+
+TEST(ConfigTest, SlicesOnlyForTerapipe) {
+  EXPECT_EQ(error_of(kIdeal, {{"schedule.slices", "4"}}),
+            "--set schedule.slices=4: schedule.slices: only for schedule.kind terapipe");
+}
+
+TEST(ConfigTest, TerapipeNeedsSlicesOrOptimal) {
+  EXPECT_EQ(error_of(kIdeal, {{"schedule.kind", "terapipe"}}),
+            "test.yaml:6:1: schedule.slices: expected a number of token slices per microbatch (or "
+            "schedule.slicing: optimal), got nothing");
+  Result<Config> config = parse_config(yaml(kIdeal), "test.yaml",
+                                       {{"schedule.kind", "terapipe"}, {"schedule.slices", "4"}});
+  ASSERT_TRUE(config.ok()) << config.error().message;
+  EXPECT_EQ(config->schedule.slices, 4);
+  EXPECT_EQ(config->schedule.slicing, Slicing::kEven);
+}
+
+TEST(ConfigTest, OptimalSlicingNeedsTheModel) {
+  EXPECT_EQ(error_of(kIdeal, {{"schedule.kind", "terapipe"}, {"schedule.slicing", "optimal"}}),
+            "--set schedule.slicing=optimal: schedule.slicing: expected even when there is no "
+            "model: the optimal cut needs the model's costs, got \"optimal\"");
+}
+
+TEST(ConfigTest, SlicesMustDivideTheSequence) {
+  // kModel has seq_len 2048.
+  EXPECT_EQ(error_of(kModel, {{"schedule.kind", "terapipe"}, {"schedule.slices", "3"}}),
+            "--set schedule.slices=3: schedule.slices: expected a divisor of model.seq_len "
+            "(2048), got \"3\"");
+  EXPECT_EQ(error_of(kModel, {{"schedule.kind", "terapipe"},
+                              {"schedule.slicing", "optimal"},
+                              {"schedule.slice_granularity", "100"}}),
+            "--set schedule.slice_granularity=100: schedule.slice_granularity: expected a divisor "
+            "of model.seq_len (2048), got \"100\"");
+  EXPECT_EQ(error_of(kModel, {{"schedule.kind", "terapipe"},
+                              {"schedule.slicing", "optimal"},
+                              {"schedule.slices", "4"}}),
+            "--set schedule.slices=4: schedule.slices: not with schedule.slicing: optimal, which "
+            "chooses the cut");
+}
+
+}  // namespace
+}  // namespace ppsim

@@ -28,7 +28,8 @@ Case random_case(std::mt19937_64& rng, const std::string& kind) {
   // "1f1b-split": 1F1B with each backward split into I then W right away,
   // mixing the split form into a schedule no generator makes.
   const bool split = kind == "1f1b-split";
-  Case c{*make_schedule(split ? "1f1b" : kind, {p, m, v}), {}};
+  const int slices = kind == "terapipe" ? uniform(1, 4) : 1;
+  Case c{*make_schedule(split ? "1f1b" : kind, {p, m, v, slices}), {}};
   if (split) {
     for (auto& program : c.schedule.programs) {
       std::vector<Action> out;
@@ -44,14 +45,14 @@ Case random_case(std::mt19937_64& rng, const std::string& kind) {
     }
   }
   const int stages = p * v;
-  c.costs = uniform_costs(stages, p, 0, 0);
+  c.costs = uniform_costs(stages, p, 0, 0, 0, 0, slices);
   for (StageCost& s : c.costs.stages) {
     s.forward = uniform(1, 1000) * 1000;
     s.backward = s.forward + uniform(0, 2000) * 1000;
     s.weight_grad = uniform(0, 10) * (s.backward / 20);
     s.activation_bytes = uniform(1, 100);
   }
-  for (int b = 0; b + 1 < stages; ++b) {
+  for (size_t b = 0; b < c.costs.p2p_forward.size(); ++b) {
     c.costs.p2p_forward[b] = uniform(0, 3000) * 100;
     c.costs.p2p_backward[b] = uniform(0, 3000) * 100;
   }
