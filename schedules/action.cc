@@ -16,6 +16,8 @@ char action_kind_letter(ActionKind kind) {
       return 'I';
     case ActionKind::kBackwardWeight:
       return 'W';
+    case ActionKind::kStep:
+      return 'S';
   }
   return '?';
 }
@@ -43,7 +45,7 @@ Result<Action> parse_action(std::string_view text) {
   while (!text.empty() && (text.back() == ' ' || text.back() == '\t' || text.back() == '\r')) {
     text.remove_suffix(1);
   }
-  const size_t pos = text.find_first_of("FBIW");
+  const size_t pos = text.find_first_of("FBIWS");
   const size_t s = pos == std::string_view::npos ? pos : text.find('s', pos + 1);
   Action action;
   if (pos == std::string_view::npos || !parse_index(text.substr(0, pos), &action.stage) ||
@@ -51,7 +53,7 @@ Result<Action> parse_action(std::string_view text) {
                    &action.microbatch) ||
       (s != std::string_view::npos && !parse_index(text.substr(s + 1), &action.slice))) {
     return Error{fmt::format(
-        "\"{}\" is not an action: expected STAGE KIND MICROBATCH with KIND one of F, B, I, W "
+        "\"{}\" is not an action: expected STAGE KIND MICROBATCH with KIND one of F, B, I, W, S "
         "(e.g. \"2F0\"), and sSLICE for a token slice (\"2F0s3\")",
         text)};
   }
@@ -65,8 +67,11 @@ Result<Action> parse_action(std::string_view text) {
     case 'I':
       action.kind = ActionKind::kBackwardInput;
       break;
-    default:
+    case 'W':
       action.kind = ActionKind::kBackwardWeight;
+      break;
+    default:
+      action.kind = ActionKind::kStep;
       break;
   }
   return action;

@@ -20,8 +20,13 @@ enum class ActionKind : uint8_t {
   kBackward,        // B: input and weight gradients together
   kBackwardInput,   // I: input gradient only (zero-bubble split)
   kBackwardWeight,  // W: weight gradient only
+  // S: the optimizer step of the stage's weights after microbatch mb's
+  // gradient (with its data-parallel gradient reduction). Only asynchronous
+  // schedules (PipeDream) step inside their programs; the others step once
+  // per iteration, after the program.
+  kStep,
 };
-inline constexpr int kNumActionKinds = 4;
+inline constexpr int kNumActionKinds = 5;
 
 struct Action {
   ActionKind kind = ActionKind::kForward;
@@ -32,7 +37,7 @@ struct Action {
   friend bool operator==(const Action&, const Action&) = default;
 };
 
-// The letter of a kind: F, B, I or W.
+// The letter of a kind: F, B, I, W or S.
 char action_kind_letter(ActionKind kind);
 // "2F0", "2F0s3".
 std::string to_string(const Action& action);

@@ -158,9 +158,67 @@ Result<Schedule> make_terapipe(const ScheduleParams& params) {
   return s;
 }
 
+namespace {
+
+// The no-flush 1F1B stream of the PipeDream family, with a step after the
+// backward of every microbatch k for which steps_after(k).
+template <typename StepsAfter>
+Schedule async_stream(std::string name, const ScheduleParams& params, StepsAfter steps_after) {
+  Schedule s = make_empty(std::move(name), params);
+  const int p = params.ranks;
+  const int m = params.microbatches;
+  for (int rank = 0; rank < p; ++rank) {
+    auto& program = s.programs[rank];
+    program.reserve(3 * static_cast<size_t>(m));
+    const auto backward_and_step = [&](int k) {
+      program.push_back(backward(rank, k));
+      if (steps_after(k)) program.push_back({ActionKind::kStep, rank, k});
+    };
+    const int warmup = std::min(p - 1 - rank, m);
+    for (int mb = 0; mb < warmup; ++mb) program.push_back(forward(rank, mb));
+    for (int k = 0; k < m - warmup; ++k) {
+      program.push_back(forward(rank, warmup + k));
+      backward_and_step(k);
+    }
+    for (int k = m - warmup; k < m; ++k) backward_and_step(k);
+  }
+  return s;
+}
+
+}  // namespace
+
+Result<Schedule> make_pipedream(const ScheduleParams& params) {
+  if (Status st = check_params("pipedream", params, true); !st) return Error{st.message()};
+  return async_stream("pipedream", params, [](int) { return true; });
+}
+
+Result<Schedule> make_pipedream_2bw(const ScheduleParams& params) {
+  if (Status st = check_params("pipedream-2bw", params, true); !st) return Error{st.message()};
+  const int batch = params.step_every;
+  if (batch < params.ranks) {
+    return Error{fmt::format(
+        "schedule pipedream-2bw: needs at least as many microbatches per batch ({}) as pipeline "
+        "ranks ({}), or a microbatch would be in flight across two weight updates and two "
+        "buffered versions would not suffice; raise training.global_batch",
+        batch, params.ranks)};
+  }
+  if (params.microbatches % batch != 0) {
+    return Error{
+        fmt::format("schedule pipedream-2bw: a stream of {} microbatches is not whole "
+                    "batches of {}",
+                    params.microbatches, batch)};
+  }
+  return async_stream("pipedream-2bw", params, [batch](int k) { return (k + 1) % batch == 0; });
+}
+
+bool is_asynchronous(std::string_view kind) {
+  return kind == "pipedream" || kind == "pipedream-2bw";
+}
+
 const std::vector<std::string>& schedule_kinds() {
-  static const std::vector<std::string> kinds = {"gpipe", "1f1b", "interleaved-1f1b", "zb-h1",
-                                                 "zb-h2", "zb-v", "terapipe"};
+  static const std::vector<std::string> kinds = {"gpipe",    "1f1b",      "interleaved-1f1b",
+                                                 "zb-h1",    "zb-h2",     "zb-v",
+                                                 "terapipe", "pipedream", "pipedream-2bw"};
   return kinds;
 }
 
@@ -172,6 +230,8 @@ Result<Schedule> make_schedule(std::string_view kind, const ScheduleParams& para
   if (kind == "zb-h2") return make_zb_h2(params);
   if (kind == "zb-v") return make_zb_v(params);
   if (kind == "terapipe") return make_terapipe(params);
+  if (kind == "pipedream") return make_pipedream(params);
+  if (kind == "pipedream-2bw") return make_pipedream_2bw(params);
   return Error{fmt::format("unknown schedule kind \"{}\"; known kinds: {}", kind,
                            fmt::join(schedule_kinds(), ", "))};
 }

@@ -16,6 +16,9 @@ struct ScheduleParams {
   int microbatches = 1;    // m
   int virtual_stages = 1;  // v: stages per rank
   int slices = 1;          // token slices per microbatch (terapipe)
+  // pipedream-2bw: microbatches per optimizer step (the batch); the stream of
+  // `microbatches` holds several such batches.
+  int step_every = 1;
 };
 
 // GPipe: all forwards, then all backwards (in reverse microbatch order, as the
@@ -37,6 +40,19 @@ Result<Schedule> make_terapipe(const ScheduleParams& params);
 // Stages per rank a kind always runs (1 for GPipe and 1F1B), or nullopt when
 // it takes any v (interleaved 1F1B). REQUIRES: a kind of schedule_kinds().
 std::optional<int> fixed_virtual_stages(std::string_view kind);
+
+// PipeDream (Narayanan et al. 2019), the asynchronous 1F1B: no flush, and an
+// optimizer step (S) after every backward, on weights that each microbatch
+// stashes at its forward. `microbatches` is the length of the stream: rank i
+// warms up with p-1-i forwards once, then alternates F, B, S. Needs v == 1.
+Result<Schedule> make_pipedream(const ScheduleParams& params);
+// PipeDream-2BW (Narayanan et al. 2021): the same stream, but gradients
+// accumulate over `step_every` microbatches and each stage steps once per
+// batch, so two weight versions suffice. Needs step_every >= p (fewer would
+// leave microbatches in flight across two updates) and dividing microbatches.
+Result<Schedule> make_pipedream_2bw(const ScheduleParams& params);
+// True for the kinds whose programs step inside them, without a flush.
+bool is_asynchronous(std::string_view kind);
 
 // The kinds `make_schedule` knows, for help texts and errors.
 const std::vector<std::string>& schedule_kinds();

@@ -4,7 +4,8 @@
 //
 // Dependencies are derived, never stored: F(mb,s) needs F(mb,s-1); B or I
 // (mb,s) needs the input gradient of (mb,s+1) and F(mb,s); W(mb,s) needs
-// I(mb,s); and each program runs in order. With token slices, slice j of a
+// I(mb,s); a step S(mb,s) needs the weight gradient of (mb,s); and each
+// program runs in order. With token slices, slice j of a
 // stage also needs slice j-1's forward on that stage (its keys and values:
 // causal attention) and slice j+1's backward there (the gradient that later
 // slices send back to its keys and values). A cycle in that graph is a
@@ -46,6 +47,10 @@ void for_each_data_dependency(const Action& action, int num_stages, int num_slic
       break;
     case ActionKind::kBackwardWeight:
       visit(Action{ActionKind::kBackwardInput, s, mb, j});
+      break;
+    case ActionKind::kStep:  // applies the gradient: after its weight part
+      visit(is_split(s, mb, j) ? Action{ActionKind::kBackwardWeight, s, mb, j}
+                               : Action{ActionKind::kBackward, s, mb, j});
       break;
   }
 }

@@ -70,6 +70,10 @@ std::vector<ComparedSchedule> compare_schedules(const Config& config,
     } else if (c.parallel.virtual_stages == 1) {
       c.parallel.virtual_stages = 2;  // with one stage per rank it would be plain 1F1B
     }
+    // A token-level schedule picked from the list finds its own cut.
+    if (c.schedule.kind == "terapipe" && c.schedule.slices == 0 && c.model) {
+      c.schedule.slicing = SlicingMethod::kOptimal;
+    }
     Result<Simulation> sim = simulate(c);
     if (!sim) {
       row.reason = sim.error().message;
@@ -92,20 +96,24 @@ std::vector<ComparedSchedule> compare_schedules(const Config& config,
 }
 
 std::string format_comparison_table(const std::vector<ComparedSchedule>& rows) {
-  std::string out = fmt::format("{:<22} {:>3} {:>14} {:>12} {:>8} {:>15}  {}\n", "schedule", "v",
-                                "iteration", "samples/s", "bubble", "peak mem GiB", "note");
+  std::string out =
+      fmt::format("{:<22} {:>3} {:>14} {:>12} {:>8} {:>15} {:>6}  {}\n", "schedule", "v",
+                  "iteration", "samples/s", "bubble", "peak mem GiB", "stale", "note");
   for (const ComparedSchedule& row : rows) {
     if (!row.summary) {
-      out += fmt::format("{:<22} {:>3} {:>14} {:>12} {:>8} {:>15}  cannot run: {}\n", row.entry,
-                         "-", "-", "-", "-", "-", row.reason);
+      out += fmt::format("{:<22} {:>3} {:>14} {:>12} {:>8} {:>15} {:>6}  cannot run: {}\n",
+                         row.entry, "-", "-", "-", "-", "-", "-", row.reason);
       continue;
     }
     const Summary& s = *row.summary;
     const DeviceSummary& top = fullest(s);
-    out += fmt::format("{:<22} {:>3} {:>14} {:>12.4g} {:>7.2f}% {:>10.2f} (r{})", row.entry,
+    int staleness = 0;
+    for (const StageWeights& w : s.weights) staleness = std::max(staleness, w.staleness);
+    out += fmt::format("{:<22} {:>3} {:>14} {:>12.4g} {:>7.2f}% {:>10.2f} (r{}) {:>6}", row.entry,
                        s.virtual_stages, format_duration(s.iteration_time_s),
                        s.throughput.samples_per_s, 100.0 * s.bubble_fraction,
-                       gib(top.peak_memory_bytes), top.rank);
+                       gib(top.peak_memory_bytes), top.rank,
+                       s.weights.empty() ? "-" : std::to_string(staleness));
     if (!row.feasible) out += "  " + row.reason;
     out += '\n';
   }

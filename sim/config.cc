@@ -110,7 +110,7 @@ constexpr FixedList kFixedLists[] = {
 
 constexpr std::array kDTypes = {DType::kBf16, DType::kFp16, DType::kFp32};
 constexpr std::array kRecomputes = {Recompute::kNone, Recompute::kSelective, Recompute::kFull};
-constexpr std::array kSlicings = {Slicing::kEven, Slicing::kOptimal};
+constexpr std::array kSlicings = {SlicingMethod::kEven, SlicingMethod::kOptimal};
 constexpr std::array kOptimizerSteps = {OptimizerStep::kSynchronous,
                                         OptimizerStep::kPostValidation};
 
@@ -520,7 +520,7 @@ FixedCosts Loader::read_fixed(const Section& s, const ParallelSpec& parallel) co
 void Loader::check_cross_fields(const Config& config, const Sections& tree) const {
   const ParallelSpec& par = config.parallel;
   const ScheduleSpec& sched = config.schedule;
-  if (sched.slicing == Slicing::kOptimal && !config.model) {
+  if (sched.slicing == SlicingMethod::kOptimal && !config.model) {
     fail_expected(tree.schedule.get("slicing"),
                   "even when there is no model: the optimal cut needs the model's costs");
   }
@@ -615,11 +615,11 @@ void Loader::read_slicing(const Section& s, ScheduleSpec& schedule) const {
   read_int(s, "slices", schedule.slices, 1);
   if (s.has("slicing")) schedule.slicing = to_enum(s.get("slicing"), kSlicings);
   read_int(s, "slice_granularity", schedule.slice_granularity, 1);
-  if (schedule.slicing == Slicing::kEven && schedule.slices == 0) {
+  if (schedule.slicing == SlicingMethod::kEven && schedule.slices == 0) {
     fail_expected(s.get("slices"),
                   "a number of token slices per microbatch (or schedule.slicing: optimal)");
   }
-  if (schedule.slicing == Slicing::kOptimal && s.has("slices")) {
+  if (schedule.slicing == SlicingMethod::kOptimal && s.has("slices")) {
     const Field field = s.get("slices");
     fail(field.key_mark, field.path, "not with schedule.slicing: optimal, which chooses the cut");
   }

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -24,8 +26,29 @@ int ffn_of(const ModelSpec& model) {
   return model.ffn_hidden > 0 ? model.ffn_hidden : 4 * model.hidden;
 }
 
-// Forward FLOPs of the six matrix products of one layer on one GPU. Each is
-// timed on its own because GEMM efficiency depends on its size.
+// A stretch of one microbatch's sequences (TeraPipe's token slice): `tokens`
+// positions whose queries attend causally to the `context` positions before
+// them and to themselves. The whole sequence is {seq_len, 0}.
+struct Slice {
+  int64_t tokens = 0;
+  int64_t context = 0;
+
+  // Query-key pairs the attention core is charged for, per head and
+  // sequence. The unsliced model charges the full s x s score matrix (as
+  // Narayanan et al. do), twice the causal triangle; a slice is charged twice
+  // its causal share, l c + l^2 / 2. Any cut of s then sums to s^2, so
+  // slicing neither adds nor removes attention work.
+  int64_t attention_pairs() const { return 2 * tokens * context + tokens * tokens; }
+  // Score entries a slice materializes and keeps for backward: its l rows
+  // over the c + l keys it attends to. Not additive: the masked blocks above
+  // the diagonal that a cut leaves out are never stored.
+  int64_t kept_scores() const { return tokens * (context + tokens); }
+};
+
+Slice whole_sequence(const ModelSpec& model) { return Slice{model.seq_len, 0}; }
+
+// Forward FLOPs of the six matrix products of one layer on one GPU for one
+// slice. Each is timed on its own because GEMM efficiency depends on its size.
 struct LayerGemms {
   double qkv = 0;
   double scores = 0;  // Q K^T
@@ -38,21 +61,74 @@ struct LayerGemms {
   double attention() const { return scores + attention_values; }
 };
 
-LayerGemms layer_gemms(const ModelSpec& model, int micro_batch, int tensor) {
-  const double bs = static_cast<double>(micro_batch) * model.seq_len;
-  const double s = model.seq_len;
+LayerGemms layer_gemms(const ModelSpec& model, int micro_batch, int tensor, const Slice& slice) {
+  const double b = micro_batch;
+  const double bl = b * static_cast<double>(slice.tokens);
+  const double pairs = static_cast<double>(slice.attention_pairs());
   const double h = model.hidden;
   const double f = ffn_of(model);
   const double t = tensor;
-  return LayerGemms{2 * bs * h * 3 * h / t, 2 * bs * s * h / t, 2 * bs * s * h / t,
-                    2 * bs * h * h / t,     2 * bs * h * f / t, 2 * bs * f * h / t};
+  return LayerGemms{2 * bl * h * 3 * h / t, 2 * b * pairs * h / t, 2 * b * pairs * h / t,
+                    2 * bl * h * h / t,     2 * bl * h * f / t,    2 * bl * f * h / t};
+}
+
+// Korthikanti et al. 2022 per layer and GPU, for `tokens` positions of each
+// sequence and `score_entries` attention scores per head and sequence (s and
+// s^2 for a whole sequence).
+int64_t korthikanti_bytes(const ModelSpec& model, int micro_batch, const ParallelSpec& parallel,
+                          Recompute recompute, int64_t tokens, int64_t score_entries) {
+  const int64_t sbh = tokens * micro_batch * model.hidden;
+  const int64_t attention = 5LL * model.heads * score_entries * micro_batch;
+  const bool sp = parallel.sequence_parallel;
+  // In 16-bit bytes: a part every tensor rank keeps whole and a part split over t.
+  int64_t whole = 0;
+  int64_t split = 0;
+  switch (recompute) {
+    case Recompute::kNone:
+      whole = sp ? 0 : 10 * sbh;
+      split = (sp ? 34 : 24) * sbh + attention;
+      break;
+    case Recompute::kSelective:
+      whole = sp ? 0 : 10 * sbh;
+      split = (sp ? 34 : 24) * sbh;
+      break;
+    case Recompute::kFull:
+      whole = sp ? 0 : 2 * sbh;
+      split = sp ? 2 * sbh : 0;
+      break;
+  }
+  const int64_t bytes16 = whole + ceil_div(split, parallel.tensor);
+  // The formula counts 16-bit values; wider activations scale it (the 1-byte
+  // dropout masks with them, a small overcount).
+  return bytes16 * dtype_bytes(model.dtype) / 2;
+}
+
+// What one layer keeps for backward for one slice: the slice's rows of the
+// score matrix (5 a b l (c + l) / t bytes at 16 bits) instead of 5 a s^2 b / t.
+int64_t slice_activation_bytes(const ModelSpec& model, int micro_batch,
+                               const ParallelSpec& parallel, Recompute recompute,
+                               const Slice& slice) {
+  return korthikanti_bytes(model, micro_batch, parallel, recompute, slice.tokens,
+                           slice.kept_scores());
+}
+
+// Bytes the layer's elementwise kernels read or write once: the
+// no-recompute activations, with the attention scores counted like the
+// attention GEMMs (attention_pairs), so that like them they sum over any cut
+// to the unsliced figure.
+double elementwise_bytes(const ModelSpec& model, int micro_batch, const ParallelSpec& parallel,
+                         const Slice& slice) {
+  return static_cast<double>(korthikanti_bytes(model, micro_batch, parallel, Recompute::kNone,
+                                               slice.tokens, slice.attention_pairs()));
 }
 
 // The attention-score term of Korthikanti et al. (softmax output, its dropout
-// mask and output: 5 a s^2 b bytes at 16 bits), on one GPU.
-double attention_score_bytes(const ModelSpec& model, int micro_batch, int tensor) {
-  const double s = model.seq_len;
-  return 5.0 * model.heads * s * s * micro_batch / tensor * dtype_bytes(model.dtype) / 2;
+// mask and output: 5 a s^2 b bytes at 16 bits), on one GPU, for the work of
+// one slice.
+double attention_score_bytes(const ModelSpec& model, int micro_batch, int tensor,
+                             const Slice& slice) {
+  return 5.0 * model.heads * static_cast<double>(slice.attention_pairs()) * micro_batch / tensor *
+         dtype_bytes(model.dtype) / 2;
 }
 
 // A link between two GPUs, in SI units.
@@ -127,8 +203,10 @@ Block repeat(const Block& block, int64_t n) {
   return Block{block.forward * n, block.backward * n, block.weight_grad * n};
 }
 
-// Times the pieces of a stage. Holds references into the Config, which must
-// outlive it.
+// Times the pieces of a stage for one slice of a microbatch. Holds copies of
+// what it needs, so that a SliceCostFn can own one; the figures that do not
+// depend on the slice are worked out once here, since slice_cost_function
+// calls it millions of times.
 class BlockTimer {
  public:
   explicit BlockTimer(const Config& config)
@@ -138,22 +216,24 @@ class BlockTimer {
         recompute_(config.training.recompute),
         micro_batch_(config.training.micro_batch),
         flops_per_s_(config.hardware->peak_tflops(config.model->dtype) * kTera),
-        hbm_Bps_(config.hardware->hbm_bandwidth_gbps * kGiga) {}
+        hbm_Bps_(config.hardware->hbm_bandwidth_gbps * kGiga),
+        vocab_per_gpu_(static_cast<double>(model_.vocab) / parallel_.tensor) {}
 
-  Block layer(const Link& tp_link) const {
-    const LayerGemms gemms = layer_gemms(model_, micro_batch_, parallel_.tensor);
+  Block layer(const Slice& slice, const Link& tp_link) const {
+    const LayerGemms gemms = layer_gemms(model_, micro_batch_, parallel_.tensor, slice);
     const double linear_s = gemm_s(gemms.qkv) + gemm_s(gemms.out_projection) +
                             gemm_s(gemms.mlp_up) + gemm_s(gemms.mlp_down);
     const double attention_s = gemm_s(gemms.scores) + gemm_s(gemms.attention_values);
     // Elementwise kernels (norms, softmax, GeLU, dropout, residuals) read and
     // write about what the layer keeps for backward.
-    const double activations = static_cast<double>(
-        layer_activation_bytes(model_, micro_batch_, parallel_, Recompute::kNone));
-    const double elementwise_s = 2 * activations / hbm_Bps_;
+    const double elementwise_s =
+        2 * elementwise_bytes(model_, micro_batch_, parallel_, slice) / hbm_Bps_;
     const double softmax_s =
-        2 * attention_score_bytes(model_, micro_batch_, parallel_.tensor) / hbm_Bps_;
+        2 * attention_score_bytes(model_, micro_batch_, parallel_.tensor, slice) / hbm_Bps_;
     // Two all-reduces (or reduce-scatter + all-gather pairs) each way.
-    const Picos comm = seconds_to_picos(2 * (tp_gather_s(tp_link) + tp_scatter_s(tp_link)));
+    const double bytes = slice_bytes(slice);
+    const Picos comm =
+        seconds_to_picos(2 * (tp_gather_s(bytes, tp_link) + tp_scatter_s(bytes, tp_link)));
 
     const Picos compute = seconds_to_picos(linear_s + attention_s + elementwise_s);
     Block block{compute + comm, 2 * compute + comm, seconds_to_picos(linear_s)};
@@ -168,24 +248,25 @@ class BlockTimer {
   // reduce-scatter with sequence parallelism) whose backward is an identity
   // (an all-gather). Backward moves the lookup's bytes twice: the gradient
   // arriving at the lookup, and its scatter-add into the table (W).
-  Block embedding(const Link& tp_link) const {
-    const Picos memory = seconds_to_picos(sequence_bytes() / hbm_Bps_);
-    const Picos forward_comm = seconds_to_picos(tp_scatter_s(tp_link));
-    const Picos backward_comm = seconds_to_picos(tp_gather_s(tp_link));
+  Block embedding(const Slice& slice, const Link& tp_link) const {
+    const double bytes = slice_bytes(slice);
+    const Picos memory = seconds_to_picos(bytes / hbm_Bps_);
+    const Picos forward_comm = seconds_to_picos(tp_scatter_s(bytes, tp_link));
+    const Picos backward_comm = seconds_to_picos(tp_gather_s(bytes, tp_link));
     return Block{memory + forward_comm, 2 * memory + backward_comm, memory};
   }
 
   // Output layer and loss: the mirror of the embedding's collectives (an
   // identity forward whose backward is an all-reduce; all-gather forward and
   // reduce-scatter backward with sequence parallelism).
-  Block logits(const Link& tp_link) const {
-    const double tokens = static_cast<double>(micro_batch_) * model_.seq_len;
-    const double vocab_per_gpu = static_cast<double>(model_.vocab) / parallel_.tensor;
-    const double gemm = gemm_s(2 * tokens * model_.hidden * vocab_per_gpu);
-    const double loss = tokens * vocab_per_gpu * kLossBytesPerLogit / hbm_Bps_;
+  Block logits(const Slice& slice, const Link& tp_link) const {
+    const double tokens = static_cast<double>(micro_batch_) * static_cast<double>(slice.tokens);
+    const double gemm = gemm_s(2 * tokens * model_.hidden * vocab_per_gpu_);
+    const double loss = tokens * vocab_per_gpu_ * kLossBytesPerLogit / hbm_Bps_;
     const Picos compute = seconds_to_picos(gemm + loss);
-    const Picos forward_comm = seconds_to_picos(tp_gather_s(tp_link));
-    const Picos backward_comm = seconds_to_picos(tp_scatter_s(tp_link));
+    const double bytes = slice_bytes(slice);
+    const Picos forward_comm = seconds_to_picos(tp_gather_s(bytes, tp_link));
+    const Picos backward_comm = seconds_to_picos(tp_scatter_s(bytes, tp_link));
     return Block{compute + forward_comm, 2 * compute + backward_comm, seconds_to_picos(gemm)};
   }
 
@@ -199,9 +280,9 @@ class BlockTimer {
     return flops / (flops_per_s_ * efficiency);
   }
 
-  // Bytes of one microbatch's hidden states, b s h, unsplit.
-  double sequence_bytes() const {
-    return static_cast<double>(micro_batch_) * model_.seq_len * model_.hidden *
+  // Bytes of one slice's hidden states, b l h, unsplit.
+  double slice_bytes(const Slice& slice) const {
+    return static_cast<double>(micro_batch_) * static_cast<double>(slice.tokens) * model_.hidden *
            dtype_bytes(model_.dtype);
   }
 
@@ -209,40 +290,67 @@ class BlockTimer {
   // or reduce-scatter with sequence parallelism), and the one that starts a
   // column-parallel GEMM under sequence parallelism (all-gather; nothing
   // without it). Together they are one all-reduce's worth.
-  double tp_scatter_s(const Link& link) const {
-    return tp_s(parallel_.sequence_parallel ? ring_reduce_scatter_s : ring_all_reduce_s, link);
+  double tp_scatter_s(double bytes, const Link& link) const {
+    return tp_s(parallel_.sequence_parallel ? ring_reduce_scatter_s : ring_all_reduce_s, bytes,
+                link);
   }
-  double tp_gather_s(const Link& link) const {
-    return parallel_.sequence_parallel ? tp_s(ring_all_gather_s, link) : 0;
+  double tp_gather_s(double bytes, const Link& link) const {
+    return parallel_.sequence_parallel ? tp_s(ring_all_gather_s, bytes, link) : 0;
   }
-  double tp_s(double (*collective)(double, int, double, double), const Link& link) const {
-    return collective(sequence_bytes(), parallel_.tensor, link.latency_s, link.bandwidth_Bps);
+  double tp_s(double (*collective)(double, int, double, double), double bytes,
+              const Link& link) const {
+    return collective(bytes, parallel_.tensor, link.latency_s, link.bandwidth_Bps);
   }
 
-  const ModelSpec& model_;
-  const HardwareSpec& hw_;
-  const ParallelSpec& parallel_;
+  ModelSpec model_;
+  HardwareSpec hw_;
+  ParallelSpec parallel_;
   Recompute recompute_;
   int micro_batch_;
   double flops_per_s_;
   double hbm_Bps_;
+  double vocab_per_gpu_;
 };
+
+// What sets a stage's time apart from another's: its layers, whether it holds
+// the embedding or the logits, and the link its tensor group talks over.
+struct StagePieces {
+  int layers = 0;
+  bool embedding = false;
+  bool logits = false;
+  Link tp_link;
+};
+
+// Forward, backward and W of one slice of a microbatch on one stage: the one
+// place both build_cost_table and slice_cost_function time a stage.
+Block stage_block(const BlockTimer& timer, const StagePieces& stage, const Slice& slice) {
+  Block block = repeat(timer.layer(slice, stage.tp_link), stage.layers);
+  if (stage.embedding) block += timer.embedding(slice, stage.tp_link);
+  if (stage.logits) block += timer.logits(slice, stage.tp_link);
+  return block;
+}
 
 // Parameters one GPU of pipeline rank `rank` holds: its layers, the word and
 // position embedding on the first stage, and the last stage's copy of the
 // tied output embedding where it lives on another rank; all split over t.
+// Parameters of one stage, before the tensor-parallel split.
+int64_t stage_parameters(const Config& config, const std::vector<int>& layers,
+                         const std::vector<int>& stage_rank, int stage) {
+  const ModelSpec& model = *config.model;
+  int64_t total = layers[stage] * layer_parameters(model);
+  const int64_t word_embedding = static_cast<int64_t>(model.vocab) * model.hidden;
+  const int last = config.num_stages() - 1;
+  if (stage == 0) total += word_embedding + static_cast<int64_t>(model.seq_len) * model.hidden;
+  if (stage == last && stage != 0 && stage_rank[last] != stage_rank[0]) total += word_embedding;
+  return total;
+}
+
 int64_t rank_parameters(const Config& config, const std::vector<int>& layers,
                         const std::vector<int>& stage_rank, int rank) {
-  const ModelSpec& model = *config.model;
   int64_t total = 0;
   for (int stage = 0; stage < config.num_stages(); ++stage) {
-    if (stage_rank[stage] == rank) total += layers[stage] * layer_parameters(model);
+    if (stage_rank[stage] == rank) total += stage_parameters(config, layers, stage_rank, stage);
   }
-  const int64_t word_embedding = static_cast<int64_t>(model.vocab) * model.hidden;
-  const int first = stage_rank.front();
-  const int last = stage_rank.back();
-  if (rank == first) total += word_embedding + static_cast<int64_t>(model.seq_len) * model.hidden;
-  if (rank == last && rank != first) total += word_embedding;
   return ceil_div(total, config.parallel.tensor);
 }
 
@@ -263,22 +371,32 @@ int64_t zero_static_bytes(int64_t params, int data, int zero_stage) {
 
 // Figures that need only the model: memory and transfer sizes.
 void fill_memory(const Config& config, const std::vector<int>& layers,
-                 const std::vector<int>& stage_rank, CostTable& table) {
+                 const std::vector<int>& stage_rank, const std::vector<Slice>& slices,
+                 CostTable& table) {
   const ModelSpec& model = *config.model;
   const ParallelSpec& parallel = config.parallel;
-  const int64_t per_layer = layer_activation_bytes(model, config.training.micro_batch, parallel,
-                                                   config.training.recompute);
-  for (int s = 0; s < config.num_stages(); ++s) {
-    table.stages[s].activation_bytes = layers[s] * per_layer;
+  const int k = static_cast<int>(slices.size());
+  for (int j = 0; j < k; ++j) {
+    const int64_t per_layer = slice_activation_bytes(model, config.training.micro_batch, parallel,
+                                                     config.training.recompute, slices[j]);
+    for (int s = 0; s < config.num_stages(); ++s) {
+      table.stages[s * k + j].activation_bytes = layers[s] * per_layer;
+    }
+    const int64_t hidden_bytes = static_cast<int64_t>(config.training.micro_batch) *
+                                 slices[j].tokens * model.hidden * dtype_bytes(model.dtype);
+    const int64_t p2p_bytes =
+        parallel.sequence_parallel ? ceil_div(hidden_bytes, parallel.tensor) : hidden_bytes;
+    for (int s = 0; s + 1 < config.num_stages(); ++s) table.p2p_bytes[s * k + j] = p2p_bytes;
   }
-  const int64_t hidden_bytes = static_cast<int64_t>(config.training.micro_batch) * model.seq_len *
-                               model.hidden * dtype_bytes(model.dtype);
-  const int64_t p2p_bytes =
-      parallel.sequence_parallel ? ceil_div(hidden_bytes, parallel.tensor) : hidden_bytes;
-  std::fill(table.p2p_bytes.begin(), table.p2p_bytes.end(), p2p_bytes);
   for (int r = 0; r < parallel.pipeline; ++r) {
     table.static_bytes[r] = zero_static_bytes(rank_parameters(config, layers, stage_rank, r),
                                               parallel.data, config.training.zero_stage);
+  }
+  table.stage_weight_bytes.resize(config.num_stages());
+  for (int s = 0; s < config.num_stages(); ++s) {
+    table.stage_weight_bytes[s] =
+        ceil_div(stage_parameters(config, layers, stage_rank, s), parallel.tensor) *
+        dtype_bytes(model.dtype);
   }
 }
 
@@ -314,41 +432,58 @@ Result<Link> used_link(const HardwareSpec& hw, bool same_node) {
   return link;
 }
 
+// The pieces of stage `s`, with the link of its rank's tensor groups.
+Result<StagePieces> stage_pieces(const Config& config, const std::vector<int>& layers,
+                                 const std::vector<int>& stage_rank, const Placement& placement,
+                                 int s) {
+  StagePieces pieces;
+  pieces.layers = layers[s];
+  pieces.embedding = s == 0;
+  pieces.logits = s == config.num_stages() - 1;
+  if (config.parallel.tensor > 1) {
+    const Result<Link> link =
+        used_link(*config.hardware, placement.tensor_groups_in_node(stage_rank[s]));
+    if (!link.ok()) return link.error();
+    pieces.tp_link = *link;
+  }
+  return pieces;
+}
+
 Status fill_stage_times(const Config& config, const std::vector<int>& layers,
                         const std::vector<int>& stage_rank, const Placement& placement,
-                        CostTable& table) {
+                        const std::vector<Slice>& slices, CostTable& table) {
   const BlockTimer timer(config);
-  const int num_stages = config.num_stages();
-  for (int s = 0; s < num_stages; ++s) {
-    Link tp_link;
-    if (config.parallel.tensor > 1) {
-      const Result<Link> link =
-          used_link(*config.hardware, placement.tensor_groups_in_node(stage_rank[s]));
-      if (!link.ok()) return link.error();
-      tp_link = *link;
+  const int k = static_cast<int>(slices.size());
+  for (int s = 0; s < config.num_stages(); ++s) {
+    const Result<StagePieces> pieces = stage_pieces(config, layers, stage_rank, placement, s);
+    if (!pieces.ok()) return pieces.error();
+    for (int j = 0; j < k; ++j) {
+      const Block block = stage_block(timer, *pieces, slices[j]);
+      StageCost& cost = table.stages[s * k + j];
+      cost.forward = block.forward;
+      cost.backward = block.backward;
+      cost.weight_grad = block.weight_grad;
     }
-    Block block = repeat(timer.layer(tp_link), layers[s]);
-    if (s == 0) block += timer.embedding(tp_link);
-    if (s == num_stages - 1) block += timer.logits(tp_link);
-    table.stages[s].forward = block.forward;
-    table.stages[s].backward = block.backward;
-    table.stages[s].weight_grad = block.weight_grad;
   }
   return Status();
 }
 
+// Each slice's transfer pays the link's latency: k slices pay it k times.
 Status fill_p2p_times(const Config& config, const std::vector<int>& stage_rank,
-                      const Placement& placement, CostTable& table) {
+                      const Placement& placement, int num_slices, CostTable& table) {
   for (int s = 0; s + 1 < config.num_stages(); ++s) {
     // Stages on one rank hand over in memory; the engine ignores those boundaries.
     if (stage_rank[s] == stage_rank[s + 1]) continue;
     const Result<Link> link =
         used_link(*config.hardware, placement.ranks_share_nodes(stage_rank[s], stage_rank[s + 1]));
     if (!link.ok()) return link.error();
-    const Picos t = seconds_to_picos(link->latency_s +
-                                     static_cast<double>(table.p2p_bytes[s]) / link->bandwidth_Bps);
-    table.p2p_forward[s] = t;
-    table.p2p_backward[s] = t;
+    for (int j = 0; j < num_slices; ++j) {
+      const int i = s * num_slices + j;
+      const Picos t = seconds_to_picos(link->latency_s + static_cast<double>(table.p2p_bytes[i]) /
+                                                             link->bandwidth_Bps);
+      table.p2p_forward[i] = t;
+      table.p2p_backward[i] = t;
+    }
   }
   return Status();
 }
@@ -413,13 +548,15 @@ Status fill_rank_times(const Config& config, const std::vector<int>& layers,
 
 // Figures that need the hardware too: every duration.
 Status fill_times(const Config& config, const std::vector<int>& layers,
-                  const std::vector<int>& stage_rank, CostTable& table) {
+                  const std::vector<int>& stage_rank, const std::vector<Slice>& slices,
+                  CostTable& table) {
   if (Status s = check_hardware(config); !s.ok()) return s;
   const Placement placement(config.parallel, config.hardware->gpus_per_node);
-  if (Status s = fill_stage_times(config, layers, stage_rank, placement, table); !s.ok()) {
+  if (Status s = fill_stage_times(config, layers, stage_rank, placement, slices, table); !s.ok()) {
     return s;
   }
-  if (Status s = fill_p2p_times(config, stage_rank, placement, table); !s.ok()) return s;
+  const int k = static_cast<int>(slices.size());
+  if (Status s = fill_p2p_times(config, stage_rank, placement, k, table); !s.ok()) return s;
   return fill_rank_times(config, layers, stage_rank, placement, table);
 }
 
@@ -444,30 +581,57 @@ Status override_field(const std::vector<double>& values, const std::string& key,
   return Status();
 }
 
-Status apply_fixed(const FixedCosts& fixed, CostTable& table) {
+// Slice lengths as what share of a stage's fixed figures each slice takes:
+// l / L of each, with L = sum of lengths.
+struct SliceShares {
+  std::vector<int> lengths;  // {1} when the microbatch is not cut
+  int64_t total = 1;
+
+  // `value` (per stage and microbatch) scaled to slice j; exact for the
+  // whole, so an uncut table keeps the given figures to the bit.
+  double share(double value, int j) const {
+    if (lengths[j] == total) return value;
+    return value * lengths[j] / static_cast<double>(total);
+  }
+};
+
+Status apply_fixed(const FixedCosts& fixed, const SliceShares& shares, CostTable& table) {
   const int num_stages = table.num_stages();
+  const int k = table.num_slices;
+  // A per-stage figure is per microbatch: each slice takes its share,
+  // rounded on its own.
+  auto each_slice = [&](int stage, double v, auto&& assign) {
+    for (int j = 0; j < k; ++j) assign(table.stages[stage * k + j], shares.share(v, j));
+  };
   auto stage_field = [&](const std::vector<double>& values, const char* key, Picos StageCost::*f) {
-    return override_field(values, key, num_stages, false,
-                          [&](int i, double v) { table.stages[i].*f = seconds_to_picos(v); });
+    return override_field(values, key, num_stages, false, [&](int i, double v) {
+      each_slice(i, v, [&](StageCost& cost, double x) { cost.*f = seconds_to_picos(x); });
+    });
   };
   for (Status s : {stage_field(fixed.forward_s, "forward_s", &StageCost::forward),
                    stage_field(fixed.backward_s, "backward_s", &StageCost::backward),
                    stage_field(fixed.weight_grad_s, "weight_grad_s", &StageCost::weight_grad),
                    override_field(fixed.activation_bytes, "activation_bytes", num_stages, false,
                                   [&](int i, double v) {
-                                    table.stages[i].activation_bytes = std::llround(v);
+                                    each_slice(i, v, [](StageCost& cost, double x) {
+                                      cost.activation_bytes = std::llround(x);
+                                    });
                                   }),
                    // A list of one per stage gives boundary s its stage s entry.
+                   // p2p_s is per transfer, so every slice's transfer takes all of it.
                    override_field(fixed.p2p_s, "p2p_s", num_stages - 1, true, [&](int i, double v) {
-                     table.p2p_forward[i] = seconds_to_picos(v);
-                     table.p2p_backward[i] = seconds_to_picos(v);
+                     for (int j = 0; j < k; ++j) {
+                       table.p2p_forward[i * k + j] = seconds_to_picos(v);
+                       table.p2p_backward[i * k + j] = seconds_to_picos(v);
+                     }
                    })}) {
     if (!s.ok()) return s;
   }
   for (StageCost& stage : table.stages) {
     if (stage.weight_grad <= stage.backward) continue;
     // The user's own W larger than the user's own B is a contradiction; an
-    // analytic W under a fixed, shorter B is capped at B.
+    // analytic W under a fixed, shorter B is capped at B. (Shares keep W <= B
+    // per slice: scaling and rounding are monotone.)
     if (!fixed.weight_grad_s.empty()) {
       return Error{"costs.fixed.weight_grad_s exceeds backward_s; W is part of B"};
     }
@@ -496,7 +660,7 @@ std::vector<int> layers_per_stage(int layers, int stages) {
 }
 
 double layer_forward_flops(const ModelSpec& model, int micro_batch, int tensor) {
-  const LayerGemms gemms = layer_gemms(model, micro_batch, tensor);
+  const LayerGemms gemms = layer_gemms(model, micro_batch, tensor, whole_sequence(model));
   return gemms.linear() + gemms.attention();
 }
 
@@ -512,31 +676,7 @@ int64_t layer_parameters(const ModelSpec& model) {
 
 int64_t layer_activation_bytes(const ModelSpec& model, int micro_batch,
                                const ParallelSpec& parallel, Recompute recompute) {
-  const int64_t sbh = static_cast<int64_t>(model.seq_len) * micro_batch * model.hidden;
-  const int64_t attention = 5LL * model.heads * model.seq_len * model.seq_len * micro_batch;
-  const bool sp = parallel.sequence_parallel;
-  // Korthikanti et al. 2022, in 16-bit bytes: a part every tensor rank keeps
-  // whole and a part split over t.
-  int64_t whole = 0;
-  int64_t split = 0;
-  switch (recompute) {
-    case Recompute::kNone:
-      whole = sp ? 0 : 10 * sbh;
-      split = (sp ? 34 : 24) * sbh + attention;
-      break;
-    case Recompute::kSelective:
-      whole = sp ? 0 : 10 * sbh;
-      split = (sp ? 34 : 24) * sbh;
-      break;
-    case Recompute::kFull:
-      whole = sp ? 0 : 2 * sbh;
-      split = sp ? 2 * sbh : 0;
-      break;
-  }
-  const int64_t bytes16 = whole + ceil_div(split, parallel.tensor);
-  // The formula counts 16-bit values; wider activations scale it (the 1-byte
-  // dropout masks with them, a small overcount).
-  return bytes16 * dtype_bytes(model.dtype) / 2;
+  return slice_activation_bytes(model, micro_batch, parallel, recompute, whole_sequence(model));
 }
 
 double model_flops_per_iteration(const Config& config) {
@@ -566,10 +706,28 @@ std::vector<int> interleaved_stage_rank(int num_stages, int ranks) {
   return stage_rank;
 }
 
-Result<CostTable> build_cost_table(const Config& config, const std::vector<int>& stage_rank) {
+Result<CostTable> build_cost_table(const Config& config, const std::vector<int>& stage_rank,
+                                   const std::vector<int>& slice_lengths) {
   const int num_stages = config.num_stages();
   PPSIM_CHECK(static_cast<int>(stage_rank.size()) == num_stages);
-  CostTable table = uniform_costs(num_stages, config.parallel.pipeline, 0, 0);
+  SliceShares shares;
+  if (slice_lengths.empty()) {
+    shares.lengths = {1};
+  } else {
+    shares.lengths = slice_lengths;
+    shares.total = 0;
+    for (size_t j = 0; j < slice_lengths.size(); ++j) {
+      if (slice_lengths[j] <= 0) {
+        return in_source(config, Error{"token slice " + std::to_string(j) + " has " +
+                                       std::to_string(slice_lengths[j]) +
+                                       " tokens; every slice of schedule.slices needs at least "
+                                       "one"});
+      }
+      shares.total += slice_lengths[j];
+    }
+  }
+  const int k = static_cast<int>(shares.lengths.size());
+  CostTable table = uniform_costs(num_stages, config.parallel.pipeline, 0, 0, 0, 0, k);
   if (config.model) {
     if (config.model->layers < num_stages) {
       return in_source(
@@ -577,16 +735,71 @@ Result<CostTable> build_cost_table(const Config& config, const std::vector<int>&
                         ") is fewer than the pipeline stages p * v (" + std::to_string(num_stages) +
                         "); every stage needs at least one layer"});
     }
+    std::vector<Slice> slices;
+    if (slice_lengths.empty()) {
+      slices = {whole_sequence(*config.model)};
+    } else {
+      if (shares.total != config.model->seq_len) {
+        return in_source(config, Error{"the token slices (schedule.slices) sum to " +
+                                       std::to_string(shares.total) +
+                                       " tokens, but a sequence has model.seq_len = " +
+                                       std::to_string(config.model->seq_len)});
+      }
+      int64_t context = 0;
+      for (int l : slice_lengths) {
+        slices.push_back(Slice{l, context});
+        context += l;
+      }
+    }
     const std::vector<int> layers = layers_per_stage(config.model->layers, num_stages);
-    fill_memory(config, layers, stage_rank, table);
+    fill_memory(config, layers, stage_rank, slices, table);
     if (config.hardware) {
-      if (Status s = fill_times(config, layers, stage_rank, table); !s.ok()) {
+      if (Status s = fill_times(config, layers, stage_rank, slices, table); !s.ok()) {
         return in_source(config, s);
       }
     }
   }
-  if (Status s = apply_fixed(config.fixed, table); !s.ok()) return in_source(config, s);
+  if (Status s = apply_fixed(config.fixed, shares, table); !s.ok()) return in_source(config, s);
   return table;
+}
+
+std::function<double(int length, int context)> slice_cost_function(const Config& config) {
+  PPSIM_CHECK(config.model && config.hardware);
+  PPSIM_CHECK(check_hardware(config).ok());
+  const int num_stages = config.num_stages();
+  const std::vector<int> layers = layers_per_stage(config.model->layers, num_stages);
+  const std::vector<int> stage_rank = interleaved_stage_rank(num_stages, config.parallel.pipeline);
+  const Placement placement(config.parallel, config.hardware->gpus_per_node);
+  // What a call needs, worked out once and shared by the copies of the function.
+  struct Bottleneck {
+    BlockTimer timer;
+    StagePieces stage;
+  };
+  auto bottleneck = std::make_shared<const Bottleneck>([&] {
+    const BlockTimer timer(config);
+    const int most = *std::max_element(layers.begin(), layers.end());
+    // Among stages with the most layers, the slowest on a whole sequence: the
+    // one that also holds the logits (or the embedding) when the layers split
+    // evenly.
+    std::optional<StagePieces> slowest;
+    Picos slowest_time = -1;
+    for (int s = 0; s < num_stages; ++s) {
+      if (layers[s] != most) continue;
+      const Result<StagePieces> pieces = stage_pieces(config, layers, stage_rank, placement, s);
+      PPSIM_CHECK(pieces.ok());
+      const Block block = stage_block(timer, *pieces, whole_sequence(*config.model));
+      if (block.forward + block.backward > slowest_time) {
+        slowest = *pieces;
+        slowest_time = block.forward + block.backward;
+      }
+    }
+    return Bottleneck{timer, *slowest};
+  }());
+  return [bottleneck](int length, int context) {
+    PPSIM_CHECK(length > 0 && context >= 0);
+    const Block block = stage_block(bottleneck->timer, bottleneck->stage, Slice{length, context});
+    return picos_to_seconds(block.forward + block.backward);
+  };
 }
 
 }  // namespace ppsim

@@ -11,9 +11,12 @@
 // parallelism), data-parallel gradient all-reduce at the end of the iteration.
 // Memory: mixed-precision Adam (2 + 2 + 12 bytes per parameter, sharded by
 // ZeRO stage over d) and activations from Korthikanti et al. 2022.
+// Token slices (TeraPipe): every per-microbatch figure for a slice of l
+// tokens after c of context, attention work conserved across any cut.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "schedules/status.h"
@@ -53,9 +56,30 @@ double ring_all_gather_s(double bytes, int n, double latency_s, double bandwidth
 // weight-gradient time above the backward time, or a hardware figure the
 // model needs that is zero.
 // `stage_rank` is the schedule's stage -> rank map (Schedule::stage_rank).
+// `slice_lengths` cuts each microbatch's sequences into token slices (first
+// slice first; empty: one slice, the whole sequence); every per-stage figure
+// is then per (stage, slice) and every transfer per (boundary, slice), as
+// CostTable lays them out (docs/cost_model.md, "Token slices"). Further
+// errors: a slice of no tokens, and, with a model, lengths that do not sum to
+// model.seq_len.
 // REQUIRES: stage_rank.size() == config.num_stages().
-Result<CostTable> build_cost_table(const Config& config, const std::vector<int>& stage_rank);
+Result<CostTable> build_cost_table(const Config& config, const std::vector<int>& stage_rank,
+                                   const std::vector<int>& slice_lengths = {});
 // The interleaved layout, stage s on rank s mod ranks.
 std::vector<int> interleaved_stage_rank(int num_stages, int ranks);
+
+// TeraPipe's t(l, c) for optimal_slicing: forward + backward seconds of a
+// slice of l tokens after c tokens of context, on the bottleneck stage (the
+// one with the most layers; among several, the slowest on a whole sequence),
+// timed by the code that fills build_cost_table's per-slice figures, with
+// the interleaved stage -> rank layout for the tensor-parallel link. The
+// analytic model only: costs.fixed does not apply (with it a slice's time is
+// just its share, l / L, of the stage's). Cheap to call: what does not depend
+// on (l, c) is worked out here, once.
+// REQUIRES: config.model and config.hardware, and a config for which
+// build_cost_table succeeds; the function needs l > 0 and c >= 0.
+// The type is SliceCostFn (schedules/token_slicing.h), spelled out so that
+// this header does not pull the slicing search into every user of the model.
+std::function<double(int length, int context)> slice_cost_function(const Config& config);
 
 }  // namespace ppsim

@@ -5,6 +5,7 @@ namespace ppsim {
 int64_t freed_bytes(const StageCost& c, ActionKind kind) {
   switch (kind) {
     case ActionKind::kForward:
+    case ActionKind::kStep:
       return 0;
     case ActionKind::kBackward:
       return c.activation_bytes;

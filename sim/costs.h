@@ -40,6 +40,9 @@ struct CostTable {
   // Per rank: bytes that stay for the whole iteration (weights, gradients,
   // optimizer state), and the end-of-iteration work.
   std::vector<int64_t> static_bytes;
+  // Per stage, its weights in the model's dtype on one GPU: what each extra
+  // weight version of an asynchronous schedule costs. Empty without a model.
+  std::vector<int64_t> stage_weight_bytes;
   std::vector<Picos> grad_sync;       // data-parallel gradient reduction
   std::vector<Picos> optimizer_step;  // optimizer update of the rank's weights
   // A synchronous step's all-reduce of a scalar (the gradient norm) across

@@ -46,6 +46,7 @@ void Engine::build(const Schedule& s, const CostTable& costs) {
   heap_.clear();
   seq_ = 0;
   barrier_arrived_ = 0;
+  steps_in_program_ = false;
 
   index_.reset(s.num_stages, s.num_microbatches, s.num_slices);
   int32_t record = 0;
@@ -78,6 +79,11 @@ void Engine::build(const Schedule& s, const CostTable& costs) {
           break;
         case ActionKind::kBackwardWeight:
           nd.duration = c.weight_grad;
+          break;
+        case ActionKind::kStep:  // the rank's reduction and update, shared by its stages
+          steps_in_program_ = true;
+          nd.duration =
+              (costs.grad_sync[rank] + costs.optimizer_step[rank]) / (s.num_stages / num_ranks_);
           break;
       }
       const int32_t rec = ranks_[rank].begin + static_cast<int32_t>(pos);
@@ -153,7 +159,7 @@ void Engine::try_start(int32_t rank, Picos now) {
         return;
       }
       case Phase::kGradSync:
-        if (costs_->grad_sync[rank] > 0) {
+        if (costs_->grad_sync[rank] > 0 && !steps_in_program_) {
           start_epilogue(rank, EpilogueKind::kGradSync, now, costs_->grad_sync[rank]);
           return;
         }
@@ -179,7 +185,7 @@ void Engine::try_start(int32_t rank, Picos now) {
       case Phase::kPipelineSync:  // only reached through finish()
         return;
       case Phase::kStep:
-        if (costs_->optimizer_step[rank] > 0) {
+        if (costs_->optimizer_step[rank] > 0 && !steps_in_program_) {
           start_epilogue(rank, EpilogueKind::kOptimizerStep, now, costs_->optimizer_step[rank]);
           return;
         }

@@ -103,6 +103,9 @@ class Engine {
   std::vector<int32_t> record_of_;  // node -> record, in iteration 0
   ActionIndex index_;               // action -> node, in iteration 0
   int barrier_arrived_ = 0;
+  // The schedule steps inside its programs (S actions): no end-of-iteration
+  // gradient sync and step then.
+  bool steps_in_program_ = false;
   uint64_t seq_ = 0;
 };
 

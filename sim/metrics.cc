@@ -1,11 +1,68 @@
 #include "sim/metrics.h"
 
+#include <map>
+#include <set>
+
 #include "sim/cost_model.h"
 
 namespace ppsim {
 
-Summary summarize(const Config& config, const std::string& schedule_name,
-                  const Timeline& timeline) {
+std::vector<StageWeights> weight_versions(const Timeline& t,
+                                          const std::vector<int64_t>& stage_weight_bytes) {
+  struct Stage {
+    int version = 0;               // steps applied so far
+    std::map<int, int> in_flight;  // microbatch -> the version its forward used
+    int oldest_unapplied = -1;     // oldest version among gradients not yet applied
+    StageWeights result;
+    bool steps = false;
+  };
+  std::map<int, Stage> stages;
+  for (const ActionRecord& r : t.actions) {
+    Stage& st = stages[r.action.stage];
+    st.result.stage = r.action.stage;
+    st.result.rank = r.rank;
+    const int mb = r.action.microbatch;
+    switch (r.action.kind) {
+      case ActionKind::kForward:
+        if (r.action.slice == 0) st.in_flight[mb] = st.version;
+        break;
+      case ActionKind::kBackward:
+      case ActionKind::kBackwardWeight: {
+        const auto it = st.in_flight.find(mb);
+        if (it == st.in_flight.end() || r.action.slice != 0) break;
+        st.oldest_unapplied =
+            st.oldest_unapplied < 0 ? it->second : std::min(st.oldest_unapplied, it->second);
+        st.in_flight.erase(it);
+        break;
+      }
+      case ActionKind::kBackwardInput:
+        break;
+      case ActionKind::kStep:
+        st.steps = true;
+        if (st.oldest_unapplied >= 0) {
+          st.result.staleness = std::max(st.result.staleness, st.version - st.oldest_unapplied);
+        }
+        st.oldest_unapplied = -1;
+        ++st.version;
+        break;
+    }
+    std::set<int> alive = {st.version};
+    for (const auto& [unused, version] : st.in_flight) alive.insert(version);
+    st.result.versions = std::max(st.result.versions, static_cast<int>(alive.size()));
+  }
+  std::vector<StageWeights> out;
+  for (auto& [stage, st] : stages) {
+    if (!st.steps) continue;
+    if (static_cast<size_t>(stage) < stage_weight_bytes.size()) {
+      st.result.extra_bytes = (st.result.versions - 1) * stage_weight_bytes[stage];
+    }
+    out.push_back(st.result);
+  }
+  return out;
+}
+
+Summary summarize(const Config& config, const std::string& schedule_name, const Timeline& timeline,
+                  const std::vector<int64_t>& stage_weight_bytes) {
   Summary s;
   s.schedule = schedule_name;
   s.pipeline = config.parallel.pipeline;
@@ -27,9 +84,13 @@ Summary summarize(const Config& config, const std::string& schedule_name,
     d.busy_s = picos_to_seconds(timeline.busy[rank]) / timeline.iterations;
     d.static_bytes = timeline.static_bytes[rank];
     d.peak_activation_bytes = timeline.peak_activation_bytes[rank];
-    d.peak_memory_bytes = d.static_bytes + d.peak_activation_bytes;
     s.devices.push_back(d);
     busy += timeline.busy[rank];
+  }
+  s.weights = weight_versions(timeline, stage_weight_bytes);
+  for (const StageWeights& w : s.weights) s.devices[w.rank].weight_version_bytes += w.extra_bytes;
+  for (DeviceSummary& d : s.devices) {
+    d.peak_memory_bytes = d.static_bytes + d.weight_version_bytes + d.peak_activation_bytes;
   }
   if (timeline.period() > 0) {
     s.bubble_fraction = 1.0 - static_cast<double>(busy) / timeline.iterations /

@@ -16,8 +16,29 @@ struct DeviceSummary {
   double busy_s = 0;  // F/B/I/W compute time in one iteration
   int64_t static_bytes = 0;
   int64_t peak_activation_bytes = 0;
-  int64_t peak_memory_bytes = 0;  // static + peak activation
+  int64_t weight_version_bytes = 0;  // extra weight versions (asynchronous schedules)
+  int64_t peak_memory_bytes = 0;     // static + weight versions + peak activation
 };
+
+// An asynchronous schedule's weights on one stage: how many versions it
+// keeps at once (each microbatch runs its backward on the weights its
+// forward saw), how many updates a gradient is late by when applied, and the
+// memory of the extra versions.
+struct StageWeights {
+  int stage = 0;
+  int rank = 0;
+  int versions = 1;
+  int staleness = 0;
+  int64_t extra_bytes = 0;
+};
+
+// Walks each rank's records (its program order is its time order) and
+// counts, per stage that steps inside its program, the distinct weight
+// versions alive and the largest delay between the version a microbatch's
+// forward used and the version its gradient is applied to.
+// `stage_weight_bytes` (per stage, may be empty) prices the extra versions.
+std::vector<StageWeights> weight_versions(const Timeline& timeline,
+                                          const std::vector<int64_t>& stage_weight_bytes);
 
 struct Throughput {
   double samples_per_s = 0;
@@ -44,9 +65,14 @@ struct Summary {
   double bubble_fraction = 0;
   Throughput throughput;
   std::optional<double> memory_capacity_bytes;  // per device, from the hardware
+  std::vector<int> slice_lengths;               // token slices (terapipe), else empty
+  std::vector<StageWeights> weights;            // asynchronous schedules, else empty
   std::vector<DeviceSummary> devices;
 };
 
-Summary summarize(const Config& config, const std::string& schedule_name, const Timeline& timeline);
+// `stage_weight_bytes` (CostTable::stage_weight_bytes) prices the extra
+// weight versions of asynchronous schedules.
+Summary summarize(const Config& config, const std::string& schedule_name, const Timeline& timeline,
+                  const std::vector<int64_t>& stage_weight_bytes = {});
 
 }  // namespace ppsim

@@ -28,6 +28,10 @@ std::string format_summary_table(const Summary& s) {
       s.steady ? "" : fmt::format(", not settled after {} iterations", s.iterations_simulated),
       format_duration(s.first_iteration_s));
   out += fmt::format("bubble fraction   {:.2f} %\n", 100.0 * s.bubble_fraction);
+  if (!s.slice_lengths.empty()) {
+    out += fmt::format("token slices      {} ({})\n", s.slice_lengths.size(),
+                       fmt::join(s.slice_lengths, " "));
+  }
   out += fmt::format("throughput        {:.4g} samples/s", s.throughput.samples_per_s);
   if (s.throughput.tokens_per_s)
     out += fmt::format(", {:.4g} tokens/s", *s.throughput.tokens_per_s);
@@ -36,6 +40,15 @@ std::string format_summary_table(const Summary& s) {
     out += fmt::format("model TFLOP/s     {:.1f} per GPU", *s.throughput.tflops_per_gpu);
     if (s.throughput.mfu) out += fmt::format(" (MFU {:.1f} %)", 100.0 * *s.throughput.mfu);
     out += '\n';
+  }
+  if (!s.weights.empty()) {
+    out += "\nasynchronous weights (per stage: versions kept, gradient delay in updates)\n";
+    for (const StageWeights& w : s.weights) {
+      out += fmt::format(
+          "  stage {:>3}: {} version{}, staleness {}{}\n", w.stage, w.versions,
+          w.versions == 1 ? "" : "s", w.staleness,
+          w.extra_bytes > 0 ? fmt::format(", +{:.2f} GiB", gib(w.extra_bytes)) : std::string());
+    }
   }
   out += fmt::format("\n{:>4}  {:>12}  {:>12}  {:>16}  {:>14}\n", "rank", "busy", "static GiB",
                      "peak act. GiB", "peak mem GiB");
@@ -79,12 +92,26 @@ void write_summary(JsonWriter& w, const Summary& s) {
   w.field("mfu", s.throughput.mfu);
   w.end_object();
   w.field("memory_capacity_bytes", s.memory_capacity_bytes);
+  if (!s.weights.empty()) {
+    w.key("weights").begin_array();
+    for (const StageWeights& sw : s.weights) {
+      w.begin_object().field("stage", sw.stage).field("versions", sw.versions);
+      w.field("staleness", sw.staleness).field("extra_bytes", sw.extra_bytes).end_object();
+    }
+    w.end_array();
+  }
+  if (!s.slice_lengths.empty()) {
+    w.key("slice_lengths").begin_array();
+    for (int l : s.slice_lengths) w.value(l);
+    w.end_array();
+  }
   w.key("devices").begin_array();
   for (const DeviceSummary& d : s.devices) {
     w.begin_object();
     w.field("rank", d.rank).field("busy_s", d.busy_s);
     w.field("static_bytes", d.static_bytes);
     w.field("peak_activation_bytes", d.peak_activation_bytes);
+    w.field("weight_version_bytes", d.weight_version_bytes);
     w.field("peak_memory_bytes", d.peak_memory_bytes);
     w.end_object();
   }

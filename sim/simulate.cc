@@ -7,6 +7,7 @@
 
 #include "schedules/csv.h"
 #include "schedules/generators.h"
+#include "schedules/token_slicing.h"
 #include "schedules/validate.h"
 #include "sim/cost_model.h"
 #include "sim/engine.h"
@@ -33,22 +34,73 @@ Result<Schedule> load_schedule_csv(const std::string& path, const Config& config
   return schedule;
 }
 
-Result<Schedule> schedule_for(const Config& config) {
+Result<std::vector<int>> slice_lengths_for(const Config& config) {
+  const ScheduleSpec& spec = config.schedule;
+  if (spec.kind != "terapipe") return std::vector<int>{};
+  if (spec.slicing == SlicingMethod::kEven) {
+    if (spec.slices < 1) {
+      return Error{fmt::format("{}: schedule terapipe: set schedule.slices (equal token slices){}",
+                               config.source,
+                               config.model ? ", or schedule.slicing: optimal" : "")};
+    }
+    const int unit = config.model ? config.model->seq_len / spec.slices : 1;
+    return std::vector<int>(spec.slices, unit);
+  }
+  const int tokens = config.model->seq_len;
+  int granularity = spec.slice_granularity;
+  if (granularity == 0) {  // the finest cut that keeps the search quick
+    granularity = 1;
+    while (tokens / granularity > 256 || tokens % granularity != 0) ++granularity;
+  }
+  Result<Slicing> cut =
+      optimal_slicing(tokens, granularity, config.parallel.pipeline, slice_cost_function(config));
+  if (!cut)
+    return Error{fmt::format("{}: schedule.slicing: {}", config.source, cut.error().message)};
+  return cut->lengths;
+}
+
+Result<Schedule> schedule_for(const Config& config, int slices) {
   if (config.schedule.kind == "custom") return load_schedule_csv(config.schedule.file, config);
-  const ScheduleParams params{config.parallel.pipeline, config.num_microbatches(),
-                              config.parallel.virtual_stages};
+  const int m = config.num_microbatches();
+  // An asynchronous schedule never flushes: simulate a stream of several
+  // batches and measure the batches in its middle.
+  const int stream = is_asynchronous(config.schedule.kind) ? kAsyncBatches * m : m;
+  const ScheduleParams params{config.parallel.pipeline, stream, config.parallel.virtual_stages,
+                              slices, m};
   Result<Schedule> schedule = make_schedule(config.schedule.kind, params);
   if (!schedule) return Error{fmt::format("{}: {}", config.source, schedule.error().message)};
   if (Status st = validate(*schedule); !st) return Error{st.message()};
   return schedule;
 }
 
+namespace {
+
+// An asynchronous stream's batches, as iterations: batch k ends when every
+// stage has stepped after its last microbatch (k + 1) m - 1. The last batch
+// drains the pipeline and is left out, so the period is a steady one.
+void batch_ends(int m, Timeline* t) {
+  std::vector<Picos> ends(kAsyncBatches - 1, 0);
+  for (const ActionRecord& a : t->actions) {
+    if (a.action.kind != ActionKind::kStep || (a.action.microbatch + 1) % m != 0) continue;
+    const size_t batch = static_cast<size_t>((a.action.microbatch + 1) / m - 1);
+    if (batch < ends.size()) ends[batch] = std::max(ends[batch], a.end);
+  }
+  t->iteration_end = std::move(ends);
+  t->iterations = kAsyncBatches;
+}
+
+}  // namespace
+
 Result<Simulation> simulate(const Config& config) {
   Simulation sim;
-  Result<Schedule> schedule = schedule_for(config);
+  Result<std::vector<int>> lengths = slice_lengths_for(config);
+  if (!lengths) return lengths.error();
+  sim.slice_lengths = std::move(*lengths);
+  Result<Schedule> schedule =
+      schedule_for(config, std::max(1, static_cast<int>(sim.slice_lengths.size())));
   if (!schedule) return schedule.error();
   sim.schedule = std::move(*schedule);
-  Result<CostTable> costs = build_cost_table(config, sim.schedule.stage_rank);
+  Result<CostTable> costs = build_cost_table(config, sim.schedule.stage_rank, sim.slice_lengths);
   if (!costs) return costs.error();
   sim.costs = std::move(*costs);
   // With a synchronous step every iteration after the first starts from the
@@ -60,8 +112,14 @@ Result<Simulation> simulate(const Config& config) {
   RunOptions options;
   options.synchronous_step = config.training.optimizer_step == OptimizerStep::kSynchronous;
   options.iterations = 2;
-  engine.run(sim.schedule, sim.costs, &sim.timeline, options);
-  if (!options.synchronous_step) {
+  if (is_asynchronous(sim.schedule.name)) {
+    options.iterations = 1;
+    engine.run(sim.schedule, sim.costs, &sim.timeline, options);
+    batch_ends(config.num_microbatches(), &sim.timeline);
+  } else {
+    engine.run(sim.schedule, sim.costs, &sim.timeline, options);
+  }
+  if (!options.synchronous_step && !is_asynchronous(sim.schedule.name)) {
     for (options.iterations = 4;; options.iterations *= 2) {
       engine.run(sim.schedule, sim.costs, &sim.timeline, options);
       const auto& end = sim.timeline.iteration_end;
@@ -70,8 +128,9 @@ Result<Simulation> simulate(const Config& config) {
       if (sim.settled || options.iterations >= kMaxIterations) break;
     }
   }
-  sim.summary = summarize(config, sim.schedule.name, sim.timeline);
+  sim.summary = summarize(config, sim.schedule.name, sim.timeline, sim.costs.stage_weight_bytes);
   sim.summary.steady = sim.settled;
+  sim.summary.slice_lengths = sim.slice_lengths;
   return sim;
 }
 

@@ -16,16 +16,24 @@ struct Simulation {
   CostTable costs;
   Timeline timeline;  // several consecutive iterations
   Summary summary;
-  bool settled = true;  // the last two periods were equal
+  bool settled = true;             // the last two periods were equal
+  std::vector<int> slice_lengths;  // terapipe's cut, else empty
 };
 
 // Iterations simulated at most while waiting for a post-validation pipeline
 // to settle into a steady period.
 inline constexpr int kMaxIterations = 32;
+// Batches of m microbatches in the stream of an asynchronous schedule: the
+// first fills the pipeline, the last drains it, the ones between are steady.
+inline constexpr int kAsyncBatches = 4;
 
-// The config's schedule, validated: generated for its kind and (p, m, v), or
-// read from schedule.file for kind "custom".
-Result<Schedule> schedule_for(const Config& config);
+// The token slices of a terapipe config, in tokens (in equal units when
+// there is no model): schedule.slices equal ones, or TeraPipe's optimal cut
+// for the model's costs. Empty for other kinds.
+Result<std::vector<int>> slice_lengths_for(const Config& config);
+// The config's schedule, validated: generated for its kind and (p, m, v)
+// with `slices` token slices, or read from schedule.file for kind "custom".
+Result<Schedule> schedule_for(const Config& config, int slices = 1);
 // Reads a CSV schedule (one row per rank) and checks that it has the
 // config's ranks, stages and microbatches, and that it is valid.
 Result<Schedule> load_schedule_csv(const std::string& path, const Config& config);

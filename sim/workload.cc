@@ -41,7 +41,9 @@ const char* to_string(OptimizerStep step) {
   return step == OptimizerStep::kSynchronous ? "synchronous" : "post_validation";
 }
 
-const char* to_string(Slicing slicing) { return slicing == Slicing::kEven ? "even" : "optimal"; }
+const char* to_string(SlicingMethod slicing) {
+  return slicing == SlicingMethod::kEven ? "even" : "optimal";
+}
 
 double HardwareSpec::peak_tflops(DType dtype) const {
   switch (dtype) {

@@ -19,13 +19,13 @@ enum class Recompute { kNone, kSelective, kFull };
 enum class OptimizerStep { kSynchronous, kPostValidation };
 // How a token-level schedule cuts a sequence: equal slices, or TeraPipe's
 // optimal cut for the model's costs.
-enum class Slicing { kEven, kOptimal };
+enum class SlicingMethod { kEven, kOptimal };
 
 int dtype_bytes(DType dtype);
 const char* to_string(DType dtype);
 const char* to_string(Recompute recompute);
 const char* to_string(OptimizerStep step);
-const char* to_string(Slicing slicing);
+const char* to_string(SlicingMethod slicing);
 
 // A GPT-style decoder-only transformer.
 struct ModelSpec {
@@ -85,7 +85,7 @@ struct ScheduleSpec {
   // TeraPipe's dynamic program finds, in multiples of `slice_granularity`
   // tokens (0: the smallest that keeps seq_len / granularity <= 256).
   int slices = 0;
-  Slicing slicing = Slicing::kEven;
+  SlicingMethod slicing = SlicingMethod::kEven;
   int slice_granularity = 0;
 };
 

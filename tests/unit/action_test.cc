@@ -14,7 +14,7 @@ TEST(Action, TextForm) {
 
 TEST(Action, ParsesWhatItPrints) {
   for (ActionKind kind : {ActionKind::kForward, ActionKind::kBackward, ActionKind::kBackwardInput,
-                          ActionKind::kBackwardWeight}) {
+                          ActionKind::kBackwardWeight, ActionKind::kStep}) {
     const Action a{kind, 17, 1023};
     const Result<Action> back = parse_action(to_string(a));
     ASSERT_TRUE(back.ok());

@@ -607,7 +607,7 @@ TEST(ConfigTest, TerapipeNeedsSlicesOrOptimal) {
                                        {{"schedule.kind", "terapipe"}, {"schedule.slices", "4"}});
   ASSERT_TRUE(config.ok()) << config.error().message;
   EXPECT_EQ(config->schedule.slices, 4);
-  EXPECT_EQ(config->schedule.slicing, Slicing::kEven);
+  EXPECT_EQ(config->schedule.slicing, SlicingMethod::kEven);
 }
 
 TEST(ConfigTest, OptimalSlicingNeedsTheModel) {

@@ -9,7 +9,9 @@ namespace {
 
 TEST(Csv, RoundTripsEveryGeneratedSchedule) {
   for (const std::string& kind : schedule_kinds()) {
-    const Result<Schedule> s = make_schedule(kind, {4, 8, fixed_virtual_stages(kind).value_or(2)});
+    // 2 slices for terapipe, batches of all 8 microbatches for pipedream-2bw.
+    const Result<Schedule> s =
+        make_schedule(kind, {4, 8, fixed_virtual_stages(kind).value_or(2), 2, 8});
     ASSERT_TRUE(s.ok());
     const Result<Schedule> back = schedule_from_csv(schedule_to_csv(*s), "x.csv");
     ASSERT_TRUE(back.ok()) << back.error().message;
@@ -32,9 +34,10 @@ TEST(Csv, ToleratesSpacesEmptyCellsCommentsAndCrLf) {
 TEST(Csv, NamesTheBadCell) {
   const Result<Schedule> s = schedule_from_csv("0F0,0B0\n1F0,1X0\n", "my.csv");
   ASSERT_FALSE(s.ok());
-  EXPECT_EQ(s.error().message,
-            "my.csv:2: cell 2 (rank 1): \"1X0\" is not an action: expected STAGE KIND MICROBATCH "
-            "with KIND one of F, B, I, W (e.g. \"2F0\"), and sSLICE for a token slice (\"2F0s3\")");
+  EXPECT_EQ(
+      s.error().message,
+      "my.csv:2: cell 2 (rank 1): \"1X0\" is not an action: expected STAGE KIND MICROBATCH "
+      "with KIND one of F, B, I, W, S (e.g. \"2F0\"), and sSLICE for a token slice (\"2F0s3\")");
 }
 
 TEST(Csv, StageOnTwoRanks) {

@@ -29,7 +29,10 @@ Case random_case(std::mt19937_64& rng, const std::string& kind) {
   // mixing the split form into a schedule no generator makes.
   const bool split = kind == "1f1b-split";
   const int slices = kind == "terapipe" ? uniform(1, 4) : 1;
-  Case c{*make_schedule(split ? "1f1b" : kind, {p, m, v, slices}), {}};
+  // pipedream-2bw steps once per batch of at least p microbatches.
+  const int batch = p + uniform(0, 2);
+  const int stream = kind == "pipedream-2bw" ? batch * uniform(1, 3) : m;
+  Case c{*make_schedule(split ? "1f1b" : kind, {p, stream, v, slices, batch}), {}};
   if (split) {
     for (auto& program : c.schedule.programs) {
       std::vector<Action> out;
@@ -64,8 +67,9 @@ Case random_case(std::mt19937_64& rng, const std::string& kind) {
   return c;
 }
 
-Picos duration(const StageCost& c, ActionKind kind) {
-  switch (kind) {
+Picos duration(const CostTable& costs, const Schedule& s, const ActionRecord& r) {
+  const StageCost& c = costs.stages[r.action.stage * s.num_slices + r.action.slice];
+  switch (r.action.kind) {
     case ActionKind::kForward:
       return c.forward;
     case ActionKind::kBackward:
@@ -74,6 +78,9 @@ Picos duration(const StageCost& c, ActionKind kind) {
       return c.backward - c.weight_grad;
     case ActionKind::kBackwardWeight:
       return c.weight_grad;
+    case ActionKind::kStep:  // the rank's reduction and update, shared by its stages
+      return (costs.grad_sync[r.rank] + costs.optimizer_step[r.rank]) /
+             (s.num_stages / s.num_ranks);
   }
   return -1;
 }
@@ -95,9 +102,7 @@ void check_invariants(const Case& c, const Timeline& t, const RunOptions& option
         ASSERT_EQ(r.rank, rank);
         ASSERT_EQ(r.iteration, it);
         // Ran once, for exactly its cost.
-        EXPECT_EQ(r.end - r.start,
-                  duration(c.costs.stages[r.action.stage * s.num_slices + r.action.slice],
-                           r.action.kind));
+        EXPECT_EQ(r.end - r.start, duration(c.costs, s, r));
         EXPECT_GE(r.start, 0);
         EXPECT_LE(r.end, t.makespan);
         where[{it, static_cast<int>(r.action.kind), r.action.stage, r.action.microbatch,
@@ -146,8 +151,19 @@ void check_invariants(const Case& c, const Timeline& t, const RunOptions& option
   for (const ActionRecord& r : t.actions) {
     program_end[r.iteration][r.rank] = std::max(program_end[r.iteration][r.rank], r.end);
   }
+  // A schedule that steps inside its programs has nothing between iterations.
+  bool steps_inside = false;
+  for (const auto& program : s.programs) {
+    for (const Action& a : program) steps_inside |= a.kind == ActionKind::kStep;
+  }
   const auto iteration_ready = [&](int it, int rank) -> Picos {
     if (it == 0) return 0;
+    if (steps_inside) {
+      if (!options.synchronous_step) return program_end[it - 1][rank];
+      Picos release = 0;
+      for (int r = 0; r < s.num_ranks; ++r) release = std::max(release, program_end[it - 1][r]);
+      return release + c.costs.pipeline_sync;
+    }
     if (!options.synchronous_step) {
       return program_end[it - 1][rank] + c.costs.grad_sync[rank] + c.costs.optimizer_step[rank];
     }
