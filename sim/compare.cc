@@ -63,7 +63,10 @@ std::vector<ComparedSchedule> compare_schedules(const Config& config,
     Config c = config;
     const size_t colon = entry.find(':');
     c.schedule.kind = entry.substr(0, colon);
-    if (colon != std::string::npos) {
+    if (colon != std::string::npos && c.schedule.kind == "terapipe") {
+      c.schedule.slices = std::stoi(entry.substr(colon + 1));
+      c.schedule.slicing = SlicingMethod::kEven;
+    } else if (colon != std::string::npos) {
       c.parallel.virtual_stages = std::stoi(entry.substr(colon + 1));
     } else if (const std::optional<int> v = fixed_virtual_stages(c.schedule.kind)) {
       c.parallel.virtual_stages = *v;

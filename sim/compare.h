@@ -21,8 +21,8 @@ struct ComparedSchedule {
   std::optional<Summary> summary;  // when it ran (also when over memory)
 };
 
-// Parses "gpipe,1f1b,interleaved-1f1b:2": a kind, optionally with ":V" for
-// its virtual stages per rank.
+// Parses "gpipe,1f1b,interleaved-1f1b:2,terapipe:8": a kind, optionally with
+// ":N" for its virtual stages per rank (or, for terapipe, its token slices).
 Result<std::vector<std::string>> parse_schedule_list(const std::string& text);
 
 // Runs `config` under each entry. Kinds that run one stage per rank use

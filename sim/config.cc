@@ -106,6 +106,7 @@ constexpr FixedList kFixedLists[] = {
     {"weight_grad_s", &FixedCosts::weight_grad_s},
     {"p2p_s", &FixedCosts::p2p_s},
     {"activation_bytes", &FixedCosts::activation_bytes},
+    {"weight_grad_bytes", &FixedCosts::weight_grad_bytes},
 };
 
 constexpr std::array kDTypes = {DType::kBf16, DType::kFp16, DType::kFp32};

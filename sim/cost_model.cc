@@ -112,6 +112,24 @@ int64_t slice_activation_bytes(const ModelSpec& model, int micro_batch,
                            slice.kept_scores());
 }
 
+// What W reads after I is done: the inputs of the four linear layers, the
+// two layer-norm outputs (2 s b h each, split over t only with sequence
+// parallelism), the attention output (2 s b h / t) and the GeLU output
+// (2 s b f / t), in 16-bit values scaled to the dtype. Never more than the
+// layer keeps (under recompute W reads what I recomputed, which this model
+// does not count separately).
+int64_t slice_weight_grad_bytes(const ModelSpec& model, int micro_batch,
+                                const ParallelSpec& parallel, Recompute recompute,
+                                const Slice& slice) {
+  const int64_t sbh = slice.tokens * micro_batch * model.hidden;
+  const int64_t sbf = slice.tokens * micro_batch * static_cast<int64_t>(ffn_of(model));
+  const bool sp = parallel.sequence_parallel;
+  const int64_t whole = sp ? 0 : 4 * sbh;
+  const int64_t split = (sp ? 4 * sbh : 0) + 2 * sbh + 2 * sbf;
+  const int64_t bytes = (whole + ceil_div(split, parallel.tensor)) * dtype_bytes(model.dtype) / 2;
+  return std::min(bytes, slice_activation_bytes(model, micro_batch, parallel, recompute, slice));
+}
+
 // Bytes the layer's elementwise kernels read or write once: the
 // no-recompute activations, with the attention scores counted like the
 // attention GEMMs (attention_pairs), so that like them they sum over any cut
@@ -379,8 +397,11 @@ void fill_memory(const Config& config, const std::vector<int>& layers,
   for (int j = 0; j < k; ++j) {
     const int64_t per_layer = slice_activation_bytes(model, config.training.micro_batch, parallel,
                                                      config.training.recompute, slices[j]);
+    const int64_t per_layer_w = slice_weight_grad_bytes(
+        model, config.training.micro_batch, parallel, config.training.recompute, slices[j]);
     for (int s = 0; s < config.num_stages(); ++s) {
       table.stages[s * k + j].activation_bytes = layers[s] * per_layer;
+      table.stages[s * k + j].weight_grad_bytes = layers[s] * per_layer_w;
     }
     const int64_t hidden_bytes = static_cast<int64_t>(config.training.micro_batch) *
                                  slices[j].tokens * model.hidden * dtype_bytes(model.dtype);
@@ -617,6 +638,12 @@ Status apply_fixed(const FixedCosts& fixed, const SliceShares& shares, CostTable
                                       cost.activation_bytes = std::llround(x);
                                     });
                                   }),
+                   override_field(fixed.weight_grad_bytes, "weight_grad_bytes", num_stages, false,
+                                  [&](int i, double v) {
+                                    each_slice(i, v, [](StageCost& cost, double x) {
+                                      cost.weight_grad_bytes = std::llround(x);
+                                    });
+                                  }),
                    // A list of one per stage gives boundary s its stage s entry.
                    // p2p_s is per transfer, so every slice's transfer takes all of it.
                    override_field(fixed.p2p_s, "p2p_s", num_stages - 1, true, [&](int i, double v) {
@@ -628,6 +655,14 @@ Status apply_fixed(const FixedCosts& fixed, const SliceShares& shares, CostTable
     if (!s.ok()) return s;
   }
   for (StageCost& stage : table.stages) {
+    if (stage.weight_grad_bytes > stage.activation_bytes) {
+      // W reads part of what F kept: a fixed activation size caps the
+      // analytic W part; a fixed W part above it is a contradiction.
+      if (!fixed.weight_grad_bytes.empty()) {
+        return Error{"costs.fixed.weight_grad_bytes exceeds activation_bytes; W reads part of it"};
+      }
+      stage.weight_grad_bytes = stage.activation_bytes;
+    }
     if (stage.weight_grad <= stage.backward) continue;
     // The user's own W larger than the user's own B is a contradiction; an
     // analytic W under a fixed, shorter B is capped at B. (Shares keep W <= B

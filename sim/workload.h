@@ -98,6 +98,9 @@ struct FixedCosts {
   std::vector<double> weight_grad_s;  // the part of backward_s that W can take
   std::vector<double> p2p_s;          // one transfer between consecutive stages
   std::vector<double> activation_bytes;
+  // The part of activation_bytes that W still reads after I (split backward);
+  // when not given and there is no model, 0: I gives everything back.
+  std::vector<double> weight_grad_bytes;
 };
 
 struct Config {

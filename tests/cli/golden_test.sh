@@ -40,6 +40,8 @@ check schedule_interleaved 0 stdout -- schedule "$ideal" --set schedule.kind=int
 check simulate_custom 0 stdout -- simulate configs/examples/custom.yaml
 check error_custom_shape 1 stderr -- simulate configs/examples/custom.yaml --set training.global_batch=2
 check compare_ideal 0 stdout -- compare "$ideal" --schedules gpipe,1f1b,interleaved-1f1b
+check compare_zero_bubble 0 stdout -- compare configs/examples/zero-bubble.yaml \
+  --schedules 1f1b,zb-h1,zb-h2,terapipe:4,pipedream,pipedream-2bw
 check error_bad_set 1 stderr -- simulate "$ideal" --set parallel.pipeline=0
 check error_unknown_key 1 stderr -- simulate tests/cli/bad_unknown_key.yaml
 check error_interleaved_m 1 stderr -- simulate "$ideal" --set schedule.kind=interleaved-1f1b \

@@ -249,6 +249,25 @@ TEST(ActivationBytes, PerStageIsLayersTimesPerLayer) {
   EXPECT_EQ(table.stages[3].activation_bytes, 2 * 578813952LL);
 }
 
+// W reads the inputs of the four linear layers: two layer-norm outputs
+// (2sbh each, whole at t = 8 without sequence parallelism), the attention
+// output (2sbh / t) and the GeLU output (2sbf / t = 8sbh / t):
+// sbh (4 + 10 / 8) = 2048 * 12288 * 5.25 = 132120576 bytes per layer; with
+// sequence parallelism all of it is split: sbh (4 + 10) / 8 = 44040192.
+TEST(ActivationBytes, WeightGradientKeepsTheLinearInputs) {
+  Config c = make_config(gpt3(10), 4, 8, 1);
+  EXPECT_EQ(build_ok(c).stages[1].weight_grad_bytes, 3 * 132120576LL);
+  c.parallel.sequence_parallel = true;
+  EXPECT_EQ(build_ok(c).stages[1].weight_grad_bytes, 3 * 44040192LL);
+  // Full recompute keeps only the layer input, 2sbh = 50331648 bytes: W's
+  // part cannot be more than what the layer keeps.
+  c.parallel.sequence_parallel = false;
+  c.training.recompute = Recompute::kFull;
+  const CostTable full = build_ok(c);
+  EXPECT_EQ(full.stages[1].weight_grad_bytes, full.stages[1].activation_bytes);
+  EXPECT_EQ(full.stages[1].activation_bytes, 3 * 50331648LL);
+}
+
 // ---------------------------------------------------------------- compute time
 
 // One GPT-3 layer per stage, p = 3, t = 1, on round hardware: stage 1 holds
