@@ -322,3 +322,33 @@ INSTANTIATE_TEST_SUITE_P(ZeroBubble, RandomCosts, ::testing::Values(kH1, kH2, kV
 
 }  // namespace
 }  // namespace ppsim
+
+namespace ppsim {
+namespace {
+
+// The engine's post-validation mode (no barrier before the optimizer step)
+// reaches the same steady state as the back-to-back programs above: ZB-H2 and
+// ZB-V take 3mT per iteration once m >= 2p-1, while ZB-H1 and 1F1B keep
+// their bubbles, and a synchronous step costs ZB-H2 its advantage over
+// ZB-H1 (both then take 3mT + (p-1)T).
+TEST(ZeroBubble, PostValidationSteadyState) {
+  for (const auto& [p, m] : std::vector<std::tuple<int, int>>{{2, 3}, {4, 8}, {5, 9}, {8, 16}}) {
+    SCOPED_TRACE(fmt::format("p={} m={}", p, m));
+    const auto period = [&](const Kind& kind, bool synchronous) {
+      const Schedule s = make(kind, p, m);
+      const Picos t = kT / kind.v;
+      CostTable costs = uniform_costs(s.num_stages, p, t, 2 * t, 0, kStageActivation);
+      for (StageCost& c : costs.stages) c.weight_grad = t;
+      Timeline timeline;
+      Engine().run(s, costs, &timeline, RunOptions{4, synchronous});
+      return timeline.period();
+    };
+    EXPECT_EQ(period(kH2, false), 3 * m * kT);
+    EXPECT_EQ(period(kV, false), 3 * m * kT);
+    EXPECT_EQ(period(kH1, false), 3 * m * kT + (p - 1) * kT);
+    EXPECT_EQ(period(kH2, true), 3 * m * kT + (p - 1) * kT);
+  }
+}
+
+}  // namespace
+}  // namespace ppsim
