@@ -6,6 +6,7 @@
 #include <charconv>
 
 #include "schedules/generators.h"
+#include "sim/config.h"
 #include "sim/json.h"
 #include "sim/report.h"
 #include "sim/simulate.h"
@@ -32,7 +33,7 @@ Result<std::vector<std::string>> parse_schedule_list(const std::string& text) {
     const std::string entry = text.substr(start, comma - start);
     start = comma + 1;
     const std::string kind = entry.substr(0, entry.find(':'));
-    const auto& kinds = schedule_kinds();
+    const auto& kinds = config_schedule_kinds();
     if (std::find(kinds.begin(), kinds.end(), kind) == kinds.end()) {
       return Error{fmt::format("--schedules: unknown schedule \"{}\"; known: {}", entry,
                                fmt::join(kinds, ", "))};
@@ -68,7 +69,7 @@ std::vector<ComparedSchedule> compare_schedules(const Config& config,
       c.schedule.slicing = SlicingMethod::kEven;
     } else if (colon != std::string::npos) {
       c.parallel.virtual_stages = std::stoi(entry.substr(colon + 1));
-    } else if (const std::optional<int> v = fixed_virtual_stages(c.schedule.kind)) {
+    } else if (const std::optional<int> v = stages_per_rank(c.schedule.kind)) {
       c.parallel.virtual_stages = *v;
     } else if (c.parallel.virtual_stages == 1) {
       c.parallel.virtual_stages = 2;  // with one stage per rank it would be plain 1F1B

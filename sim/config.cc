@@ -645,8 +645,8 @@ Config Loader::load(YAML::Node root) const {
                           {"pipeline", "tensor", "data", "virtual_stages", "sequence_parallel"}),
       .training = section(top.get("training"), {"global_batch", "micro_batch", "recompute",
                                                 "zero_stage", "optimizer_step"}),
-      .schedule =
-          section(top.get("schedule"), {"kind", "file", "slices", "slicing", "slice_granularity"}),
+      .schedule = section(top.get("schedule"), {"kind", "file", "slices", "slicing",
+                                                "slice_granularity", "memory_limit_gib"}),
       .fixed = section(costs.get("fixed"), fixed_keys()),
   };
 
@@ -655,9 +655,16 @@ Config Loader::load(YAML::Node root) const {
   config.parallel = read_parallel(tree.parallel);
   config.training = read_training(tree.training);
   if (tree.schedule.has("kind")) {
-    std::vector<std::string> kinds = schedule_kinds();
-    kinds.push_back("custom");
+    const std::vector<std::string>& kinds = config_schedule_kinds();
     config.schedule.kind = kinds[to_choice(tree.schedule.get("kind"), kinds)];
+  }
+  if (tree.schedule.has("memory_limit_gib")) {
+    if (config.schedule.kind != "zb-auto") {
+      const Field field = tree.schedule.get("memory_limit_gib");
+      fail(field.key_mark, field.path, "only for schedule.kind zb-auto");
+    }
+    config.schedule.memory_limit_gib =
+        to_number(tree.schedule.get("memory_limit_gib"), Bound::kPositive);
   }
   config.schedule.file = read_schedule_file(tree.schedule, config.schedule.kind);
   read_slicing(tree.schedule, config.schedule);
@@ -697,6 +704,22 @@ Result<Config> load_config(const std::string& path, const std::vector<ConfigOver
     return Error{e.message};
   }
   return parse_config(text, path, overrides);
+}
+
+const std::vector<std::string>& config_schedule_kinds() {
+  static const std::vector<std::string> kinds = [] {
+    std::vector<std::string> all = schedule_kinds();
+    all.push_back("zb-auto");
+    all.push_back("custom");
+    return all;
+  }();
+  return kinds;
+}
+
+std::optional<int> stages_per_rank(std::string_view kind) {
+  if (kind == "zb-auto") return 1;
+  if (kind == "custom") return std::nullopt;
+  return fixed_virtual_stages(kind);
 }
 
 std::string hardware_preset_dir() {

@@ -5,6 +5,7 @@
 // Values given with --set have no line; their errors name the --set flag.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -33,6 +34,12 @@ Result<Config> load_config(const std::string& path,
 // Same, from text; `source` stands for the file name in messages.
 Result<Config> parse_config(std::string_view yaml_text, std::string_view source,
                             const std::vector<ConfigOverride>& overrides = {});
+
+// Every schedule kind a config may name: the generators' (schedule_kinds()),
+// "zb-auto", built for the config's costs, and "custom", read from a file.
+const std::vector<std::string>& config_schedule_kinds();
+// Stages per rank of a kind (see fixed_virtual_stages); nullopt for any v.
+std::optional<int> stages_per_rank(std::string_view kind);
 
 // Where `hardware.preset: NAME` looks for NAME.yaml: $PPSIM_HARDWARE_DIR if
 // set, else the source tree's configs/hardware.

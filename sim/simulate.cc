@@ -11,6 +11,7 @@
 #include "schedules/validate.h"
 #include "sim/cost_model.h"
 #include "sim/engine.h"
+#include "sim/zb_auto.h"
 
 namespace ppsim {
 
@@ -59,8 +60,50 @@ Result<std::vector<int>> slice_lengths_for(const Config& config) {
   return cut->lengths;
 }
 
+namespace {
+
+// zb-auto's memory limit: the config's, else what the device has left after
+// the tightest rank's static bytes, else 1F1B's peak (p microbatches of the
+// largest stage).
+int64_t zb_auto_limit(const Config& config, const CostTable& costs) {
+  constexpr double kGiB = 1ull << 30;
+  if (config.schedule.memory_limit_gib > 0) {
+    return static_cast<int64_t>(config.schedule.memory_limit_gib * kGiB);
+  }
+  if (config.hardware) {
+    const int64_t fullest = *std::max_element(costs.static_bytes.begin(), costs.static_bytes.end());
+    return static_cast<int64_t>(config.hardware->memory_gib * kGiB) - fullest;
+  }
+  int64_t largest = 0;
+  for (const StageCost& c : costs.stages) largest = std::max(largest, c.activation_bytes);
+  return config.parallel.pipeline * largest;
+}
+
+Result<Schedule> make_zb_auto_for(const Config& config) {
+  const int p = config.parallel.pipeline;
+  if (config.parallel.virtual_stages != 1) {
+    return Error{fmt::format(
+        "{}: schedule zb-auto runs one stage per rank: virtual_stages must be 1, got {}",
+        config.source, config.parallel.virtual_stages)};
+  }
+  Result<CostTable> costs = build_cost_table(config, interleaved_stage_rank(p, p));
+  if (!costs) return costs.error();
+  // Judge the candidates the way simulate() will measure the winner.
+  RunOptions judge;
+  if (config.training.optimizer_step == OptimizerStep::kPostValidation) {
+    judge = RunOptions{4, false};
+  }
+  Result<Schedule> s =
+      make_zb_auto(p, config.num_microbatches(), *costs, zb_auto_limit(config, *costs), judge);
+  if (!s) return Error{fmt::format("{}: {}", config.source, s.error().message)};
+  return s;
+}
+
+}  // namespace
+
 Result<Schedule> schedule_for(const Config& config, int slices) {
   if (config.schedule.kind == "custom") return load_schedule_csv(config.schedule.file, config);
+  if (config.schedule.kind == "zb-auto") return make_zb_auto_for(config);
   const int m = config.num_microbatches();
   // An asynchronous schedule never flushes: simulate a stream of several
   // batches and measure the batches in its middle.

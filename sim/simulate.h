@@ -2,6 +2,11 @@
 // build the cost table, replay it, summarise. The CLI and the tests share it.
 #pragma once
 
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
 #include "schedules/schedule.h"
 #include "schedules/status.h"
 #include "sim/costs.h"

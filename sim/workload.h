@@ -87,6 +87,10 @@ struct ScheduleSpec {
   int slices = 0;
   SlicingMethod slicing = SlicingMethod::kEven;
   int slice_granularity = 0;
+  // zb-auto: activation memory allowed per rank; 0: the device's memory less
+  // the rank's static bytes (the tightest rank), or without hardware, what
+  // 1F1B keeps on rank 0 (p microbatches).
+  double memory_limit_gib = 0;
 };
 
 // Durations per stage and microbatch, for idealized studies and for

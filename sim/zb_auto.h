@@ -8,13 +8,13 @@
 // The paper's heuristic, without its ILP refinement: a few greedy list
 // schedulers simulate time and, whenever a rank is idle, start the ready
 // action a priority rule picks: an I whose gradient has arrived (the previous
-// rank waits for it), else a forward (if the memory limit and a warm-up cap
+// rank waits for it) or a forward (if the memory limit and a warm-up cap
 // allow), else a W, which nobody waits for and so fills what would be a
-// bubble. The variants differ in the cap, in whether a W may go ahead of a
-// ready forward, and in whether a W may start when it would still be running
-// as the next known input arrives. ZB-H1 is a candidate too. Each candidate
-// is replayed by the engine and the fastest one within the limit is kept, so
-// the figures that decide are the engine's, not the greedy's estimate.
+// bubble. The variants differ in the cap, in which of I and F goes first, and
+// in whether a W may start when it would still be running as the next known
+// input arrives. ZB-H1 and ZB-H2 are candidates too. Each candidate is
+// replayed by the engine and the fastest one within the limit is kept, so the
+// figures that decide are the engine's, not the greedy's estimate.
 //
 // Lives in sim/ rather than schedules/ because judging candidates needs the
 // engine and the cost table.
@@ -25,6 +25,7 @@
 #include "schedules/schedule.h"
 #include "schedules/status.h"
 #include "sim/costs.h"
+#include "sim/engine.h"
 
 namespace ppsim {
 
@@ -33,12 +34,14 @@ namespace ppsim {
 // rank (the engine's peak_activation_bytes: F takes activation_bytes, I gives
 // back all but weight_grad_bytes, W the rest) stays within
 // `memory_limit_bytes`. Among the candidates that fit, the one with the
-// smallest simulated makespan of one iteration; ties go to the first in a
-// fixed order (ZB-H1 first), so the result is deterministic.
+// smallest simulated iteration time (Timeline::period() when replayed with
+// `judge`: one iteration's makespan by default, the steady period when
+// several post-validated iterations are asked for); ties go to the first in
+// a fixed order (ZB-H1 first), so the result is deterministic.
 // REQUIRES: costs for `ranks` stages and ranks, num_slices == 1.
 // Errors: ranks < 1, microbatches < 1, and a limit below one microbatch's
 // activations on some stage (nothing can run there).
 Result<Schedule> make_zb_auto(int ranks, int microbatches, const CostTable& costs,
-                              int64_t memory_limit_bytes);
+                              int64_t memory_limit_bytes, const RunOptions& judge = {});
 
 }  // namespace ppsim

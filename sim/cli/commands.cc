@@ -158,7 +158,9 @@ int run_compare(const std::vector<std::string>& args) {
 
   std::vector<std::string> entries;
   if (schedules.empty()) {
-    entries = schedule_kinds();
+    for (const std::string& kind : config_schedule_kinds()) {
+      if (kind != "custom") entries.push_back(kind);
+    }
   } else {
     Result<std::vector<std::string>> parsed = parse_schedule_list(schedules);
     if (!parsed) return fail(parsed.error().message);

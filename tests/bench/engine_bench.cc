@@ -7,6 +7,7 @@
 #include "schedules/generators.h"
 #include "sim/costs.h"
 #include "sim/engine.h"
+#include "sim/zb_auto.h"
 
 namespace ppsim {
 namespace {
@@ -51,9 +52,24 @@ void BM_OneFOneB(benchmark::State& state) { run_bench(state, "1f1b"); }
 void BM_Interleaved(benchmark::State& state) { run_bench(state, "interleaved-1f1b"); }
 void BM_Gpipe(benchmark::State& state) { run_bench(state, "gpipe"); }
 
+// zb-auto builds greedy candidates and replays each one: its cost is what a
+// user waits for once per config (and the explorer per candidate layout).
+void BM_ZbAuto(benchmark::State& state) {
+  const int p = static_cast<int>(state.range(0));
+  const int m = static_cast<int>(state.range(1));
+  CostTable costs = uneven_costs(p, p);
+  for (StageCost& s : costs.stages) s.weight_grad = s.backward / 2;
+  const int64_t one_f_one_b_peak = int64_t{p} << 30;
+  for (auto _ : state) {
+    Result<Schedule> s = make_zb_auto(p, m, costs, one_f_one_b_peak);
+    benchmark::DoNotOptimize(s.ok());
+  }
+}
+
 BENCHMARK(BM_OneFOneB)->Args({64, 1024, 1})->Args({8, 64, 1})->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Interleaved)->Args({64, 1024, 2})->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Gpipe)->Args({64, 1024, 1})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ZbAuto)->Args({8, 64})->Args({64, 1024})->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace ppsim

@@ -635,3 +635,20 @@ TEST(ConfigTest, SlicesMustDivideTheSequence) {
 
 }  // namespace
 }  // namespace ppsim
+
+namespace ppsim {
+namespace {
+
+TEST(ConfigTest, MemoryLimitOnlyForZbAuto) {
+  EXPECT_EQ(error_of(kIdeal, {{"schedule.memory_limit_gib", "40"}}),
+            "--set schedule.memory_limit_gib=40: schedule.memory_limit_gib: only for "
+            "schedule.kind zb-auto");
+  Result<Config> config =
+      parse_config(yaml(kIdeal), "test.yaml",
+                   {{"schedule.kind", "zb-auto"}, {"schedule.memory_limit_gib", "40"}});
+  ASSERT_TRUE(config.ok()) << config.error().message;
+  EXPECT_EQ(config->schedule.memory_limit_gib, 40.0);
+}
+
+}  // namespace
+}  // namespace ppsim

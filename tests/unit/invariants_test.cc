@@ -9,8 +9,10 @@
 
 #include "schedules/generators.h"
 #include "schedules/validate.h"
+#include "sim/config.h"
 #include "sim/costs.h"
 #include "sim/engine.h"
+#include "sim/zb_auto.h"
 
 namespace ppsim {
 namespace {
@@ -23,16 +25,18 @@ struct Case {
 Case random_case(std::mt19937_64& rng, const std::string& kind) {
   auto uniform = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
   const int p = uniform(1, 8);
-  const int v = fixed_virtual_stages(kind).value_or(uniform(1, 3));
+  const int v = stages_per_rank(kind).value_or(uniform(1, 3));
   const int m = kind == "interleaved-1f1b" ? p * uniform(1, 4) : uniform(1, 12);
   // "1f1b-split": 1F1B with each backward split into I then W right away,
   // mixing the split form into a schedule no generator makes.
   const bool split = kind == "1f1b-split";
+  // zb-auto is built for the costs: start from 1F1B's shape, replace below.
+  const bool automatic = kind == "zb-auto";
   const int slices = kind == "terapipe" ? uniform(1, 4) : 1;
   // pipedream-2bw steps once per batch of at least p microbatches.
   const int batch = p + uniform(0, 2);
   const int stream = kind == "pipedream-2bw" ? batch * uniform(1, 3) : m;
-  Case c{*make_schedule(split ? "1f1b" : kind, {p, stream, v, slices, batch}), {}};
+  Case c{*make_schedule(split || automatic ? "1f1b" : kind, {p, stream, v, slices, batch}), {}};
   if (split) {
     for (auto& program : c.schedule.programs) {
       std::vector<Action> out;
@@ -64,6 +68,9 @@ Case random_case(std::mt19937_64& rng, const std::string& kind) {
     c.costs.optimizer_step[r] = uniform(0, 5) * 1000;
   }
   c.costs.pipeline_sync = uniform(0, 2) * 500;
+  if (automatic) {
+    c.schedule = *make_zb_auto(p, m, c.costs, 100LL * uniform(1, m));  // up to m microbatches
+  }
   return c;
 }
 
@@ -251,6 +258,7 @@ TEST_P(Invariants, EngineReuseGivesTheSameTimeline) {
 
 std::vector<std::string> kinds_under_test() {
   std::vector<std::string> kinds = schedule_kinds();
+  kinds.push_back("zb-auto");
   kinds.push_back("1f1b-split");
   return kinds;
 }
