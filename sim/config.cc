@@ -227,8 +227,12 @@ struct Sections {
 // locations are printed: a value set by a flag has no line in the file.
 class Loader {
  public:
-  Loader(std::string_view source, const std::vector<ConfigOverride>& overrides)
-      : source_(source), overrides_(overrides) {}
+  // With `search` set, the file is a sweep: a `search:` section is read into
+  // it, and the checks that depend on the parallel layout are left to the
+  // explorer's candidates.
+  Loader(std::string_view source, const std::vector<ConfigOverride>& overrides,
+         SearchSpace* search = nullptr)
+      : source_(source), overrides_(overrides), search_(search) {}
 
   Config load(YAML::Node root) const;
 
@@ -267,8 +271,12 @@ class Loader {
   void read_slicing(const Section& s, ScheduleSpec& schedule) const;
   void check_cross_fields(const Config& config, const Sections& tree) const;
 
+  void read_search(const Section& s, const Config& config) const;
+  std::vector<int> to_ints(const Field& field, int min, int max) const;
+
   std::string source_;
   std::vector<ConfigOverride> overrides_;
+  SearchSpace* search_;
 };
 
 const ConfigOverride* Loader::override_under(std::string_view prefix) const {
@@ -482,6 +490,20 @@ ParallelSpec Loader::read_parallel(const Section& s) const {
     }
     parallel.sequence_parallel = value;
   }
+  // Only the values here; their count and sum are checked against the model
+  // with the other cross-field checks.
+  if (s.has("layers_per_stage")) {
+    const Field field = s.get("layers_per_stage");
+    if (!field.node.IsSequence() || field.node.size() == 0) {
+      fail_expected(field,
+                    "a list of positive integers, the layers of each stage (pipeline x "
+                    "virtual_stages of them)");
+    }
+    for (size_t i = 0; i < field.node.size(); ++i) {
+      const Field item{fmt::format("{}[{}]", field.path, i), field.node[i], field.mark()};
+      parallel.layers_per_stage.push_back(to_int(item, 1));
+    }
+  }
   return parallel;
 }
 
@@ -575,6 +597,23 @@ void Loader::check_cross_fields(const Config& config, const Sections& tree) cons
                     fmt::format("a multiple of parallel.tensor ({})", par.tensor));
     }
   }
+  if (!par.layers_per_stage.empty()) {
+    const Field split = tree.parallel.get("layers_per_stage");
+    if (!config.model) {
+      fail(split.key_mark, split.path, "only with a model: it splits model.layers");
+    }
+    const int64_t stages = int64_t{par.pipeline} * par.virtual_stages;
+    if (static_cast<int64_t>(par.layers_per_stage.size()) != stages) {
+      fail_expected(split,
+                    fmt::format("{} entries, one per stage (pipeline x virtual_stages)", stages));
+    }
+    int64_t sum = 0;
+    for (int layers : par.layers_per_stage) sum += layers;
+    if (sum != config.model->layers) {
+      fail_expected(split,
+                    fmt::format("entries summing to model.layers ({})", config.model->layers));
+    }
+  }
 }
 
 // A custom schedule's CSV: relative to the config's folder when the path is
@@ -626,11 +665,80 @@ void Loader::read_slicing(const Section& s, ScheduleSpec& schedule) const {
   }
 }
 
+std::vector<int> Loader::to_ints(const Field& field, int min, int max) const {
+  if (!field.node.IsSequence() || field.node.size() == 0) {
+    fail_expected(field, "a non-empty list of integers");
+  }
+  std::vector<int> values;
+  for (size_t i = 0; i < field.node.size(); ++i) {
+    const Field item{fmt::format("{}[{}]", field.path, i), field.node[i], field.key_mark};
+    values.push_back(to_int(item, min, max));
+  }
+  return values;
+}
+
+// Powers of two from 1 up to `limit`.
+std::vector<int> powers_of_two(int limit) {
+  std::vector<int> values;
+  for (int v = 1; v <= limit; v *= 2) values.push_back(v);
+  return values;
+}
+
+void Loader::read_search(const Section& s, const Config& config) const {
+  if (!config.model || !config.hardware) {
+    fail(s.field().key_mark, config.model ? "hardware" : "model",
+         "required in a sweep: the explorer times and sizes every candidate with the model");
+  }
+  SearchSpace& out = *search_;
+  const int gpus = config.hardware->num_gpus();
+  out.pipeline = s.has("pipeline") ? to_ints(s.get("pipeline"), 1, INT_MAX)
+                                   : powers_of_two(std::min(gpus, config.model->layers));
+  out.tensor = s.has("tensor") ? to_ints(s.get("tensor"), 1, config.hardware->gpus_per_node)
+                               : powers_of_two(config.hardware->gpus_per_node);
+  out.micro_batch =
+      s.has("micro_batch") ? to_ints(s.get("micro_batch"), 1, INT_MAX) : std::vector<int>{1, 2, 4};
+  out.virtual_stages = s.has("virtual_stages") ? to_ints(s.get("virtual_stages"), 1, INT_MAX)
+                                               : std::vector<int>{1, 2, 4};
+  out.zero_stage =
+      s.has("zero_stage") ? to_ints(s.get("zero_stage"), 0, 3) : std::vector<int>{0, 1};
+  out.schedule = {"1f1b", "interleaved-1f1b", "zb-h1", "zb-v"};
+  if (s.has("schedule")) {
+    const Field field = s.get("schedule");
+    if (!field.node.IsSequence() || field.node.size() == 0) {
+      fail_expected(field, "a non-empty list of schedule kinds");
+    }
+    out.schedule.clear();
+    std::vector<std::string> kinds = config_schedule_kinds();
+    kinds.pop_back();  // "custom" needs a file per candidate: not searchable
+    for (size_t i = 0; i < field.node.size(); ++i) {
+      const Field item{fmt::format("{}[{}]", field.path, i), field.node[i], field.key_mark};
+      out.schedule.push_back(kinds[to_choice(item, kinds)]);
+    }
+  }
+  out.recompute = {Recompute::kNone, Recompute::kSelective, Recompute::kFull};
+  if (s.has("recompute")) {
+    const Field field = s.get("recompute");
+    if (!field.node.IsSequence() || field.node.size() == 0) {
+      fail_expected(field, "a non-empty list of none, selective, full");
+    }
+    out.recompute.clear();
+    for (size_t i = 0; i < field.node.size(); ++i) {
+      const Field item{fmt::format("{}[{}]", field.path, i), field.node[i], field.key_mark};
+      out.recompute.push_back(to_enum(item, kRecomputes));
+    }
+  }
+  constexpr double kReserveGib = 4;
+  out.memory_cap_gib = s.has("memory_cap_gib")
+                           ? to_number(s.get("memory_cap_gib"), Bound::kPositive)
+                           : std::max(config.hardware->memory_gib - kReserveGib, 0.0);
+}
+
 Config Loader::load(YAML::Node root) const {
   if (root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
   Field top_field{"", root, YAML::Mark()};
-  const std::vector<std::string_view> top_keys = {"model",    "hardware", "parallel",
-                                                  "training", "schedule", "costs"};
+  std::vector<std::string_view> top_keys = {"model",    "hardware", "parallel",
+                                            "training", "schedule", "costs"};
+  if (search_ != nullptr) top_keys.push_back("search");
   if (!root.IsMap()) {
     fail_expected(top_field, fmt::format("a map with keys {}", fmt::join(top_keys, ", ")));
   }
@@ -641,8 +749,8 @@ Config Loader::load(YAML::Node root) const {
       .model = section(top.get("model"),
                        {"layers", "hidden", "ffn_hidden", "heads", "seq_len", "vocab", "dtype"}),
       .hardware = section(top.get("hardware"), hardware_keys(true)),
-      .parallel = section(top.get("parallel"),
-                          {"pipeline", "tensor", "data", "virtual_stages", "sequence_parallel"}),
+      .parallel = section(top.get("parallel"), {"pipeline", "tensor", "data", "virtual_stages",
+                                                "sequence_parallel", "layers_per_stage"}),
       .training = section(top.get("training"), {"global_batch", "micro_batch", "recompute",
                                                 "zero_stage", "optimizer_step"}),
       .schedule = section(top.get("schedule"), {"kind", "file", "slices", "slicing",
@@ -671,6 +779,13 @@ Config Loader::load(YAML::Node root) const {
   if (tree.model.present()) config.model = read_model(tree.model);
   if (tree.hardware.present()) config.hardware = read_hardware(tree.hardware);
   config.fixed = read_fixed(tree.fixed, config.parallel);
+  if (search_ != nullptr) {
+    read_search(
+        section(top.get("search"), {"pipeline", "tensor", "micro_batch", "virtual_stages",
+                                    "schedule", "recompute", "zero_stage", "memory_cap_gib"}),
+        config);
+    return config;
+  }
   check_cross_fields(config, tree);
   return config;
 }
@@ -704,6 +819,30 @@ Result<Config> load_config(const std::string& path, const std::vector<ConfigOver
     return Error{e.message};
   }
   return parse_config(text, path, overrides);
+}
+
+Result<Sweep> parse_sweep(std::string_view yaml_text, std::string_view source,
+                          const std::vector<ConfigOverride>& overrides) {
+  Sweep sweep;
+  try {
+    sweep.base = Loader(source, overrides, &sweep.search)
+                     .load(parse_yaml(std::string(yaml_text), std::string(source)));
+  } catch (const ConfigError& e) {
+    return Error{e.message};
+  } catch (const std::exception& e) {
+    return Error{fmt::format("{}: {}", source, e.what())};
+  }
+  return sweep;
+}
+
+Result<Sweep> load_sweep(const std::string& path, const std::vector<ConfigOverride>& overrides) {
+  std::string text;
+  try {
+    text = read_file(path);
+  } catch (const ConfigError& e) {
+    return Error{e.message};
+  }
+  return parse_sweep(text, path, overrides);
 }
 
 const std::vector<std::string>& config_schedule_kinds() {

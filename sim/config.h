@@ -35,6 +35,18 @@ Result<Config> load_config(const std::string& path,
 Result<Config> parse_config(std::string_view yaml_text, std::string_view source,
                             const std::vector<ConfigOverride>& overrides = {});
 
+// A sweep file: a config whose `search:` section lists the values `ppsim
+// explore` tries. Its parallel layout and batch divisibility are checked per
+// candidate, not here; it needs a model and hardware.
+struct Sweep {
+  Config base;
+  SearchSpace search;
+};
+Result<Sweep> load_sweep(const std::string& path,
+                         const std::vector<ConfigOverride>& overrides = {});
+Result<Sweep> parse_sweep(std::string_view yaml_text, std::string_view source,
+                          const std::vector<ConfigOverride>& overrides = {});
+
 // Every schedule kind a config may name: the generators' (schedule_kinds()),
 // "zb-auto", built for the config's costs, and "custom", read from a file.
 const std::vector<std::string>& config_schedule_kinds();

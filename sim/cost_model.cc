@@ -453,6 +453,13 @@ Result<Link> used_link(const HardwareSpec& hw, bool same_node) {
   return link;
 }
 
+// The link the tensor groups of pipeline rank `rank` talk over; none (and
+// unused) without tensor parallelism.
+Result<Link> tensor_link(const Config& config, const Placement& placement, int rank) {
+  if (config.parallel.tensor <= 1) return Link{};
+  return used_link(*config.hardware, placement.tensor_groups_in_node(rank));
+}
+
 // The pieces of stage `s`, with the link of its rank's tensor groups.
 Result<StagePieces> stage_pieces(const Config& config, const std::vector<int>& layers,
                                  const std::vector<int>& stage_rank, const Placement& placement,
@@ -461,12 +468,9 @@ Result<StagePieces> stage_pieces(const Config& config, const std::vector<int>& l
   pieces.layers = layers[s];
   pieces.embedding = s == 0;
   pieces.logits = s == config.num_stages() - 1;
-  if (config.parallel.tensor > 1) {
-    const Result<Link> link =
-        used_link(*config.hardware, placement.tensor_groups_in_node(stage_rank[s]));
-    if (!link.ok()) return link.error();
-    pieces.tp_link = *link;
-  }
+  const Result<Link> link = tensor_link(config, placement, stage_rank[s]);
+  if (!link.ok()) return link.error();
+  pieces.tp_link = *link;
   return pieces;
 }
 
@@ -680,6 +684,32 @@ Error in_source(const Config& config, const Status& status) {
   return Error{config.source + ": " + status.message()};
 }
 
+// The layers of each stage: the config's explicit split (checked again here:
+// a Config need not come from the loader), else the even one.
+// REQUIRES: config.model, with at least as many layers as stages.
+Result<std::vector<int>> stage_layers(const Config& config) {
+  const int num_stages = config.num_stages();
+  const std::vector<int>& given = config.parallel.layers_per_stage;
+  if (given.empty()) return layers_per_stage(config.model->layers, num_stages);
+  if (static_cast<int>(given.size()) != num_stages) {
+    return Error{"parallel.layers_per_stage has " + std::to_string(given.size()) +
+                 " entries; it needs one per stage, p * v = " + std::to_string(num_stages)};
+  }
+  int64_t sum = 0;
+  for (int layers : given) {
+    if (layers < 1) {
+      return Error{"parallel.layers_per_stage has a stage of " + std::to_string(layers) +
+                   " layers; every stage needs at least one"};
+    }
+    sum += layers;
+  }
+  if (sum != config.model->layers) {
+    return Error{"parallel.layers_per_stage sums to " + std::to_string(sum) +
+                 " layers, but model.layers = " + std::to_string(config.model->layers)};
+  }
+  return given;
+}
+
 }  // namespace
 
 std::vector<int> layers_per_stage(int layers, int stages) {
@@ -786,7 +816,9 @@ Result<CostTable> build_cost_table(const Config& config, const std::vector<int>&
         context += l;
       }
     }
-    const std::vector<int> layers = layers_per_stage(config.model->layers, num_stages);
+    const Result<std::vector<int>> split = stage_layers(config);
+    if (!split.ok()) return in_source(config, split.error());
+    const std::vector<int>& layers = *split;
     fill_memory(config, layers, stage_rank, slices, table);
     if (config.hardware) {
       if (Status s = fill_times(config, layers, stage_rank, slices, table); !s.ok()) {
@@ -802,7 +834,9 @@ std::function<double(int length, int context)> slice_cost_function(const Config&
   PPSIM_CHECK(config.model && config.hardware);
   PPSIM_CHECK(check_hardware(config).ok());
   const int num_stages = config.num_stages();
-  const std::vector<int> layers = layers_per_stage(config.model->layers, num_stages);
+  const Result<std::vector<int>> split = stage_layers(config);
+  PPSIM_CHECK(split.ok());
+  const std::vector<int>& layers = *split;
   const std::vector<int> stage_rank = interleaved_stage_rank(num_stages, config.parallel.pipeline);
   const Placement placement(config.parallel, config.hardware->gpus_per_node);
   // What a call needs, worked out once and shared by the copies of the function.
@@ -835,6 +869,21 @@ std::function<double(int length, int context)> slice_cost_function(const Config&
     const Block block = stage_block(bottleneck->timer, bottleneck->stage, Slice{length, context});
     return picos_to_seconds(block.forward + block.backward);
   };
+}
+
+Result<PieceTimes> piece_times(const Config& config) {
+  PPSIM_CHECK(config.model && config.hardware);
+  if (Status s = check_hardware(config); !s.ok()) return Error{s.message()};
+  const Placement placement(config.parallel, config.hardware->gpus_per_node);
+  const Result<Link> link = tensor_link(config, placement, 0);
+  if (!link.ok()) return link.error();
+  const BlockTimer timer(config);
+  const Slice whole = whole_sequence(*config.model);
+  auto seconds = [](const Block& block) {
+    return picos_to_seconds(block.forward + block.backward);
+  };
+  return PieceTimes{seconds(timer.layer(whole, *link)), seconds(timer.embedding(whole, *link)),
+                    seconds(timer.logits(whole, *link))};
 }
 
 }  // namespace ppsim

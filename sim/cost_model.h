@@ -27,6 +27,7 @@ namespace ppsim {
 
 // Layers of each of `stages` stages: an even split, the remainder going one
 // each to the middle stages (the first and last also carry embedding and loss).
+// The split a config gets unless it gives parallel.layers_per_stage.
 // REQUIRES: layers >= stages > 0.
 std::vector<int> layers_per_stage(int layers, int stages);
 
@@ -51,7 +52,10 @@ double ring_all_gather_s(double bytes, int n, double latency_s, double bandwidth
 
 // The CostTable of a validated Config: the analytic model when the model and
 // hardware are given, each field of costs.fixed that is given replacing its
-// analytic counterpart. Errors name what to fix: fewer layers than stages,
+// analytic counterpart. Stages hold parallel.layers_per_stage layers when it
+// is given, else the even split (layers_per_stage). Errors name what to fix:
+// fewer layers than stages, an explicit split that does not fit (not one
+// entry >= 1 per stage, or not summing to model.layers),
 // costs.fixed lists of the wrong length or with negative values, a
 // weight-gradient time above the backward time, or a hardware figure the
 // model needs that is zero.
@@ -81,5 +85,23 @@ std::vector<int> interleaved_stage_rank(int num_stages, int ranks);
 // The type is SliceCostFn (schedules/token_slicing.h), spelled out so that
 // this header does not pull the slicing search into every user of the model.
 std::function<double(int length, int context)> slice_cost_function(const Config& config);
+
+// Forward + backward seconds of the pieces a stage is built from, per
+// microbatch on a whole sequence, timed by the code that fills
+// build_cost_table's stage times: what the layer split (partition.h)
+// balances. A stage's time is layers x layer_s, plus embedding_s on stage 0
+// and logits_s on the last (up to rounding to picoseconds per piece).
+struct PieceTimes {
+  double layer_s = 0;      // one transformer layer
+  double embedding_s = 0;  // the embedding lookup on stage 0
+  double logits_s = 0;     // the logits and loss on the last stage
+};
+// With t > 1 every piece talks over the tensor-parallel link of rank 0's
+// groups: the split is chosen before it is known which stage sits where, and
+// ranks differ only when some straddle nodes. The analytic model only:
+// costs.fixed does not apply. Errors: a hardware figure the model needs that
+// is zero.
+// REQUIRES: config.model and config.hardware.
+Result<PieceTimes> piece_times(const Config& config);
 
 }  // namespace ppsim

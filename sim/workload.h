@@ -68,6 +68,10 @@ struct ParallelSpec {
   int data = 1;            // d
   int virtual_stages = 1;  // v
   bool sequence_parallel = false;
+  // Layers of each of the p * v stages, first stage first (each >= 1, summing
+  // to model.layers). Empty: the default even split (layers_per_stage in
+  // cost_model.h); balanced_layers (partition.h) finds the fastest one.
+  std::vector<int> layers_per_stage;
 };
 
 struct TrainingSpec {
@@ -121,6 +125,23 @@ struct Config {
   int num_microbatches() const {
     return training.global_batch / (training.micro_batch * parallel.data);
   }
+};
+
+// The `search:` section of a sweep file (`ppsim explore`): the values to try
+// for each dimension. The loader fills in the defaults of an omitted key
+// (pipeline and tensor: powers of two that fit the GPUs, the model and a
+// node; micro_batch [1, 2, 4]; virtual_stages [1, 2, 4]; schedule [1f1b,
+// interleaved-1f1b, zb-h1, zb-v]; recompute [none, selective, full];
+// zero_stage [0, 1]; memory_cap_gib: the device's memory less 4 GiB).
+struct SearchSpace {
+  std::vector<int> pipeline;
+  std::vector<int> tensor;
+  std::vector<int> micro_batch;
+  std::vector<int> virtual_stages;
+  std::vector<std::string> schedule;
+  std::vector<Recompute> recompute;
+  std::vector<int> zero_stage;
+  double memory_cap_gib = 0;
 };
 
 }  // namespace ppsim

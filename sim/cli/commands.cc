@@ -1,15 +1,19 @@
 #include "sim/cli/commands.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <boost/program_options.hpp>
+#include <chrono>
 #include <fstream>
+#include <functional>
 #include <iostream>
 
 #include "schedules/csv.h"
 #include "schedules/generators.h"
 #include "sim/compare.h"
 #include "sim/config.h"
+#include "sim/explore.h"
 #include "sim/report.h"
 #include "sim/simulate.h"
 #include "sim/trace.h"
@@ -177,6 +181,92 @@ int run_compare(const std::vector<std::string>& args) {
   }
   if (!csv_path.empty()) {
     if (Status st = write_output(csv_path, comparison_to_csv(rows)); !st) return fail(st.message());
+  }
+  return 0;
+}
+
+namespace {
+
+// Progress on stderr: a bar redrawn in place on a terminal, otherwise a
+// plain line every tenth of the work (logs stay readable).
+class Progress {
+ public:
+  Progress() : tty_(isatty(STDERR_FILENO) != 0), start_(std::chrono::steady_clock::now()) {}
+
+  void operator()(size_t done, size_t total) {
+    const double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    const double rate = elapsed > 0 ? done / elapsed : 0;
+    const double eta = rate > 0 ? (total - done) / rate : 0;
+    if (tty_) {
+      constexpr int kWidth = 30;
+      const int filled = total > 0 ? static_cast<int>(kWidth * done / total) : kWidth;
+      std::cerr << fmt::format("\r[{:<{}}] {}/{} candidates, {:.0f}/s, ETA {:.1f} s ",
+                               std::string(filled, '='), kWidth, done, total, rate, eta);
+      if (done == total) std::cerr << "\n";
+    } else if (total > 0 && (done * 10 / total > last_tenth_ || done == total)) {
+      last_tenth_ = done * 10 / total;
+      std::cerr << fmt::format("explore: {}/{} candidates decided, {:.0f}/s, ETA {:.1f} s\n", done,
+                               total, rate, eta);
+    }
+  }
+
+ private:
+  bool tty_;
+  std::chrono::steady_clock::time_point start_;
+  size_t last_tenth_ = 0;
+};
+
+}  // namespace
+
+int run_explore(const std::vector<std::string>& args) {
+  ConfigArgs config_args;
+  std::string json_path;
+  std::string csv_path;
+  size_t top = 10;
+  int threads = 0;
+  po::options_description desc("Options");
+  add_config_options(desc, &config_args);
+  desc.add_options()("top", po::value(&top)->value_name("K"), "rows of the ranked table (10)")(
+      "threads", po::value(&threads)->value_name("N"),
+      "simulation threads (default: one per core)")(
+      "json", po::value(&json_path)->value_name("FILE|-"), "every candidate as JSON")(
+      "csv", po::value(&csv_path)->value_name("FILE|-"), "every candidate as CSV");
+  const std::string usage =
+      "usage: ppsim explore SWEEP [--set KEY.PATH=VALUE]... [--top K] [--threads N] [--json "
+      "FILE|-] [--csv FILE|-]\n\n"
+      "Simulates every layout and schedule a sweep file's search: section allows (pipeline,\n"
+      "tensor, micro_batch, virtual_stages, schedule, recompute, zero_stage; data parallelism\n"
+      "takes the remaining GPUs) and ranks them by throughput within the memory cap. Layers\n"
+      "are split over stages so the slowest stage is as fast as possible. Candidates whose\n"
+      "static memory exceeds the cap, or whose busiest rank alone cannot beat the best found,\n"
+      "are not simulated (and listed as pruned). Results do not depend on --threads.\n\n"
+      "examples:\n"
+      "  ppsim explore configs/sweeps/gpt3-175b-1024gpu.yaml\n"
+      "  ppsim explore configs/sweeps/llama-7b-64gpu.yaml --top 20 --csv all.csv\n\n";
+  po::variables_map vm;
+  if (int code = parse(args, desc, "explore", usage, &vm); code >= 0) return code;
+
+  std::vector<ConfigOverride> overrides;
+  for (const std::string& s : config_args.sets) {
+    Result<ConfigOverride> o = parse_override(s);
+    if (!o) return fail(o.error().message);
+    overrides.push_back(*o);
+  }
+  Result<Sweep> sweep = load_sweep(config_args.config, overrides);
+  if (!sweep) return fail(sweep.error().message);
+  Progress progress;
+  ExploreOptions options;
+  options.threads = threads;
+  options.progress = std::ref(progress);
+  const ExploreResult result = explore(*sweep, options);
+  if (json_path != "-" && csv_path != "-") std::cout << format_explore_table(result, top);
+  if (!json_path.empty()) {
+    if (Status st = write_output(json_path, explore_to_json(result)); !st)
+      return fail(st.message());
+  }
+  if (!csv_path.empty()) {
+    if (Status st = write_output(csv_path, explore_to_csv(result)); !st) return fail(st.message());
   }
   return 0;
 }

@@ -11,5 +11,6 @@ namespace ppsim::cli {
 int run_simulate(const std::vector<std::string>& args);
 int run_schedule(const std::vector<std::string>& args);
 int run_compare(const std::vector<std::string>& args);
+int run_explore(const std::vector<std::string>& args);
 
 }  // namespace ppsim::cli

@@ -23,6 +23,7 @@ constexpr const char* kUsage =
     "commands:\n"
     "  simulate CONFIG   replay training iterations; report time, bubbles, memory\n"
     "  compare CONFIG    the same workload under several schedules, in one table\n"
+    "  explore SWEEP     search layouts and schedules under a memory cap, ranked\n"
     "  schedule CONFIG   print (or write/read as CSV) each rank's program\n"
     "  help [COMMAND]    this help, or a command's\n"
     "\n"
@@ -76,5 +77,6 @@ int main(int argc, char** argv) {
   if (command == "simulate") return ppsim::cli::run_simulate(args);
   if (command == "schedule") return ppsim::cli::run_schedule(args);
   if (command == "compare") return ppsim::cli::run_compare(args);
+  if (command == "explore") return ppsim::cli::run_explore(args);
   return dispatch_external(self_path(argv[0]), command, std::move(args));
 }

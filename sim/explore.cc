@@ -1,0 +1,393 @@
+#include "sim/explore.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <thread>
+
+#include "schedules/generators.h"
+#include "sim/cost_model.h"
+#include "sim/json.h"
+#include "sim/partition.h"
+#include "sim/report.h"
+#include "sim/simulate.h"
+
+namespace ppsim {
+namespace {
+
+constexpr double kGiB = 1ull << 30;
+
+// The stage -> rank map a kind uses for p ranks and v stages each, from a
+// small instance of it (the layout does not depend on m).
+std::vector<int> stage_layout(const std::string& kind, int p, int v) {
+  const Result<Schedule> s = make_schedule(kind, {p, p, v, 1, p});
+  return s.ok() ? s->stage_rank : interleaved_stage_rank(p * v, p);
+}
+
+// No schedule can finish an iteration before its busiest rank has done its
+// own forwards and backwards (its compute is sequential).
+double compute_lower_bound(const Config& c, const CostTable& costs,
+                           const std::vector<int>& stage_rank) {
+  std::vector<Picos> work(c.parallel.pipeline, 0);
+  for (int s = 0; s < costs.num_stages(); ++s) {
+    for (int j = 0; j < costs.num_slices; ++j) {
+      const StageCost& sc = costs.stages[s * costs.num_slices + j];
+      work[stage_rank[s]] += sc.forward + sc.backward;
+    }
+  }
+  return picos_to_seconds(*std::max_element(work.begin(), work.end())) * c.num_microbatches();
+}
+
+int64_t max_static_bytes(const CostTable& costs) {
+  return *std::max_element(costs.static_bytes.begin(), costs.static_bytes.end());
+}
+
+// Decides everything about a candidate that needs no simulation: invalid
+// layouts, static memory over the cap, and the lower bound.
+void prepare(Candidate& cand, Config& config, double cap_bytes) {
+  const int layers = config.model->layers;
+  const int stages = config.num_stages();
+  if (layers < stages) {
+    cand.reason = fmt::format("{} layers do not fill {} stages", layers, stages);
+    return;
+  }
+  if (config.model->heads % config.parallel.tensor != 0) {
+    cand.reason = fmt::format("{} heads do not split over tensor {}", config.model->heads,
+                              config.parallel.tensor);
+    return;
+  }
+  const int64_t per_microbatch = int64_t{config.training.micro_batch} * config.parallel.data;
+  if (config.training.global_batch % per_microbatch != 0) {
+    cand.reason = fmt::format("global_batch {} is not a whole number of micro_batch {} x data {}",
+                              config.training.global_batch, config.training.micro_batch,
+                              config.parallel.data);
+    return;
+  }
+  Result<std::vector<int>> split = balanced_layers(config);
+  if (!split) {
+    cand.reason = split.error().message;
+    return;
+  }
+  config.parallel.layers_per_stage = std::move(*split);
+  cand.parallel.layers_per_stage = config.parallel.layers_per_stage;
+  const std::vector<int> layout =
+      stage_layout(config.schedule.kind == "zb-auto" ? "1f1b" : config.schedule.kind,
+                   config.parallel.pipeline, config.parallel.virtual_stages);
+  const Result<CostTable> costs = build_cost_table(config, layout);
+  if (!costs) {
+    cand.reason = costs.error().message;
+    return;
+  }
+  const int64_t fixed = max_static_bytes(*costs);
+  if (fixed > cap_bytes) {
+    cand.status = CandidateStatus::kPrunedMemory;
+    cand.reason = fmt::format(
+        "weights, gradients and optimizer state take {:.2f} GiB, over the "
+        "{:.2f} GiB cap",
+        fixed / kGiB, cap_bytes / kGiB);
+    return;
+  }
+  // Token slices change the per-slice costs; a bound from the unsliced
+  // table would not be a bound, so terapipe is never pruned by it.
+  cand.lower_bound_s =
+      config.schedule.kind == "terapipe" ? 0 : compute_lower_bound(config, *costs, layout);
+  cand.status = CandidateStatus::kSimulated;  // provisional: to be simulated
+}
+
+void run_simulation(Candidate& cand, const Config& config, double cap_bytes) {
+  Result<Simulation> sim = simulate(config);
+  if (!sim) {
+    cand.status = CandidateStatus::kInvalid;
+    cand.reason = sim.error().message;
+    return;
+  }
+  cand.summary = std::move(sim->summary);
+  int64_t peak = 0;
+  int rank = 0;
+  for (const DeviceSummary& d : cand.summary->devices) {
+    if (d.peak_memory_bytes > peak) {
+      peak = d.peak_memory_bytes;
+      rank = d.rank;
+    }
+  }
+  if (peak > cap_bytes) {
+    cand.status = CandidateStatus::kOverCap;
+    cand.reason = fmt::format("peak memory {:.2f} GiB on rank {} exceeds the {:.2f} GiB cap",
+                              peak / kGiB, rank, cap_bytes / kGiB);
+  }
+}
+
+int64_t peak_memory(const Summary& s) {
+  int64_t peak = 0;
+  for (const DeviceSummary& d : s.devices) peak = std::max(peak, d.peak_memory_bytes);
+  return peak;
+}
+
+}  // namespace
+
+const char* to_string(CandidateStatus status) {
+  switch (status) {
+    case CandidateStatus::kSimulated:
+      return "simulated";
+    case CandidateStatus::kOverCap:
+      return "over-cap";
+    case CandidateStatus::kInvalid:
+      return "invalid";
+    case CandidateStatus::kPrunedMemory:
+      return "pruned-memory";
+    case CandidateStatus::kPrunedBound:
+      return "pruned-bound";
+  }
+  return "?";
+}
+
+std::string Candidate::layout() const {
+  return fmt::format("p={} t={} d={} v={} mb={} {} recompute={} zero={}", parallel.pipeline,
+                     parallel.tensor, parallel.data, parallel.virtual_stages, micro_batch, schedule,
+                     ppsim::to_string(recompute), zero_stage);
+}
+
+std::vector<std::pair<Candidate, Config>> enumerate_candidates(const Sweep& sweep,
+                                                               size_t* layouts_skipped) {
+  const SearchSpace& space = sweep.search;
+  const int gpus = sweep.base.hardware->num_gpus();
+  std::vector<std::pair<Candidate, Config>> out;
+  size_t skipped = 0;
+  for (int p : space.pipeline) {
+    for (int t : space.tensor) {
+      if (gpus % (p * t) != 0) {
+        ++skipped;
+        continue;
+      }
+      const int d = gpus / (p * t);
+      for (int mb : space.micro_batch) {
+        for (const std::string& kind : space.schedule) {
+          std::vector<int> vs = space.virtual_stages;
+          if (const std::optional<int> fixed = stages_per_rank(kind)) {
+            vs = {*fixed};
+          } else {  // interleaving needs two stages per rank or more
+            vs.erase(std::remove(vs.begin(), vs.end(), 1), vs.end());
+          }
+          for (int v : vs) {
+            for (Recompute recompute : space.recompute) {
+              for (int zero : space.zero_stage) {
+                Candidate cand;
+                cand.parallel = sweep.base.parallel;
+                cand.parallel.pipeline = p;
+                cand.parallel.tensor = t;
+                cand.parallel.data = d;
+                cand.parallel.virtual_stages = v;
+                cand.micro_batch = mb;
+                cand.recompute = recompute;
+                cand.zero_stage = zero;
+                cand.schedule = kind;
+                Config c = sweep.base;
+                c.parallel = cand.parallel;
+                c.training.micro_batch = mb;
+                c.training.recompute = recompute;
+                c.training.zero_stage = zero;
+                c.schedule.kind = kind;
+                // A token-level candidate finds its own cut.
+                if (kind == "terapipe") c.schedule.slicing = SlicingMethod::kOptimal;
+                out.emplace_back(std::move(cand), std::move(c));
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  if (layouts_skipped != nullptr) *layouts_skipped = skipped;
+  return out;
+}
+
+ExploreResult explore(const Sweep& sweep, const ExploreOptions& options) {
+  ExploreResult result;
+  result.memory_cap_bytes = sweep.search.memory_cap_gib * kGiB;
+  auto work = enumerate_candidates(sweep, &result.layouts_skipped);
+  const size_t n = work.size();
+  const unsigned threads = options.threads > 0 ? static_cast<unsigned>(options.threads)
+                                               : std::max(1u, std::thread::hardware_concurrency());
+
+  // Runs fn(i) for every i in `items`, spread over the threads. Results go
+  // to per-index slots, so the order of completion does not matter.
+  const auto parallel_for = [&](const std::vector<size_t>& items, auto fn) {
+    std::atomic<size_t> next{0};
+    const auto worker = [&] {
+      for (size_t k = next++; k < items.size(); k = next++) fn(items[k]);
+    };
+    std::vector<std::thread> pool;
+    for (unsigned t = 1; t < std::min<size_t>(threads, items.size()); ++t)
+      pool.emplace_back(worker);
+    worker();
+    for (std::thread& t : pool) t.join();
+  };
+
+  std::vector<size_t> all(n);
+  for (size_t i = 0; i < n; ++i) all[i] = i;
+  parallel_for(all,
+               [&](size_t i) { prepare(work[i].first, work[i].second, result.memory_cap_bytes); });
+  size_t decided = 0;
+  std::vector<size_t> queue;
+  for (size_t i = 0; i < n; ++i) {
+    if (work[i].first.status == CandidateStatus::kSimulated) {
+      queue.push_back(i);
+    } else {
+      ++decided;
+    }
+  }
+  // Best lower bound first, ties in enumeration order: promising candidates
+  // set a good best early, and the order is the same for any thread count.
+  std::stable_sort(queue.begin(), queue.end(), [&](size_t a, size_t b) {
+    return work[a].first.lower_bound_s < work[b].first.lower_bound_s;
+  });
+  double best = std::numeric_limits<double>::infinity();
+  if (options.progress) options.progress(decided, n);
+  for (size_t start = 0; start < queue.size(); start += options.wave) {
+    std::vector<size_t> wave;
+    for (size_t k = start; k < std::min(queue.size(), start + options.wave); ++k) {
+      Candidate& cand = work[queue[k]].first;
+      if (cand.lower_bound_s >= best) {
+        cand.status = CandidateStatus::kPrunedBound;
+        cand.reason = fmt::format(
+            "cannot beat {:.6g} s: its busiest rank alone computes for "
+            "{:.6g} s",
+            best, cand.lower_bound_s);
+        ++decided;
+      } else {
+        wave.push_back(queue[k]);
+      }
+    }
+    parallel_for(wave, [&](size_t i) {
+      run_simulation(work[i].first, work[i].second, result.memory_cap_bytes);
+    });
+    for (size_t i : wave) {
+      const Candidate& cand = work[i].first;
+      if (cand.feasible()) best = std::min(best, cand.summary->iteration_time_s);
+    }
+    decided += wave.size();
+    if (options.progress) options.progress(decided, n);
+  }
+
+  result.candidates.reserve(n);
+  for (auto& [cand, config] : work) result.candidates.push_back(std::move(cand));
+  for (size_t i = 0; i < n; ++i) {
+    if (result.candidates[i].feasible()) result.ranking.push_back(i);
+  }
+  const auto throughput = [&](size_t i) {
+    return result.candidates[i].summary->throughput.samples_per_s;
+  };
+  std::stable_sort(result.ranking.begin(), result.ranking.end(),
+                   [&](size_t a, size_t b) { return throughput(a) > throughput(b); });
+  // Pareto front: walking by falling throughput, keep each candidate that
+  // needs less memory than every faster one.
+  int64_t least = std::numeric_limits<int64_t>::max();
+  for (size_t i : result.ranking) {
+    const int64_t peak = peak_memory(*result.candidates[i].summary);
+    if (peak < least) {
+      result.pareto.push_back(i);
+      least = peak;
+    }
+  }
+  return result;
+}
+
+std::string format_explore_table(const ExploreResult& r, size_t top_k) {
+  size_t counts[5] = {};
+  for (const Candidate& c : r.candidates) ++counts[static_cast<int>(c.status)];
+  std::string out = fmt::format(
+      "{} candidates: {} simulated and within the {:.1f} GiB cap, {} over the cap, {} invalid, "
+      "{} pruned by static memory, {} pruned by the lower bound",
+      r.candidates.size(), counts[0], r.memory_cap_bytes / kGiB, counts[1], counts[2], counts[3],
+      counts[4]);
+  if (r.layouts_skipped > 0) {
+    out += fmt::format(" ({} p x t layouts do not divide the GPUs)", r.layouts_skipped);
+  }
+  out += "\n\n";
+  const auto rows = [&](const std::vector<size_t>& which, size_t limit) {
+    std::string text = fmt::format("{:>4} {:>12} {:>12} {:>6} {:>9}  {}\n", "#", "samples/s",
+                                   "iteration", "MFU", "peak GiB", "layout");
+    for (size_t k = 0; k < std::min(limit, which.size()); ++k) {
+      const Candidate& c = r.candidates[which[k]];
+      const Summary& s = *c.summary;
+      text += fmt::format("{:>4} {:>12.4g} {:>12} {:>5.1f}% {:>9.2f}  {}\n", k + 1,
+                          s.throughput.samples_per_s, format_duration(s.iteration_time_s),
+                          100.0 * s.throughput.mfu.value_or(0), peak_memory(s) / kGiB, c.layout());
+    }
+    return text;
+  };
+  if (r.ranking.empty()) {
+    out += "no candidate fits: see the CSV or JSON output for every candidate's reason\n";
+    return out;
+  }
+  out += fmt::format("top {} by throughput\n", std::min(top_k, r.ranking.size()));
+  out += rows(r.ranking, top_k);
+  out += "\nPareto front (throughput against peak memory)\n";
+  out += rows(r.pareto, r.pareto.size());
+  return out;
+}
+
+std::string explore_to_csv(const ExploreResult& r) {
+  std::string out =
+      "pipeline,tensor,data,virtual_stages,micro_batch,schedule,recompute,zero_stage,status,"
+      "reason,lower_bound_s,iteration_time_s,samples_per_s,tokens_per_s,mfu,bubble_fraction,"
+      "peak_memory_bytes\n";
+  for (const Candidate& c : r.candidates) {
+    std::string reason = "\"";
+    for (char ch : c.reason) reason += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+    reason += '"';
+    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{}", c.parallel.pipeline, c.parallel.tensor,
+                       c.parallel.data, c.parallel.virtual_stages, c.micro_batch, c.schedule,
+                       to_string(c.recompute), c.zero_stage, to_string(c.status), reason,
+                       c.lower_bound_s);
+    if (c.summary) {
+      const Summary& s = *c.summary;
+      out += fmt::format(",{},{},{},{},{},{}\n", s.iteration_time_s, s.throughput.samples_per_s,
+                         s.throughput.tokens_per_s.value_or(0), s.throughput.mfu.value_or(0),
+                         s.bubble_fraction, peak_memory(s));
+    } else {
+      out += ",,,,,,\n";
+    }
+  }
+  return out;
+}
+
+std::string explore_to_json(const ExploreResult& r) {
+  std::string out;
+  JsonWriter w(&out);
+  w.begin_object().field("memory_cap_bytes", r.memory_cap_bytes);
+  w.key("candidates").begin_array();
+  for (const Candidate& c : r.candidates) {
+    w.begin_object();
+    w.key("layout").begin_object();
+    w.field("pipeline", c.parallel.pipeline).field("tensor", c.parallel.tensor);
+    w.field("data", c.parallel.data).field("virtual_stages", c.parallel.virtual_stages);
+    w.field("micro_batch", c.micro_batch).field("schedule", c.schedule);
+    w.field("recompute", to_string(c.recompute)).field("zero_stage", c.zero_stage);
+    w.key("layers_per_stage").begin_array();
+    for (int l : c.parallel.layers_per_stage) w.value(l);
+    w.end_array();
+    w.end_object();
+    w.field("status", to_string(c.status)).field("feasible", c.feasible());
+    if (!c.reason.empty()) w.field("reason", c.reason);
+    w.field("lower_bound_s", c.lower_bound_s);
+    if (c.summary) {
+      w.key("summary");
+      write_summary(w, *c.summary);
+    }
+    w.end_object();
+  }
+  w.end_array();
+  w.key("ranking").begin_array();
+  for (size_t i : r.ranking) w.value(static_cast<int64_t>(i));
+  w.end_array();
+  w.key("pareto").begin_array();
+  for (size_t i : r.pareto) w.value(static_cast<int64_t>(i));
+  w.end_array();
+  w.end_object();
+  out += '\n';
+  return out;
+}
+
+}  // namespace ppsim

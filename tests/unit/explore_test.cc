@@ -1,0 +1,133 @@
+#include "sim/explore.h"
+
+#include <gtest/gtest.h>
+
+#include <limits>
+
+#include "sim/partition.h"
+#include "sim/simulate.h"
+
+namespace ppsim {
+namespace {
+
+// A small GPT on 16 A100s: enough layouts to prune, small enough to
+// simulate them all.
+constexpr const char* kSweep = R"(
+model: {layers: 16, hidden: 1024, heads: 16, seq_len: 1024, vocab: 32000}
+hardware: {preset: a100-80gb, gpus_per_node: 8, nodes: 2}
+training: {global_batch: 64}
+search:
+  pipeline: [1, 2, 4, 8]
+  tensor: [1, 2, 4]
+  micro_batch: [1, 2]
+  virtual_stages: [2]
+  schedule: [gpipe, 1f1b, interleaved-1f1b, zb-h1]
+  recompute: [none, full]
+  zero_stage: [0]
+  memory_cap_gib: 6
+)";
+
+Sweep sweep() {
+  Result<Sweep> s = parse_sweep(kSweep, "sweep.yaml");
+  EXPECT_TRUE(s.ok()) << s.error().message;
+  return *s;
+}
+
+TEST(Explore, PruningNeverDiscardsTheBest) {
+  const Sweep sw = sweep();
+  const ExploreResult result = explore(sw);
+  ASSERT_FALSE(result.ranking.empty());
+  size_t pruned = 0;
+  for (const Candidate& c : result.candidates) {
+    pruned +=
+        c.status == CandidateStatus::kPrunedBound || c.status == CandidateStatus::kPrunedMemory;
+  }
+  EXPECT_GT(pruned, 0u) << "the sweep should exercise pruning";
+
+  // Exhaustive: simulate every candidate, keep those within the cap.
+  double best = std::numeric_limits<double>::infinity();
+  std::string best_layout;
+  for (auto [cand, config] : enumerate_candidates(sw)) {
+    // The same layer split the explorer gives each candidate.
+    Result<std::vector<int>> split = balanced_layers(config);
+    if (!split) continue;
+    config.parallel.layers_per_stage = *split;
+    Result<Simulation> sim = simulate(config);
+    if (!sim) continue;
+    int64_t peak = 0;
+    for (const DeviceSummary& d : sim->summary.devices) peak = std::max(peak, d.peak_memory_bytes);
+    if (peak > result.memory_cap_bytes) continue;
+    if (sim->summary.iteration_time_s < best) {
+      best = sim->summary.iteration_time_s;
+      best_layout = cand.layout();
+    }
+  }
+  const Candidate& top = result.candidates[result.ranking.front()];
+  EXPECT_EQ(top.summary->iteration_time_s, best);
+  EXPECT_EQ(top.layout(), best_layout);
+}
+
+TEST(Explore, SameResultsWithOneAndTwoThreads) {
+  const Sweep sw = sweep();
+  ExploreOptions one;
+  one.threads = 1;
+  ExploreOptions two;
+  two.threads = 2;
+  const ExploreResult a = explore(sw, one);
+  const ExploreResult b = explore(sw, two);
+  ASSERT_EQ(a.candidates.size(), b.candidates.size());
+  for (size_t i = 0; i < a.candidates.size(); ++i) {
+    EXPECT_EQ(a.candidates[i].status, b.candidates[i].status) << a.candidates[i].layout();
+    EXPECT_EQ(a.candidates[i].reason, b.candidates[i].reason);
+    ASSERT_EQ(a.candidates[i].summary.has_value(), b.candidates[i].summary.has_value());
+    if (a.candidates[i].summary) {
+      EXPECT_EQ(a.candidates[i].summary->iteration_time_s,
+                b.candidates[i].summary->iteration_time_s);
+    }
+  }
+  EXPECT_EQ(a.ranking, b.ranking);
+  EXPECT_EQ(a.pareto, b.pareto);
+  EXPECT_EQ(explore_to_json(a), explore_to_json(b));
+}
+
+TEST(Explore, EveryCandidateIsAccountedFor) {
+  const ExploreResult r = explore(sweep());
+  // 4 p x 3 t, less p = 8 x t = 4 (32 GPUs > 16): 11 layouts, x 2 mb x
+  // (3 one-stage kinds + interleaved at v = 2) x 2 recompute.
+  EXPECT_EQ(r.layouts_skipped, 1u);
+  EXPECT_EQ(r.candidates.size(), 11u * 2 * 4 * 2);
+  for (const Candidate& c : r.candidates) {
+    if (!c.feasible()) {
+      EXPECT_FALSE(c.reason.empty()) << c.layout();
+    } else {
+      for (const DeviceSummary& d : c.summary->devices) {
+        EXPECT_LE(d.peak_memory_bytes, r.memory_cap_bytes);
+      }
+    }
+  }
+  // The Pareto front: each member needs less memory than every faster one.
+  for (size_t k = 1; k < r.pareto.size(); ++k) {
+    const Summary& faster = *r.candidates[r.pareto[k - 1]].summary;
+    const Summary& slower = *r.candidates[r.pareto[k]].summary;
+    EXPECT_GE(faster.throughput.samples_per_s, slower.throughput.samples_per_s);
+  }
+}
+
+TEST(Explore, SweepNeedsModelAndHardware) {
+  const Result<Sweep> s = parse_sweep(
+      "parallel: {pipeline: 2}\ntraining: {global_batch: 4}\ncosts: {fixed: {forward_s: 1, "
+      "backward_s: 2}}\nsearch: {pipeline: [1, 2]}\n",
+      "s.yaml");
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.error().message.find("model: required in a sweep"), std::string::npos)
+      << s.error().message;
+}
+
+TEST(Explore, SearchIsOnlyForSweeps) {
+  const Result<Config> c = parse_config(kSweep, "sweep.yaml");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.error().message.find("search: unknown key"), std::string::npos) << c.error().message;
+}
+
+}  // namespace
+}  // namespace ppsim
