@@ -56,7 +56,8 @@ Result<std::vector<std::string>> parse_schedule_list(const std::string& text) {
 }
 
 std::vector<ComparedSchedule> compare_schedules(const Config& config,
-                                                const std::vector<std::string>& entries) {
+                                                const std::vector<std::string>& entries,
+                                                bool keep_timelines) {
   std::vector<ComparedSchedule> rows;
   for (const std::string& entry : entries) {
     ComparedSchedule row;
@@ -85,6 +86,7 @@ std::vector<ComparedSchedule> compare_schedules(const Config& config,
       continue;
     }
     row.summary = sim->summary;
+    if (keep_timelines) row.timeline = std::move(sim->timeline);
     row.feasible = true;
     const DeviceSummary& top = fullest(*row.summary);
     if (row.summary->memory_capacity_bytes &&

@@ -17,8 +17,9 @@ namespace ppsim {
 struct ComparedSchedule {
   std::string entry;  // as asked for, e.g. "interleaved-1f1b:2"
   bool feasible = false;
-  std::string reason;              // why not feasible
-  std::optional<Summary> summary;  // when it ran (also when over memory)
+  std::string reason;                // why not feasible
+  std::optional<Summary> summary;    // when it ran (also when over memory)
+  std::optional<Timeline> timeline;  // when it ran and timelines were asked for
 };
 
 // Parses "gpipe,1f1b,interleaved-1f1b:2,terapipe:8": a kind, optionally with
@@ -29,7 +30,8 @@ Result<std::vector<std::string>> parse_schedule_list(const std::string& text);
 // v = 1; others keep the config's virtual_stages (2 when it is 1) unless the
 // entry gives ":V".
 std::vector<ComparedSchedule> compare_schedules(const Config& config,
-                                                const std::vector<std::string>& entries);
+                                                const std::vector<std::string>& entries,
+                                                bool keep_timelines = false);
 
 std::string format_comparison_table(const std::vector<ComparedSchedule>& rows);
 std::string comparison_to_json(const std::vector<ComparedSchedule>& rows);

@@ -271,7 +271,11 @@ ExploreResult explore(const Sweep& sweep, const ExploreOptions& options) {
   }
 
   result.candidates.reserve(n);
-  for (auto& [cand, config] : work) result.candidates.push_back(std::move(cand));
+  result.configs.reserve(n);
+  for (auto& [cand, config] : work) {
+    result.candidates.push_back(std::move(cand));
+    result.configs.push_back(std::move(config));
+  }
   for (size_t i = 0; i < n; ++i) {
     if (result.candidates[i].feasible()) result.ranking.push_back(i);
   }

@@ -9,6 +9,7 @@
 #include <optional>
 #include <string_view>
 
+#include "schedules/status.h"
 #include "sim/report.h"
 
 namespace ppsim {
@@ -294,6 +295,15 @@ Window window_of(const Timeline& t) {
   return w;
 }
 
+// Transfers narrower than this many pixels would be invisible; leaving
+// them out halves a big chart's file.
+constexpr double kMinTransferPixels = 0.1;
+
+bool visible(const TransferRecord& x, const Window& w) {
+  return x.start < w.end &&
+         static_cast<double>(x.end - x.start) * kPlotWidth >= kMinTransferPixels * w.end;
+}
+
 constexpr std::array<const char*, kNumActionKinds> kKindLabel = {
     "F forward", "B backward", "I input gradient", "W weight gradient", "S optimizer step"};
 
@@ -321,7 +331,9 @@ void gantt(Out out, const ReportEntry& entry, const Timeline& t, const Window& w
 
   // The legend names only what the chart holds.
   std::array<bool, kNumActionKinds> kinds{};
-  for (const ActionRecord& a : t.actions) kinds[static_cast<int>(a.action.kind)] = true;
+  for (const ActionRecord& a : t.actions) {
+    if (a.start < w.end) kinds[static_cast<int>(a.action.kind)] = true;
+  }
   std::array<bool, 3> epilogue_kinds{};
   for (const EpilogueRecord& e : t.epilogue) {
     if (e.start < w.end && e.end > e.start) epilogue_kinds[static_cast<int>(e.kind)] = true;
@@ -338,7 +350,7 @@ void gantt(Out out, const ReportEntry& entry, const Timeline& t, const Window& w
     if (epilogue_kinds[k]) items.push_back({epilogue_class(kind), "", to_string(kind)});
   }
   bool any_transfer = false;
-  for (const TransferRecord& x : t.transfers) any_transfer |= x.end > x.start;
+  for (const TransferRecord& x : t.transfers) any_transfer |= visible(x, w);
   if (any_transfer) {
     items.push_back({"xa", "", "activation transfer (sender's row)"});
     items.push_back({"xg", "", "gradient transfer (sender's row)"});
@@ -356,8 +368,10 @@ void gantt(Out out, const ReportEntry& entry, const Timeline& t, const Window& w
   fmt::format_to(out, "{}", legend_svg);
   fmt::format_to(out, "<g class=\"rows\">\n");
   for (int r = 0; r < p; ++r) {
-    fmt::format_to(out, "<rect class=\"idle\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\"/>\n",
-                   kLeft, rows_top + r * row, kPlotWidth, row - gap);
+    fmt::format_to(out,
+                   "<rect class=\"idle\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\">"
+                   "<title>rank {}: idle where no block is drawn</title></rect>\n",
+                   kLeft, rows_top + r * row, kPlotWidth, row - gap, r);
   }
   fmt::format_to(out, "</g>\n");
   time_axis(out, scale, rows_top - 4, rows_bottom);
@@ -405,7 +419,7 @@ void gantt(Out out, const ReportEntry& entry, const Timeline& t, const Window& w
                    to_string(e.kind), e.rank, e.iteration, ms_text(e.start), ms_text(e.end));
   }
   for (const TransferRecord& x : t.transfers) {
-    if (x.start >= w.end || x.end <= x.start) continue;
+    if (!visible(x, w)) continue;
     const int src = t.src_rank(x);
     if (src < 0 || src >= p) continue;
     const ActionRecord& producer = t.actions[x.producer];
@@ -434,7 +448,7 @@ void gantt(Out out, const ReportEntry& entry, const Timeline& t, const Window& w
   double last_label = -1e9;
   for (size_t k = 0; k < t.iteration_end.size(); ++k) {
     const Picos end = t.iteration_end[k];
-    if (end > w.end) break;
+    if (end > w.end) continue;
     const double x = scale.x(end);
     fmt::format_to(out,
                    "<line class=\"iter\" x1=\"{0:.1f}\" y1=\"{1}\" x2=\"{0:.1f}\" y2=\"{2}\"/>\n",
@@ -524,13 +538,14 @@ void memory_chart(Out out, const ReportEntry& entry, const Timeline& t, const Wi
   }
   // The scale: the highest level reached, and the capacity.
   std::vector<int64_t> running = level;
-  int64_t top = *std::max_element(level.begin(), level.end());
+  std::vector<int64_t> peak = level;  // per rank, the highest level drawn
   for (const MemoryEvent& e : events) {
-    if (e.time >= w.end) break;
+    if (e.time > w.end) break;
     if (e.rank < 0 || e.rank >= p) continue;
     running[e.rank] += e.delta_bytes;
-    top = std::max(top, running[e.rank]);
+    peak[e.rank] = std::max(peak[e.rank], running[e.rank]);
   }
+  const int64_t top = *std::max_element(peak.begin(), peak.end());
   double y_max = static_cast<double>(top);
   if (s.memory_capacity_bytes) y_max = std::max(y_max, *s.memory_capacity_bytes);
   y_max = y_max > 0 ? y_max * 1.05 : 1;
@@ -568,10 +583,11 @@ void memory_chart(Out out, const ReportEntry& entry, const Timeline& t, const Wi
   const TimeScale scale{w.end};
   time_axis(out, scale, plot_top, plot_bottom);
 
+  const std::vector<int64_t> held = level;
   std::vector<Curve> curves(p);
   for (int r = 0; r < p; ++r) curves[r].add(scale.x(0), y_of(level[r]));
   for (const MemoryEvent& e : events) {
-    if (e.time >= w.end) break;
+    if (e.time > w.end) break;
     if (e.rank < 0 || e.rank >= p) continue;
     const double x = scale.x(e.time);
     curves[e.rank].add(x, y_of(level[e.rank]));
@@ -580,15 +596,14 @@ void memory_chart(Out out, const ReportEntry& entry, const Timeline& t, const Wi
   }
   for (int r = 0; r < p; ++r) {
     curves[r].add(scale.x(w.end), y_of(level[r]));
-    fmt::format_to(
-        out,
-        "<polyline class=\"mem\" data-rank=\"{}\" stroke=\"{}\" points=\"{}\"><title>rank "
-        "{}: static {:.4g} GiB, peak {:.4g} GiB</title></polyline>\n",
-        r, rank_color(r), curves[r].finish(), r,
-        r < static_cast<int>(s.devices.size())
-            ? gib(s.devices[r].static_bytes + s.devices[r].weight_version_bytes)
-            : 0.0,
-        r < static_cast<int>(s.devices.size()) ? gib(s.devices[r].peak_memory_bytes) : 0.0);
+    // data-peak: the highest level drawn, in bytes, for programs to check
+    // against the summary's peak.
+    fmt::format_to(out,
+                   "<polyline class=\"mem\" data-rank=\"{}\" data-peak=\"{}\" stroke=\"{}\" "
+                   "points=\"{}\"><title>rank {}: {:.4g} GiB held throughout, {:.4g} GiB at "
+                   "most</title></polyline>\n",
+                   r, peak[r], rank_color(r), curves[r].finish(), r,
+                   gib(static_cast<double>(held[r])), gib(static_cast<double>(peak[r])));
   }
   if (s.memory_capacity_bytes) {
     const double y = y_of(*s.memory_capacity_bytes);
@@ -883,6 +898,15 @@ std::string html_report(const ReportInput& input) {
                               format_duration(picos_to_seconds(w.end)))
                 : std::string("the first iteration"),
           w.drawn, t.actions.size(), kMaxGanttActions);
+    }
+    const auto hidden = std::count_if(t.transfers.begin(), t.transfers.end(), [&](const auto& x) {
+      return x.start < w.end && x.end > x.start && !visible(x, w);
+    });
+    if (hidden > 0) {
+      caption += fmt::format(
+          " {} transfers too short to see at this scale are left out (the Chrome trace has "
+          "them).",
+          hidden);
     }
     caption += " Hover a block for its action and times.";
     fmt::format_to(out, "<p class=\"caption\">{}</p>\n", esc(caption));

@@ -8,12 +8,14 @@
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <sstream>
 
 #include "schedules/csv.h"
 #include "schedules/generators.h"
 #include "sim/compare.h"
 #include "sim/config.h"
 #include "sim/explore.h"
+#include "sim/html_report.h"
 #include "sim/report.h"
 #include "sim/simulate.h"
 #include "sim/trace.h"
@@ -89,6 +91,27 @@ Status write_output(const std::string& path, const std::string& text) {
   return {};
 }
 
+// The file's text, for a report's "config" section (empty when unreadable:
+// the report is still worth writing).
+std::string file_text(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  std::stringstream text;
+  text << file.rdbuf();
+  return text.str();
+}
+
+// Writes the HTML and Markdown reports that were asked for.
+Status write_reports(const ReportInput& input, const std::string& html_path,
+                     const std::string& markdown_path) {
+  if (!html_path.empty()) {
+    if (Status st = write_output(html_path, html_report(input)); !st) return st;
+    std::cerr << "report written to " << html_path
+              << " (open it in a browser; scripts/render_report.sh makes a PNG)\n";
+  }
+  if (!markdown_path.empty()) return write_output(markdown_path, markdown_report(input));
+  return {};
+}
+
 }  // namespace
 
 int run_simulate(const std::vector<std::string>& args) {
@@ -137,6 +160,8 @@ int run_compare(const std::vector<std::string>& args) {
   std::string schedules;
   std::string json_path;
   std::string csv_path;
+  std::string report_path;
+  std::string markdown_path;
   po::options_description desc("Options");
   add_config_options(desc, &config_args);
   desc.add_options()(
@@ -144,7 +169,11 @@ int run_compare(const std::vector<std::string>& args) {
       "comma-separated schedules, each KIND or KIND:V (V virtual stages per rank); default: "
       "every kind")("json", po::value(&json_path)->value_name("FILE|-"),
                     "write the results as JSON to FILE, or to stdout for '-'")(
-      "csv", po::value(&csv_path)->value_name("FILE|-"), "write the results as CSV");
+      "csv", po::value(&csv_path)->value_name("FILE|-"), "write the results as CSV")(
+      "report", po::value(&report_path)->value_name("FILE"),
+      "write a self-contained HTML report: table, Gantt chart and memory per schedule")(
+      "markdown", po::value(&markdown_path)->value_name("FILE|-"),
+      "write the summary table as Markdown");
   const std::string usage =
       "usage: ppsim compare CONFIG [--schedules LIST] [--set KEY.PATH=VALUE]... [--json FILE|-] "
       "[--csv FILE|-]\n\n"
@@ -172,8 +201,20 @@ int run_compare(const std::vector<std::string>& args) {
   }
   Result<Config> config = load(config_args);
   if (!config) return fail(config.error().message);
-  const std::vector<ComparedSchedule> rows = compare_schedules(*config, entries);
-  if (json_path != "-" && csv_path != "-") std::cout << format_comparison_table(rows);
+  const std::vector<ComparedSchedule> rows =
+      compare_schedules(*config, entries, !report_path.empty());
+  if (json_path != "-" && csv_path != "-" && markdown_path != "-") {
+    std::cout << format_comparison_table(rows);
+  }
+  ReportInput report{"Schedules for " + config->source, file_text(config->source), {}};
+  for (const ComparedSchedule& row : rows) {
+    if (!row.summary) continue;  // a report shows runs; the table above lists the rest
+    report.entries.push_back({row.entry, &*row.summary, row.timeline ? &*row.timeline : nullptr,
+                              row.feasible ? "" : row.reason});
+  }
+  if (Status st = write_reports(report, report_path, markdown_path); !st) {
+    return fail(st.message());
+  }
   if (!json_path.empty()) {
     if (Status st = write_output(json_path, comparison_to_json(rows)); !st) {
       return fail(st.message());
@@ -225,13 +266,18 @@ int run_explore(const std::vector<std::string>& args) {
   std::string csv_path;
   size_t top = 10;
   int threads = 0;
+  std::string report_path;
+  std::string markdown_path;
   po::options_description desc("Options");
   add_config_options(desc, &config_args);
   desc.add_options()("top", po::value(&top)->value_name("K"), "rows of the ranked table (10)")(
       "threads", po::value(&threads)->value_name("N"),
       "simulation threads (default: one per core)")(
       "json", po::value(&json_path)->value_name("FILE|-"), "every candidate as JSON")(
-      "csv", po::value(&csv_path)->value_name("FILE|-"), "every candidate as CSV");
+      "csv", po::value(&csv_path)->value_name("FILE|-"), "every candidate as CSV")(
+      "report", po::value(&report_path)->value_name("FILE"),
+      "an HTML report of the top K: table, Gantt chart and memory per candidate")(
+      "markdown", po::value(&markdown_path)->value_name("FILE|-"), "the top K as a Markdown table");
   const std::string usage =
       "usage: ppsim explore SWEEP [--set KEY.PATH=VALUE]... [--top K] [--threads N] [--json "
       "FILE|-] [--csv FILE|-]\n\n"
@@ -260,7 +306,29 @@ int run_explore(const std::vector<std::string>& args) {
   options.threads = threads;
   options.progress = std::ref(progress);
   const ExploreResult result = explore(*sweep, options);
-  if (json_path != "-" && csv_path != "-") std::cout << format_explore_table(result, top);
+  if (json_path != "-" && csv_path != "-" && markdown_path != "-") {
+    std::cout << format_explore_table(result, top);
+  }
+  if (!report_path.empty() || !markdown_path.empty()) {
+    // Timelines are not kept while exploring: replay the top K for the report.
+    const size_t k = std::min(top, result.ranking.size());
+    std::vector<Simulation> runs;
+    runs.reserve(k);
+    ReportInput report{"Top " + std::to_string(k) + " for " + sweep->base.source,
+                       file_text(config_args.config),
+                       {}};
+    for (size_t i = 0; i < k; ++i) {
+      const size_t c = result.ranking[i];
+      Result<Simulation> sim = simulate(result.configs[c]);
+      if (!sim) return fail(sim.error().message);
+      runs.push_back(std::move(*sim));
+      report.entries.push_back(
+          {result.candidates[c].layout(), &runs.back().summary, &runs.back().timeline, ""});
+    }
+    if (Status st = write_reports(report, report_path, markdown_path); !st) {
+      return fail(st.message());
+    }
+  }
   if (!json_path.empty()) {
     if (Status st = write_output(json_path, explore_to_json(result)); !st)
       return fail(st.message());

@@ -85,5 +85,31 @@ assert len(flows) == 2 * 2 * 3 * 8 * len(iterations), len(flows)
 assert any(e["ph"] == "C" for e in t)
 PY
 
+# Report: well-formed XML, one Gantt per schedule that ran with one row per
+# rank, and the table's exact numbers equal to the JSON's.
+"$ppsim" compare configs/examples/zero-bubble.yaml --schedules 1f1b,zb-h1,zb-h2,terapipe \
+  --report "$tmp/report.html" --json "$tmp/compare.json" >/dev/null 2>&1
+if python3 - "$tmp/report.html" "$tmp/compare.json" <<'PY'; then passed=$((passed + 1)); else echo "FAIL report"; failures=$((failures + 1)); fi
+import json, sys
+import xml.etree.ElementTree as ET
+ns = {"h": "http://www.w3.org/1999/xhtml", "s": "http://www.w3.org/2000/svg"}
+root = ET.parse(sys.argv[1]).getroot()  # raises on malformed XML
+results = json.load(open(sys.argv[2]))["results"]
+ran = [r for r in results if r["summary"]]
+assert [r["entry"] for r in ran] == ["1f1b", "zb-h1", "zb-h2"], ran  # terapipe has no slices
+gantts = root.findall(".//s:svg[@class='gantt']", ns)
+assert [g.get("data-schedule") for g in gantts] == ["1f1b", "zb-h1", "zb-h2"]
+for g in gantts:
+    assert len(g.findall(".//s:g[@class='rank']", ns)) == 4  # p = 4
+for r in ran:
+    row = root.find(f".//h:tr[@data-entry='{r['entry']}']", ns)
+    for field in ("iteration_time_s", "bubble_fraction"):
+        cell = row.find(f".//*[@data-field='{field}']", ns)
+        assert float(cell.get("data-value")) == r["summary"][field], (field, cell.get("data-value"))
+PY
+if command -v xmllint >/dev/null; then
+  if xmllint --noout "$tmp/report.html"; then passed=$((passed + 1)); else echo "FAIL xmllint"; failures=$((failures + 1)); fi
+fi
+
 echo "cli golden: $passed passed, $failures failed"
 [ "$failures" -eq 0 ]

@@ -192,7 +192,11 @@ TEST_F(HtmlReport, OneGanttPerTimelineWithOneGroupPerRank) {
     // iterations, and so is every transfer that takes time (GPipe's are free).
     const int m = r->summary.microbatches;
     const int transfers = r->name == "gpipe" ? 0 : static_cast<int>(r->timeline.transfers.size());
-    EXPECT_EQ(count(gantt, "</title></rect>"), p * 2 * m * r->timeline.iterations + transfers)
+    EXPECT_EQ(count(gantt, "class=\"F\"><title>") + count(gantt, "class=\"B\"><title>"),
+              p * 2 * m * r->timeline.iterations)
+        << r->name;
+    EXPECT_EQ(count(gantt, "class=\"xa\"><title>") + count(gantt, "class=\"xg\"><title>"),
+              transfers)
         << r->name;
     if (r->name != "gpipe") {
       EXPECT_EQ(transfers, 2 * (p - 1) * m * r->timeline.iterations);
@@ -251,6 +255,32 @@ TEST_F(HtmlReport, MemoryChartHasALinePerRankAndTheCapacity) {
   ASSERT_NE(other, std::string::npos);
   EXPECT_EQ(html.substr(other, html.find("</svg>", other) - other).find("class=\"cap\""),
             std::string::npos);
+}
+
+// The memory curves come from the activation events; the summary's peaks
+// from the engine's own count. They must agree, and every curve must end
+// where it started: a flushed pipeline holds no activations.
+TEST_F(HtmlReport, MemoryCurvesReachTheSummaryPeaks) {
+  const std::string html = html_report(input_);
+  for (const auto& r : runs_) {
+    const size_t at = html.find("class=\"memory\" data-schedule=\"" + escaped(r->name) + "\"");
+    ASSERT_NE(at, std::string::npos) << r->name;
+    const std::string chart = html.substr(at, html.find("</svg>", at) - at);
+    for (const DeviceSummary& d : r->summary.devices) {
+      const size_t line =
+          chart.find("<polyline class=\"mem\" data-rank=\"" + std::to_string(d.rank) + "\"");
+      ASSERT_NE(line, std::string::npos) << r->name << " rank " << d.rank;
+      EXPECT_EQ(attribute_after(chart, line, "data-peak"), std::to_string(d.peak_memory_bytes))
+          << r->name << " rank " << d.rank;
+      const std::string points = attribute_after(chart, line, "points");
+      const std::string first_y =
+          points.substr(points.find(',') + 1, points.find(' ') - points.find(',') - 1);
+      const std::string last_y = points.substr(points.rfind(',') + 1);
+      EXPECT_EQ(first_y, last_y) << r->name << " rank " << d.rank << ": " << points;
+    }
+  }
+  // GPipe holds all m microbatches on every rank at once.
+  EXPECT_EQ(runs_[0]->summary.devices[3].peak_memory_bytes, 8 * kActivation);
 }
 
 TEST_F(HtmlReport, MarkdownHasOneRowPerEntry) {
