@@ -1,77 +1,28 @@
-// The tree is walked by hand rather than through YAML::convert<> so that every
-// error can name the file, line, column and key path of the offending value.
+// A config's sections (model, hardware, parallel, training, schedule and
+// costs.fixed), the checks across them, and the public entry points. The YAML
+// walker they are read with is in config_loader.{h,cc}; a sweep's search:
+// section in sweep_config.cc.
 #include "sim/config.h"
 
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
-#include <array>
-#include <cerrno>
-#include <charconv>
 #include <climits>
-#include <cmath>
 #include <cstdint>
-#include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <exception>
 #include <filesystem>
 #include <initializer_list>
-#include <utility>
+#include <string>
+#include <vector>
 
 #include "schedules/generators.h"
+#include "sim/config_loader.h"
 
 namespace ppsim {
+namespace config_internal {
 namespace {
-
-// yaml-cpp reports by throwing, so the walker below throws too; parse_config
-// and load_config are the only places that catch, and turn both into an Error.
-struct ConfigError {
-  std::string message;
-};
-
-// A value in the tree, with its key path and where to point when it is wrong.
-struct Field {
-  std::string path;
-  YAML::Node node;      // Null when the key is absent
-  YAML::Mark key_mark;  // of its key; of the enclosing section's key when absent
-
-  bool present() const { return node.IsDefined() && !node.IsNull(); }
-  // A null value's own mark points at whatever token follows it.
-  YAML::Mark mark() const { return present() ? node.Mark() : key_mark; }
-};
-
-// The entries of a YAML map whose keys have been checked against those allowed.
-class Section {
- public:
-  explicit Section(Field self) : self_(std::move(self)) {}
-
-  const Field& field() const { return self_; }
-  bool present() const { return self_.present(); }
-  // Given, even if empty: an empty value for a field is an error, not its default.
-  bool has(std::string_view key) const { return find(key) != nullptr; }
-  const Field* find(std::string_view key) const {
-    std::string path = child_path(key);
-    auto it = std::find_if(entries_.begin(), entries_.end(),
-                           [&](const Field& entry) { return entry.path == path; });
-    return it == entries_.end() ? nullptr : &*it;
-  }
-  Field get(std::string_view key) const {
-    const Field* entry = find(key);
-    return entry != nullptr ? *entry : Field{child_path(key), YAML::Node(), self_.key_mark};
-  }
-  std::string child_path(std::string_view key) const {
-    return self_.path.empty() ? std::string(key) : fmt::format("{}.{}", self_.path, key);
-  }
-  void add(Field entry) { entries_.push_back(std::move(entry)); }
-
- private:
-  Field self_;
-  std::vector<Field> entries_;
-};
-
-enum class Bound { kNonNegative, kPositive, kFraction };
 
 struct HardwareNumber {
   const char* key;
@@ -109,12 +60,6 @@ constexpr FixedList kFixedLists[] = {
     {"weight_grad_bytes", &FixedCosts::weight_grad_bytes},
 };
 
-constexpr std::array kDTypes = {DType::kBf16, DType::kFp16, DType::kFp32};
-constexpr std::array kRecomputes = {Recompute::kNone, Recompute::kSelective, Recompute::kFull};
-constexpr std::array kSlicings = {SlicingMethod::kEven, SlicingMethod::kOptimal};
-constexpr std::array kOptimizerSteps = {OptimizerStep::kSynchronous,
-                                        OptimizerStep::kPostValidation};
-
 // Keys a hardware preset file may hold; a config's hardware section also has
 // preset, gpus_per_node and nodes.
 std::vector<std::string_view> hardware_keys(bool in_config) {
@@ -130,44 +75,6 @@ std::vector<std::string_view> fixed_keys() {
   return keys;
 }
 
-std::string render(const YAML::Node& node) {
-  if (node.IsScalar()) return node.Scalar();
-  YAML::Emitter out;
-  out.SetMapFormat(YAML::Flow);
-  out.SetSeqFormat(YAML::Flow);
-  out << node;
-  return out.c_str();
-}
-
-std::string got(const Field& field) {
-  return field.present() ? fmt::format("got \"{}\"", render(field.node)) : "got nothing";
-}
-
-// True when `path` is `prefix` or lies below it ("a.b" and "a.b[0]" are under "a").
-bool is_under(std::string_view path, std::string_view prefix) {
-  if (prefix.empty() || !path.starts_with(prefix)) return false;
-  return path.size() == prefix.size() || path[prefix.size()] == '.' || path[prefix.size()] == '[';
-}
-
-std::string set_flag(const ConfigOverride& flag) {
-  return fmt::format("--set {}={}", flag.path, flag.value);
-}
-
-std::vector<std::string> split_path(std::string_view path) {
-  std::vector<std::string> parts;
-  for (size_t start = 0;;) {
-    size_t dot = path.find('.', start);
-    parts.emplace_back(path.substr(start, dot - start));
-    if (dot == std::string_view::npos) return parts;
-    start = dot + 1;
-  }
-}
-
-bool valid_path(std::string_view path) {
-  std::vector<std::string> parts = split_path(path);
-  return std::none_of(parts.begin(), parts.end(), [](const std::string& p) { return p.empty(); });
-}
-
 // Saturates instead of overflowing: a product that large is wrong input anyway.
 int64_t product(std::initializer_list<int64_t> factors) {
   int64_t result = 1;
@@ -175,37 +82,6 @@ int64_t product(std::initializer_list<int64_t> factors) {
     if (__builtin_mul_overflow(result, factor, &result)) return INT64_MAX;
   }
   return result;
-}
-
-template <typename T>
-bool parse_whole(const std::string& text, T& value) {
-  const char* end = text.data() + text.size();
-  auto [ptr, ec] = std::from_chars(text.data(), end, value);
-  return ec == std::errc() && ptr == end;
-}
-
-YAML::Node parse_yaml(const std::string& text, const std::string& source) {
-  try {
-    return YAML::Load(text);
-  } catch (const YAML::ParserException& e) {
-    throw ConfigError{fmt::format("{}:{}:{}: invalid YAML: {}", source, e.mark.line + 1,
-                                  e.mark.column + 1, e.msg)};
-  }
-}
-
-std::string read_file(const std::string& path) {
-  std::FILE* file = std::fopen(path.c_str(), "rb");
-  if (file == nullptr)
-    throw ConfigError{fmt::format("{}: cannot open: {}", path, std::strerror(errno))};
-  std::string text;
-  char buffer[1 << 14];
-  size_t n;
-  while ((n = std::fread(buffer, 1, sizeof buffer, file)) > 0) text.append(buffer, n);
-  bool failed = std::ferror(file) != 0;
-  int error = errno;
-  std::fclose(file);
-  if (failed) throw ConfigError{fmt::format("{}: cannot read: {}", path, std::strerror(error))};
-  return text;
 }
 
 std::vector<std::string> preset_names(const std::string& dir) {
@@ -218,197 +94,7 @@ std::vector<std::string> preset_names(const std::string& dir) {
   return names;
 }
 
-// The sections of a config, each checked for unknown keys.
-struct Sections {
-  Section model, hardware, parallel, training, schedule, fixed;
-};
-
-// Walks one YAML document after applying the --set flags, which also decide how
-// locations are printed: a value set by a flag has no line in the file.
-class Loader {
- public:
-  // With `search` set, the file is a sweep: a `search:` section is read into
-  // it, and the checks that depend on the parallel layout are left to the
-  // explorer's candidates.
-  Loader(std::string_view source, const std::vector<ConfigOverride>& overrides,
-         SearchSpace* search = nullptr)
-      : source_(source), overrides_(overrides), search_(search) {}
-
-  Config load(YAML::Node root) const;
-
- private:
-  [[noreturn]] void fail(const YAML::Mark& mark, const std::string& path,
-                         std::string_view what) const {
-    std::string where = location(mark, path);
-    throw ConfigError{path.empty() ? fmt::format("{}: {}", where, what)
-                                   : fmt::format("{}: {}: {}", where, path, what)};
-  }
-  [[noreturn]] void fail_expected(const Field& field, std::string_view expected) const {
-    fail(field.mark(), field.path, fmt::format("expected {}, {}", expected, got(field)));
-  }
-  std::string location(const YAML::Mark& mark, const std::string& path) const;
-  const ConfigOverride* override_under(std::string_view prefix) const;
-
-  void apply(YAML::Node& root, const ConfigOverride& flag) const;
-  Section section(const Field& field, const std::vector<std::string_view>& keys) const;
-
-  int to_int(const Field& field, int min, int max = INT_MAX) const;
-  void read_int(const Section& s, std::string_view key, int& out, int min, int max = INT_MAX) const;
-  double to_number(const Field& field, Bound bound) const;
-  std::vector<double> to_numbers(const Field& field, int64_t stages) const;
-  size_t to_choice(const Field& field, const std::vector<std::string>& choices) const;
-  template <typename Enum, size_t N>
-  Enum to_enum(const Field& field, const std::array<Enum, N>& values) const;
-
-  ModelSpec read_model(const Section& s) const;
-  HardwareSpec read_hardware(const Section& s) const;
-  HardwareSpec read_preset(const Field& field) const;
-  void read_hardware_fields(const Section& s, HardwareSpec& hardware) const;
-  ParallelSpec read_parallel(const Section& s) const;
-  TrainingSpec read_training(const Section& s) const;
-  FixedCosts read_fixed(const Section& s, const ParallelSpec& parallel) const;
-  std::string read_schedule_file(const Section& s, const std::string& kind) const;
-  void read_slicing(const Section& s, ScheduleSpec& schedule) const;
-  void check_cross_fields(const Config& config, const Sections& tree) const;
-
-  void read_search(const Section& s, const Config& config) const;
-  std::vector<int> to_ints(const Field& field, int min, int max) const;
-
-  std::string source_;
-  std::vector<ConfigOverride> overrides_;
-  SearchSpace* search_;
-};
-
-const ConfigOverride* Loader::override_under(std::string_view prefix) const {
-  for (auto it = overrides_.rbegin(); it != overrides_.rend(); ++it) {
-    if (is_under(it->path, prefix)) return &*it;
-  }
-  return nullptr;
-}
-
-std::string Loader::location(const YAML::Mark& mark, const std::string& path) const {
-  for (auto it = overrides_.rbegin(); it != overrides_.rend(); ++it) {
-    if (is_under(path, it->path)) return set_flag(*it);
-  }
-  if (!mark.is_null()) return fmt::format("{}:{}:{}", source_, mark.line + 1, mark.column + 1);
-  // A section that --set created: name the flag that set something inside it.
-  for (std::string_view prefix = path; !prefix.empty();) {
-    if (const ConfigOverride* flag = override_under(prefix)) return set_flag(*flag);
-    size_t dot = prefix.rfind('.');
-    prefix = prefix.substr(0, dot == std::string_view::npos ? 0 : dot);
-  }
-  return source_;
-}
-
-void Loader::apply(YAML::Node& root, const ConfigOverride& flag) const {
-  auto fail_set = [&](std::string_view what) {
-    throw ConfigError{fmt::format("{}: {}", set_flag(flag), what)};
-  };
-  if (!valid_path(flag.path)) fail_set("expected key.path=value with no empty key");
-  YAML::Node value;
-  try {
-    value = YAML::Load(flag.value);
-  } catch (const YAML::ParserException& e) {
-    fail_set(fmt::format("invalid YAML value: {}", e.msg));
-  }
-  std::vector<std::string> parts = split_path(flag.path);
-  YAML::Node node = root;
-  std::string path;
-  for (size_t i = 0; i + 1 < parts.size(); ++i) {
-    path += (i == 0 ? "" : ".") + parts[i];
-    YAML::Node child = node[parts[i]];
-    if (child.IsDefined() && !child.IsNull() && !child.IsMap()) {
-      fail_set(fmt::format("{}: expected a map to set \"{}\" in, got \"{}\"", path, parts[i + 1],
-                           render(child)));
-    }
-    node.reset(child);  // plain assignment would overwrite the node's content
-  }
-  node[parts.back()] = value;
-}
-
-Section Loader::section(const Field& field, const std::vector<std::string_view>& keys) const {
-  Section section(field);
-  if (!field.present()) return section;
-  std::string allowed = fmt::format("{}", fmt::join(keys, ", "));
-  if (!field.node.IsMap()) fail_expected(field, fmt::format("a map with keys {}", allowed));
-  for (auto it = field.node.begin(); it != field.node.end(); ++it) {
-    std::string key = render(it->first);
-    Field entry{section.child_path(key), it->second, it->first.Mark()};
-    if (!it->first.IsScalar() || std::find(keys.begin(), keys.end(), key) == keys.end()) {
-      fail(entry.key_mark, entry.path, fmt::format("unknown key, expected one of {}", allowed));
-    }
-    if (section.find(key) != nullptr) {
-      fail(entry.key_mark, entry.path, "duplicate key");
-    }
-    section.add(std::move(entry));
-  }
-  return section;
-}
-
-int Loader::to_int(const Field& field, int min, int max) const {
-  int value = 0;
-  if (!field.present() || !field.node.IsScalar() || !parse_whole(field.node.Scalar(), value) ||
-      value < min || value > max) {
-    std::string expected = max != INT_MAX ? fmt::format("an integer from {} to {}", min, max)
-                           : min == 1     ? "a positive integer"
-                                          : fmt::format("an integer >= {}", min);
-    fail_expected(field, expected);
-  }
-  return value;
-}
-
-void Loader::read_int(const Section& s, std::string_view key, int& out, int min, int max) const {
-  if (s.has(key)) out = to_int(s.get(key), min, max);
-}
-
-double Loader::to_number(const Field& field, Bound bound) const {
-  double value = 0;
-  bool ok = field.present() && field.node.IsScalar() && parse_whole(field.node.Scalar(), value) &&
-            std::isfinite(value);
-  switch (bound) {
-    case Bound::kNonNegative:
-      if (!ok || value < 0) fail_expected(field, "a number >= 0");
-      break;
-    case Bound::kPositive:
-      if (!ok || value <= 0) fail_expected(field, "a positive number");
-      break;
-    case Bound::kFraction:
-      if (!ok || value <= 0 || value > 1) fail_expected(field, "a number in (0, 1]");
-      break;
-  }
-  return value;
-}
-
-// A scalar, or one value per stage; either way each value is >= 0.
-std::vector<double> Loader::to_numbers(const Field& field, int64_t stages) const {
-  if (!field.node.IsSequence()) return {to_number(field, Bound::kNonNegative)};
-  if (field.node.size() != 1 && static_cast<int64_t>(field.node.size()) != stages) {
-    fail(field.mark(), field.path,
-         fmt::format("expected 1 value or {} (one per stage: pipeline x virtual_stages), got {}",
-                     stages, field.node.size()));
-  }
-  std::vector<double> values;
-  for (size_t i = 0; i < field.node.size(); ++i) {
-    Field element{fmt::format("{}[{}]", field.path, i), field.node[i], field.mark()};
-    values.push_back(to_number(element, Bound::kNonNegative));
-  }
-  return values;
-}
-
-size_t Loader::to_choice(const Field& field, const std::vector<std::string>& choices) const {
-  if (field.present() && field.node.IsScalar()) {
-    auto it = std::find(choices.begin(), choices.end(), field.node.Scalar());
-    if (it != choices.end()) return it - choices.begin();
-  }
-  fail_expected(field, fmt::format("one of {}", fmt::join(choices, ", ")));
-}
-
-template <typename Enum, size_t N>
-Enum Loader::to_enum(const Field& field, const std::array<Enum, N>& values) const {
-  std::vector<std::string> names;
-  for (Enum value : values) names.push_back(to_string(value));
-  return values[to_choice(field, names)];
-}
+}  // namespace
 
 ModelSpec Loader::read_model(const Section& s) const {
   ModelSpec model;
@@ -665,74 +351,6 @@ void Loader::read_slicing(const Section& s, ScheduleSpec& schedule) const {
   }
 }
 
-std::vector<int> Loader::to_ints(const Field& field, int min, int max) const {
-  if (!field.node.IsSequence() || field.node.size() == 0) {
-    fail_expected(field, "a non-empty list of integers");
-  }
-  std::vector<int> values;
-  for (size_t i = 0; i < field.node.size(); ++i) {
-    const Field item{fmt::format("{}[{}]", field.path, i), field.node[i], field.key_mark};
-    values.push_back(to_int(item, min, max));
-  }
-  return values;
-}
-
-// Powers of two from 1 up to `limit`.
-std::vector<int> powers_of_two(int limit) {
-  std::vector<int> values;
-  for (int v = 1; v <= limit; v *= 2) values.push_back(v);
-  return values;
-}
-
-void Loader::read_search(const Section& s, const Config& config) const {
-  if (!config.model || !config.hardware) {
-    fail(s.field().key_mark, config.model ? "hardware" : "model",
-         "required in a sweep: the explorer times and sizes every candidate with the model");
-  }
-  SearchSpace& out = *search_;
-  const int gpus = config.hardware->num_gpus();
-  out.pipeline = s.has("pipeline") ? to_ints(s.get("pipeline"), 1, INT_MAX)
-                                   : powers_of_two(std::min(gpus, config.model->layers));
-  out.tensor = s.has("tensor") ? to_ints(s.get("tensor"), 1, config.hardware->gpus_per_node)
-                               : powers_of_two(config.hardware->gpus_per_node);
-  out.micro_batch =
-      s.has("micro_batch") ? to_ints(s.get("micro_batch"), 1, INT_MAX) : std::vector<int>{1, 2, 4};
-  out.virtual_stages = s.has("virtual_stages") ? to_ints(s.get("virtual_stages"), 1, INT_MAX)
-                                               : std::vector<int>{1, 2, 4};
-  out.zero_stage =
-      s.has("zero_stage") ? to_ints(s.get("zero_stage"), 0, 3) : std::vector<int>{0, 1};
-  out.schedule = {"1f1b", "interleaved-1f1b", "zb-h1", "zb-v"};
-  if (s.has("schedule")) {
-    const Field field = s.get("schedule");
-    if (!field.node.IsSequence() || field.node.size() == 0) {
-      fail_expected(field, "a non-empty list of schedule kinds");
-    }
-    out.schedule.clear();
-    std::vector<std::string> kinds = config_schedule_kinds();
-    kinds.pop_back();  // "custom" needs a file per candidate: not searchable
-    for (size_t i = 0; i < field.node.size(); ++i) {
-      const Field item{fmt::format("{}[{}]", field.path, i), field.node[i], field.key_mark};
-      out.schedule.push_back(kinds[to_choice(item, kinds)]);
-    }
-  }
-  out.recompute = {Recompute::kNone, Recompute::kSelective, Recompute::kFull};
-  if (s.has("recompute")) {
-    const Field field = s.get("recompute");
-    if (!field.node.IsSequence() || field.node.size() == 0) {
-      fail_expected(field, "a non-empty list of none, selective, full");
-    }
-    out.recompute.clear();
-    for (size_t i = 0; i < field.node.size(); ++i) {
-      const Field item{fmt::format("{}[{}]", field.path, i), field.node[i], field.key_mark};
-      out.recompute.push_back(to_enum(item, kRecomputes));
-    }
-  }
-  constexpr double kReserveGib = 4;
-  out.memory_cap_gib = s.has("memory_cap_gib")
-                           ? to_number(s.get("memory_cap_gib"), Bound::kPositive)
-                           : std::max(config.hardware->memory_gib - kReserveGib, 0.0);
-}
-
 Config Loader::load(YAML::Node root) const {
   if (root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
   Field top_field{"", root, YAML::Mark()};
@@ -790,7 +408,13 @@ Config Loader::load(YAML::Node root) const {
   return config;
 }
 
-}  // namespace
+}  // namespace config_internal
+
+using config_internal::ConfigError;
+using config_internal::Loader;
+using config_internal::parse_yaml;
+using config_internal::read_file;
+using config_internal::valid_path;
 
 Result<ConfigOverride> parse_override(std::string_view text) {
   size_t eq = text.find('=');

@@ -1,0 +1,230 @@
+// The core of the config loader (config_loader.h): reading YAML, applying the
+// --set flags, locating errors, and converting a field to a value.
+#include "sim/config_loader.h"
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <climits>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace ppsim {
+namespace config_internal {
+namespace {
+
+std::string render(const YAML::Node& node) {
+  if (node.IsScalar()) return node.Scalar();
+  YAML::Emitter out;
+  out.SetMapFormat(YAML::Flow);
+  out.SetSeqFormat(YAML::Flow);
+  out << node;
+  return out.c_str();
+}
+
+std::string set_flag(const ConfigOverride& flag) {
+  return fmt::format("--set {}={}", flag.path, flag.value);
+}
+
+std::vector<std::string> split_path(std::string_view path) {
+  std::vector<std::string> parts;
+  for (size_t start = 0;;) {
+    size_t dot = path.find('.', start);
+    parts.emplace_back(path.substr(start, dot - start));
+    if (dot == std::string_view::npos) return parts;
+    start = dot + 1;
+  }
+}
+
+template <typename T>
+bool parse_whole(const std::string& text, T& value) {
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  return ec == std::errc() && ptr == end;
+}
+
+}  // namespace
+
+std::string got(const Field& field) {
+  return field.present() ? fmt::format("got \"{}\"", render(field.node)) : "got nothing";
+}
+
+bool is_under(std::string_view path, std::string_view prefix) {
+  if (prefix.empty() || !path.starts_with(prefix)) return false;
+  return path.size() == prefix.size() || path[prefix.size()] == '.' || path[prefix.size()] == '[';
+}
+
+bool valid_path(std::string_view path) {
+  std::vector<std::string> parts = split_path(path);
+  return std::none_of(parts.begin(), parts.end(), [](const std::string& p) { return p.empty(); });
+}
+
+YAML::Node parse_yaml(const std::string& text, const std::string& source) {
+  try {
+    return YAML::Load(text);
+  } catch (const YAML::ParserException& e) {
+    throw ConfigError{fmt::format("{}:{}:{}: invalid YAML: {}", source, e.mark.line + 1,
+                                  e.mark.column + 1, e.msg)};
+  }
+}
+
+std::string read_file(const std::string& path) {
+  std::FILE* file = std::fopen(path.c_str(), "rb");
+  if (file == nullptr)
+    throw ConfigError{fmt::format("{}: cannot open: {}", path, std::strerror(errno))};
+  std::string text;
+  char buffer[1 << 14];
+  size_t n;
+  while ((n = std::fread(buffer, 1, sizeof buffer, file)) > 0) text.append(buffer, n);
+  bool failed = std::ferror(file) != 0;
+  int error = errno;
+  std::fclose(file);
+  if (failed) throw ConfigError{fmt::format("{}: cannot read: {}", path, std::strerror(error))};
+  return text;
+}
+
+const ConfigOverride* Loader::override_under(std::string_view prefix) const {
+  for (auto it = overrides_.rbegin(); it != overrides_.rend(); ++it) {
+    if (is_under(it->path, prefix)) return &*it;
+  }
+  return nullptr;
+}
+
+std::string Loader::location(const YAML::Mark& mark, const std::string& path) const {
+  for (auto it = overrides_.rbegin(); it != overrides_.rend(); ++it) {
+    if (is_under(path, it->path)) return set_flag(*it);
+  }
+  if (!mark.is_null()) return fmt::format("{}:{}:{}", source_, mark.line + 1, mark.column + 1);
+  // A section that --set created: name the flag that set something inside it.
+  for (std::string_view prefix = path; !prefix.empty();) {
+    if (const ConfigOverride* flag = override_under(prefix)) return set_flag(*flag);
+    size_t dot = prefix.rfind('.');
+    prefix = prefix.substr(0, dot == std::string_view::npos ? 0 : dot);
+  }
+  return source_;
+}
+
+void Loader::apply(YAML::Node& root, const ConfigOverride& flag) const {
+  auto fail_set = [&](std::string_view what) {
+    throw ConfigError{fmt::format("{}: {}", set_flag(flag), what)};
+  };
+  if (!valid_path(flag.path)) fail_set("expected key.path=value with no empty key");
+  YAML::Node value;
+  try {
+    value = YAML::Load(flag.value);
+  } catch (const YAML::ParserException& e) {
+    fail_set(fmt::format("invalid YAML value: {}", e.msg));
+  }
+  std::vector<std::string> parts = split_path(flag.path);
+  YAML::Node node = root;
+  std::string path;
+  for (size_t i = 0; i + 1 < parts.size(); ++i) {
+    path += (i == 0 ? "" : ".") + parts[i];
+    YAML::Node child = node[parts[i]];
+    if (child.IsDefined() && !child.IsNull() && !child.IsMap()) {
+      fail_set(fmt::format("{}: expected a map to set \"{}\" in, got \"{}\"", path, parts[i + 1],
+                           render(child)));
+    }
+    node.reset(child);  // plain assignment would overwrite the node's content
+  }
+  node[parts.back()] = value;
+}
+
+Section Loader::section(const Field& field, const std::vector<std::string_view>& keys) const {
+  Section section(field);
+  if (!field.present()) return section;
+  std::string allowed = fmt::format("{}", fmt::join(keys, ", "));
+  if (!field.node.IsMap()) fail_expected(field, fmt::format("a map with keys {}", allowed));
+  for (auto it = field.node.begin(); it != field.node.end(); ++it) {
+    std::string key = render(it->first);
+    Field entry{section.child_path(key), it->second, it->first.Mark()};
+    if (!it->first.IsScalar() || std::find(keys.begin(), keys.end(), key) == keys.end()) {
+      fail(entry.key_mark, entry.path, fmt::format("unknown key, expected one of {}", allowed));
+    }
+    if (section.find(key) != nullptr) {
+      fail(entry.key_mark, entry.path, "duplicate key");
+    }
+    section.add(std::move(entry));
+  }
+  return section;
+}
+
+int Loader::to_int(const Field& field, int min, int max) const {
+  int value = 0;
+  if (!field.present() || !field.node.IsScalar() || !parse_whole(field.node.Scalar(), value) ||
+      value < min || value > max) {
+    std::string expected = max != INT_MAX ? fmt::format("an integer from {} to {}", min, max)
+                           : min == 1     ? "a positive integer"
+                                          : fmt::format("an integer >= {}", min);
+    fail_expected(field, expected);
+  }
+  return value;
+}
+
+void Loader::read_int(const Section& s, std::string_view key, int& out, int min, int max) const {
+  if (s.has(key)) out = to_int(s.get(key), min, max);
+}
+
+double Loader::to_number(const Field& field, Bound bound) const {
+  double value = 0;
+  bool ok = field.present() && field.node.IsScalar() && parse_whole(field.node.Scalar(), value) &&
+            std::isfinite(value);
+  switch (bound) {
+    case Bound::kNonNegative:
+      if (!ok || value < 0) fail_expected(field, "a number >= 0");
+      break;
+    case Bound::kPositive:
+      if (!ok || value <= 0) fail_expected(field, "a positive number");
+      break;
+    case Bound::kFraction:
+      if (!ok || value <= 0 || value > 1) fail_expected(field, "a number in (0, 1]");
+      break;
+  }
+  return value;
+}
+
+// A scalar, or one value per stage; either way each value is >= 0.
+std::vector<double> Loader::to_numbers(const Field& field, int64_t stages) const {
+  if (!field.node.IsSequence()) return {to_number(field, Bound::kNonNegative)};
+  if (field.node.size() != 1 && static_cast<int64_t>(field.node.size()) != stages) {
+    fail(field.mark(), field.path,
+         fmt::format("expected 1 value or {} (one per stage: pipeline x virtual_stages), got {}",
+                     stages, field.node.size()));
+  }
+  std::vector<double> values;
+  for (size_t i = 0; i < field.node.size(); ++i) {
+    Field element{fmt::format("{}[{}]", field.path, i), field.node[i], field.mark()};
+    values.push_back(to_number(element, Bound::kNonNegative));
+  }
+  return values;
+}
+
+size_t Loader::to_choice(const Field& field, const std::vector<std::string>& choices) const {
+  if (field.present() && field.node.IsScalar()) {
+    auto it = std::find(choices.begin(), choices.end(), field.node.Scalar());
+    if (it != choices.end()) return it - choices.begin();
+  }
+  fail_expected(field, fmt::format("one of {}", fmt::join(choices, ", ")));
+}
+
+std::vector<int> Loader::to_ints(const Field& field, int min, int max) const {
+  if (!field.node.IsSequence() || field.node.size() == 0) {
+    fail_expected(field, "a non-empty list of integers");
+  }
+  std::vector<int> values;
+  for (size_t i = 0; i < field.node.size(); ++i) {
+    const Field item{fmt::format("{}[{}]", field.path, i), field.node[i], field.key_mark};
+    values.push_back(to_int(item, min, max));
+  }
+  return values;
+}
+
+}  // namespace config_internal
+}  // namespace ppsim

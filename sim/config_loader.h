@@ -1,0 +1,160 @@
+// Internal to the config loader (sim/config.cc, sim/config_loader.cc and
+// sim/sweep_config.cc); nothing else includes it, so that no YAML::Node
+// reaches past the loader. The YAML walker the loader's sections are read
+// with: a Field (a value with its key path and mark), a Section (a map whose
+// keys have been checked), and the Loader that turns them into values or into
+// an error naming where the value came from.
+//
+// The tree is walked by hand rather than through YAML::convert<> so that every
+// error can name the file, line, column and key path of the offending value.
+#pragma once
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <array>
+#include <climits>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "sim/config.h"
+
+namespace ppsim {
+namespace config_internal {
+
+// yaml-cpp reports by throwing, so the walker below throws too; parse_config
+// and load_config are the only places that catch, and turn both into an Error.
+struct ConfigError {
+  std::string message;
+};
+
+// A value in the tree, with its key path and where to point when it is wrong.
+struct Field {
+  std::string path;
+  YAML::Node node;      // Null when the key is absent
+  YAML::Mark key_mark;  // of its key; of the enclosing section's key when absent
+
+  bool present() const { return node.IsDefined() && !node.IsNull(); }
+  // A null value's own mark points at whatever token follows it.
+  YAML::Mark mark() const { return present() ? node.Mark() : key_mark; }
+};
+
+// The entries of a YAML map whose keys have been checked against those allowed.
+class Section {
+ public:
+  explicit Section(Field self) : self_(std::move(self)) {}
+
+  const Field& field() const { return self_; }
+  bool present() const { return self_.present(); }
+  // Given, even if empty: an empty value for a field is an error, not its default.
+  bool has(std::string_view key) const { return find(key) != nullptr; }
+  const Field* find(std::string_view key) const {
+    std::string path = child_path(key);
+    auto it = std::find_if(entries_.begin(), entries_.end(),
+                           [&](const Field& entry) { return entry.path == path; });
+    return it == entries_.end() ? nullptr : &*it;
+  }
+  Field get(std::string_view key) const {
+    const Field* entry = find(key);
+    return entry != nullptr ? *entry : Field{child_path(key), YAML::Node(), self_.key_mark};
+  }
+  std::string child_path(std::string_view key) const {
+    return self_.path.empty() ? std::string(key) : fmt::format("{}.{}", self_.path, key);
+  }
+  void add(Field entry) { entries_.push_back(std::move(entry)); }
+
+ private:
+  Field self_;
+  std::vector<Field> entries_;
+};
+
+enum class Bound { kNonNegative, kPositive, kFraction };
+
+inline constexpr std::array kDTypes = {DType::kBf16, DType::kFp16, DType::kFp32};
+inline constexpr std::array kRecomputes = {Recompute::kNone, Recompute::kSelective,
+                                           Recompute::kFull};
+inline constexpr std::array kSlicings = {SlicingMethod::kEven, SlicingMethod::kOptimal};
+inline constexpr std::array kOptimizerSteps = {OptimizerStep::kSynchronous,
+                                               OptimizerStep::kPostValidation};
+
+std::string got(const Field& field);
+// True when `path` is `prefix` or lies below it ("a.b" and "a.b[0]" are under "a").
+bool is_under(std::string_view path, std::string_view prefix);
+bool valid_path(std::string_view path);
+YAML::Node parse_yaml(const std::string& text, const std::string& source);
+std::string read_file(const std::string& path);
+
+// The sections of a config, each checked for unknown keys.
+struct Sections {
+  Section model, hardware, parallel, training, schedule, fixed;
+};
+
+// Walks one YAML document after applying the --set flags, which also decide how
+// locations are printed: a value set by a flag has no line in the file.
+class Loader {
+ public:
+  // With `search` set, the file is a sweep: a `search:` section is read into
+  // it, and the checks that depend on the parallel layout are left to the
+  // explorer's candidates.
+  Loader(std::string_view source, const std::vector<ConfigOverride>& overrides,
+         SearchSpace* search = nullptr)
+      : source_(source), overrides_(overrides), search_(search) {}
+
+  Config load(YAML::Node root) const;
+
+ private:
+  [[noreturn]] void fail(const YAML::Mark& mark, const std::string& path,
+                         std::string_view what) const {
+    std::string where = location(mark, path);
+    throw ConfigError{path.empty() ? fmt::format("{}: {}", where, what)
+                                   : fmt::format("{}: {}: {}", where, path, what)};
+  }
+  [[noreturn]] void fail_expected(const Field& field, std::string_view expected) const {
+    fail(field.mark(), field.path, fmt::format("expected {}, {}", expected, got(field)));
+  }
+  std::string location(const YAML::Mark& mark, const std::string& path) const;
+  const ConfigOverride* override_under(std::string_view prefix) const;
+
+  void apply(YAML::Node& root, const ConfigOverride& flag) const;
+  Section section(const Field& field, const std::vector<std::string_view>& keys) const;
+
+  int to_int(const Field& field, int min, int max = INT_MAX) const;
+  void read_int(const Section& s, std::string_view key, int& out, int min, int max = INT_MAX) const;
+  double to_number(const Field& field, Bound bound) const;
+  std::vector<double> to_numbers(const Field& field, int64_t stages) const;
+  size_t to_choice(const Field& field, const std::vector<std::string>& choices) const;
+  template <typename Enum, size_t N>
+  Enum to_enum(const Field& field, const std::array<Enum, N>& values) const;
+
+  ModelSpec read_model(const Section& s) const;
+  HardwareSpec read_hardware(const Section& s) const;
+  HardwareSpec read_preset(const Field& field) const;
+  void read_hardware_fields(const Section& s, HardwareSpec& hardware) const;
+  ParallelSpec read_parallel(const Section& s) const;
+  TrainingSpec read_training(const Section& s) const;
+  FixedCosts read_fixed(const Section& s, const ParallelSpec& parallel) const;
+  std::string read_schedule_file(const Section& s, const std::string& kind) const;
+  void read_slicing(const Section& s, ScheduleSpec& schedule) const;
+  void check_cross_fields(const Config& config, const Sections& tree) const;
+
+  void read_search(const Section& s, const Config& config) const;
+  std::vector<int> to_ints(const Field& field, int min, int max) const;
+
+  std::string source_;
+  std::vector<ConfigOverride> overrides_;
+  SearchSpace* search_;
+};
+
+template <typename Enum, size_t N>
+Enum Loader::to_enum(const Field& field, const std::array<Enum, N>& values) const {
+  std::vector<std::string> names;
+  for (Enum value : values) names.push_back(to_string(value));
+  return values[to_choice(field, names)];
+}
+
+}  // namespace config_internal
+}  // namespace ppsim

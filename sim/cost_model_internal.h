@@ -1,0 +1,127 @@
+// Internal to the analytic cost model (sim/cost_model.cc,
+// sim/cost_model_time.cc, sim/cost_model_comm.cc and sim/cost_model_memory.cc);
+// nothing else includes it. What those files share: units, the token slice
+// every per-microbatch figure is worked out for, GPU placement and links, and
+// the steps that fill a CostTable.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "schedules/status.h"
+#include "sim/costs.h"
+#include "sim/workload.h"
+
+namespace ppsim {
+namespace cost_model_internal {
+
+inline constexpr double kGiga = 1e9;
+inline constexpr double kTera = 1e12;
+inline constexpr double kMicro = 1e-6;
+// Mixed-precision Adam touches fp32 master weight, m and v plus the 16-bit
+// gradient and weight: 16 bytes read and 16 written per parameter.
+inline constexpr double kAdamBytesPerParameter = 32;
+// Softmax and cross-entropy over the logits run in fp32.
+inline constexpr double kLossBytesPerLogit = 4;
+
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+inline int ffn_of(const ModelSpec& model) {
+  return model.ffn_hidden > 0 ? model.ffn_hidden : 4 * model.hidden;
+}
+
+// A stretch of one microbatch's sequences (TeraPipe's token slice): `tokens`
+// positions whose queries attend causally to the `context` positions before
+// them and to themselves. The whole sequence is {seq_len, 0}.
+struct Slice {
+  int64_t tokens = 0;
+  int64_t context = 0;
+
+  // Query-key pairs the attention core is charged for, per head and
+  // sequence. The unsliced model charges the full s x s score matrix (as
+  // Narayanan et al. do), twice the causal triangle; a slice is charged twice
+  // its causal share, l c + l^2 / 2. Any cut of s then sums to s^2, so
+  // slicing neither adds nor removes attention work.
+  int64_t attention_pairs() const { return 2 * tokens * context + tokens * tokens; }
+  // Score entries a slice materializes and keeps for backward: its l rows
+  // over the c + l keys it attends to. Not additive: the masked blocks above
+  // the diagonal that a cut leaves out are never stored.
+  int64_t kept_scores() const { return tokens * (context + tokens); }
+};
+
+inline Slice whole_sequence(const ModelSpec& model) { return Slice{model.seq_len, 0}; }
+
+// A link between two GPUs, in SI units.
+struct Link {
+  double latency_s = 0;
+  double bandwidth_Bps = 0;
+};
+
+// GPU placement in Megatron's order (tensor fastest, then data, then
+// pipeline): pipeline rank r owns GPUs [r t d, (r + 1) t d).
+class Placement {
+ public:
+  Placement(const ParallelSpec& parallel, int gpus_per_node)
+      : tensor_(parallel.tensor),
+        gpus_per_rank_(parallel.tensor * parallel.data),
+        gpus_per_node_(gpus_per_node) {}
+
+  // Whether each GPU of rank `a` and its counterpart (same tensor and data
+  // index) in rank `b` share a node; the slowest pair sets the transfer time.
+  bool ranks_share_nodes(int a, int b) const {
+    for (int k = 0; k < gpus_per_rank_; ++k) {
+      if (node(first_gpu(a) + k) != node(first_gpu(b) + k)) return false;
+    }
+    return true;
+  }
+  // Whether every tensor group of the rank lies inside one node.
+  bool tensor_groups_in_node(int rank) const {
+    for (int k = 0; k < gpus_per_rank_; k += tensor_) {
+      if (!in_one_node(first_gpu(rank) + k, tensor_)) return false;
+    }
+    return true;
+  }
+  // A data-parallel group is strided by t inside the rank's block, so the
+  // groups stay in one node exactly when the whole block does.
+  bool data_groups_in_node(int rank) const { return in_one_node(first_gpu(rank), gpus_per_rank_); }
+
+ private:
+  int first_gpu(int rank) const { return rank * gpus_per_rank_; }
+  int node(int gpu) const { return gpu / gpus_per_node_; }
+  bool in_one_node(int first, int count) const { return node(first) == node(first + count - 1); }
+
+  int tensor_;
+  int gpus_per_rank_;
+  int gpus_per_node_;
+};
+
+// cost_model_memory.cc
+double elementwise_bytes(const ModelSpec& model, int micro_batch, const ParallelSpec& parallel,
+                         const Slice& slice);
+double attention_score_bytes(const ModelSpec& model, int micro_batch, int tensor,
+                             const Slice& slice);
+int64_t rank_parameters(const Config& config, const std::vector<int>& layers,
+                        const std::vector<int>& stage_rank, int rank);
+void fill_memory(const Config& config, const std::vector<int>& layers,
+                 const std::vector<int>& stage_rank, const std::vector<Slice>& slices,
+                 CostTable& table);
+
+// cost_model_comm.cc
+Status check_hardware(const Config& config);
+Result<Link> tensor_link(const Config& config, const Placement& placement, int rank);
+Status fill_p2p_times(const Config& config, const std::vector<int>& stage_rank,
+                      const Placement& placement, int num_slices, CostTable& table);
+Status fill_rank_times(const Config& config, const std::vector<int>& layers,
+                       const std::vector<int>& stage_rank, const Placement& placement,
+                       CostTable& table);
+
+// cost_model_time.cc
+Status fill_times(const Config& config, const std::vector<int>& layers,
+                  const std::vector<int>& stage_rank, const std::vector<Slice>& slices,
+                  CostTable& table);
+
+// cost_model.cc
+Result<std::vector<int>> stage_layers(const Config& config);
+
+}  // namespace cost_model_internal
+}  // namespace ppsim

@@ -1,0 +1,76 @@
+// The search: section of a sweep file: the explorer's candidate lists, each
+// with a default that fits the model and hardware when not given.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <climits>
+#include <string>
+#include <vector>
+
+#include "sim/config.h"
+#include "sim/config_loader.h"
+
+namespace ppsim {
+namespace config_internal {
+namespace {
+
+// Powers of two from 1 up to `limit`.
+std::vector<int> powers_of_two(int limit) {
+  std::vector<int> values;
+  for (int v = 1; v <= limit; v *= 2) values.push_back(v);
+  return values;
+}
+
+}  // namespace
+
+void Loader::read_search(const Section& s, const Config& config) const {
+  if (!config.model || !config.hardware) {
+    fail(s.field().key_mark, config.model ? "hardware" : "model",
+         "required in a sweep: the explorer times and sizes every candidate with the model");
+  }
+  SearchSpace& out = *search_;
+  const int gpus = config.hardware->num_gpus();
+  out.pipeline = s.has("pipeline") ? to_ints(s.get("pipeline"), 1, INT_MAX)
+                                   : powers_of_two(std::min(gpus, config.model->layers));
+  out.tensor = s.has("tensor") ? to_ints(s.get("tensor"), 1, config.hardware->gpus_per_node)
+                               : powers_of_two(config.hardware->gpus_per_node);
+  out.micro_batch =
+      s.has("micro_batch") ? to_ints(s.get("micro_batch"), 1, INT_MAX) : std::vector<int>{1, 2, 4};
+  out.virtual_stages = s.has("virtual_stages") ? to_ints(s.get("virtual_stages"), 1, INT_MAX)
+                                               : std::vector<int>{1, 2, 4};
+  out.zero_stage =
+      s.has("zero_stage") ? to_ints(s.get("zero_stage"), 0, 3) : std::vector<int>{0, 1};
+  out.schedule = {"1f1b", "interleaved-1f1b", "zb-h1", "zb-v"};
+  if (s.has("schedule")) {
+    const Field field = s.get("schedule");
+    if (!field.node.IsSequence() || field.node.size() == 0) {
+      fail_expected(field, "a non-empty list of schedule kinds");
+    }
+    out.schedule.clear();
+    std::vector<std::string> kinds = config_schedule_kinds();
+    kinds.pop_back();  // "custom" needs a file per candidate: not searchable
+    for (size_t i = 0; i < field.node.size(); ++i) {
+      const Field item{fmt::format("{}[{}]", field.path, i), field.node[i], field.key_mark};
+      out.schedule.push_back(kinds[to_choice(item, kinds)]);
+    }
+  }
+  out.recompute = {Recompute::kNone, Recompute::kSelective, Recompute::kFull};
+  if (s.has("recompute")) {
+    const Field field = s.get("recompute");
+    if (!field.node.IsSequence() || field.node.size() == 0) {
+      fail_expected(field, "a non-empty list of none, selective, full");
+    }
+    out.recompute.clear();
+    for (size_t i = 0; i < field.node.size(); ++i) {
+      const Field item{fmt::format("{}[{}]", field.path, i), field.node[i], field.key_mark};
+      out.recompute.push_back(to_enum(item, kRecomputes));
+    }
+  }
+  constexpr double kReserveGib = 4;
+  out.memory_cap_gib = s.has("memory_cap_gib")
+                           ? to_number(s.get("memory_cap_gib"), Bound::kPositive)
+                           : std::max(config.hardware->memory_gib - kReserveGib, 0.0);
+}
+
+}  // namespace config_internal
+}  // namespace ppsim
