@@ -95,8 +95,8 @@ void prepare(Candidate& cand, Config& config, double cap_bytes) {
   cand.status = CandidateStatus::kSimulated;  // provisional: to be simulated
 }
 
-void run_simulation(Candidate& cand, const Config& config, double cap_bytes) {
-  Result<Simulation> sim = simulate(config);
+void run_simulation(Candidate& cand, const Config& config, double cap_bytes, Engine& engine) {
+  Result<Simulation> sim = simulate(config, &engine);
   if (!sim) {
     cand.status = CandidateStatus::kInvalid;
     cand.reason = sim.error().message;
@@ -210,24 +210,29 @@ ExploreResult explore(const Sweep& sweep, const ExploreOptions& options) {
   const unsigned threads = options.threads > 0 ? static_cast<unsigned>(options.threads)
                                                : std::max(1u, std::thread::hardware_concurrency());
 
-  // Runs fn(i) for every i in `items`, spread over the threads. Results go
-  // to per-index slots, so the order of completion does not matter.
+  // Runs fn(i, engine) for every i in `items`, spread over the threads, each
+  // with an engine of its own that keeps its buffers from one candidate to
+  // the next. Results go to per-index slots, so the order of completion does
+  // not matter.
+  std::vector<Engine> engines(threads);
   const auto parallel_for = [&](const std::vector<size_t>& items, auto fn) {
     std::atomic<size_t> next{0};
-    const auto worker = [&] {
-      for (size_t k = next++; k < items.size(); k = next++) fn(items[k]);
+    const auto worker = [&](unsigned t) {
+      for (size_t k = next++; k < items.size(); k = next++) fn(items[k], engines[t]);
     };
     std::vector<std::thread> pool;
-    for (unsigned t = 1; t < std::min<size_t>(threads, items.size()); ++t)
-      pool.emplace_back(worker);
-    worker();
+    for (unsigned t = 1; t < std::min<size_t>(threads, items.size()); ++t) {
+      pool.emplace_back(worker, t);
+    }
+    worker(0);
     for (std::thread& t : pool) t.join();
   };
 
   std::vector<size_t> all(n);
   for (size_t i = 0; i < n; ++i) all[i] = i;
-  parallel_for(all,
-               [&](size_t i) { prepare(work[i].first, work[i].second, result.memory_cap_bytes); });
+  parallel_for(all, [&](size_t i, Engine&) {
+    prepare(work[i].first, work[i].second, result.memory_cap_bytes);
+  });
   size_t decided = 0;
   std::vector<size_t> queue;
   for (size_t i = 0; i < n; ++i) {
@@ -259,8 +264,8 @@ ExploreResult explore(const Sweep& sweep, const ExploreOptions& options) {
         wave.push_back(queue[k]);
       }
     }
-    parallel_for(wave, [&](size_t i) {
-      run_simulation(work[i].first, work[i].second, result.memory_cap_bytes);
+    parallel_for(wave, [&](size_t i, Engine& engine) {
+      run_simulation(work[i].first, work[i].second, result.memory_cap_bytes, engine);
     });
     for (size_t i : wave) {
       const Candidate& cand = work[i].first;

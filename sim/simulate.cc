@@ -134,7 +134,7 @@ void batch_ends(int m, Timeline* t) {
 
 }  // namespace
 
-Result<Simulation> simulate(const Config& config) {
+Result<Simulation> simulate(const Config& config, Engine* shared_engine) {
   Simulation sim;
   Result<std::vector<int>> lengths = slice_lengths_for(config);
   if (!lengths) return lengths.error();
@@ -151,7 +151,8 @@ Result<Simulation> simulate(const Config& config) {
   // steady period. Without the barrier iterations overlap and the pipeline
   // may take a while to settle: double the run until the last two periods
   // agree.
-  Engine engine;
+  Engine own_engine;
+  Engine& engine = shared_engine != nullptr ? *shared_engine : own_engine;
   RunOptions options;
   options.synchronous_step = config.training.optimizer_step == OptimizerStep::kSynchronous;
   options.iterations = 2;

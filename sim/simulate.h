@@ -10,6 +10,7 @@
 #include "schedules/schedule.h"
 #include "schedules/status.h"
 #include "sim/costs.h"
+#include "sim/engine.h"
 #include "sim/metrics.h"
 #include "sim/timeline.h"
 #include "sim/workload.h"
@@ -42,6 +43,8 @@ Result<Schedule> schedule_for(const Config& config, int slices = 1);
 // Reads a CSV schedule (one row per rank) and checks that it has the
 // config's ranks, stages and microbatches, and that it is valid.
 Result<Schedule> load_schedule_csv(const std::string& path, const Config& config);
-Result<Simulation> simulate(const Config& config);
+// `engine`, when given, is reused (its buffers survive between calls): the
+// explorer passes one per thread.
+Result<Simulation> simulate(const Config& config, Engine* engine = nullptr);
 
 }  // namespace ppsim
