@@ -1,0 +1,122 @@
+// A cost profile: what a profiler measured on one machine, and what the
+// simulator reads instead of the analytic model (`costs.profile: FILE`).
+// It holds kernel times at measured shapes, and links as samples of (bytes,
+// seconds) with their latency/bandwidth fit. The file is versioned YAML,
+// documented in docs/cost_profile.md; this header is the only way in or out,
+// so no YAML::Node reaches past it.
+//
+// Errors follow the config loader: bad input returns an Error naming
+// file:line:col and the key path, unknown keys are errors, and a version this
+// build does not read is an error naming the one it does.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "schedules/status.h"
+
+namespace ppsim {
+
+// The format version this build writes and reads. A change that an older
+// reader would misread (a new required key, a changed unit) bumps it.
+inline constexpr int kProfileVersion = 1;
+
+// Where and how the numbers were taken, so that a profile can be traced back
+// and two profiles compared knowingly. Free text, except the counts.
+struct ProfileProvenance {
+  std::string host, cpu, build, date, tool;
+  int repetitions = 0;  // timed runs per measurement (each kernel also has its own)
+  int warmup = 0;       // untimed runs before them
+
+  bool operator==(const ProfileProvenance&) const = default;
+};
+
+// The kinds of kernel a profile can time; per layer, like the stage costs.
+inline constexpr std::array<std::string_view, 5> kKernelKinds = {
+    "forward", "backward", "backward_input", "backward_weight", "recompute"};
+
+// One kernel at one shape. `tokens` is the slice length and `context` the
+// earlier tokens its attention reads (0 for a whole sequence), so token-level
+// schedules can be costed from measured slices.
+struct KernelSample {
+  std::string kind;  // one of kKernelKinds
+  int micro_batch = 0, tokens = 0, context = 0, hidden = 0, ffn = 0, heads = 0, tensor = 0;
+  double median_s = 0, min_s = 0, max_s = 0;  // over the repetitions: the spread
+  int repetitions = 0;
+
+  bool operator==(const KernelSample&) const = default;
+};
+
+struct LinkSample {
+  int64_t bytes = 0;
+  double seconds = 0;
+
+  bool operator==(const LinkSample&) const = default;
+};
+
+// A link as time = latency_s + bytes / bandwidth_Bps, with the samples the fit
+// came from (kept so that a later reader can refit or judge the fit).
+struct LinkFit {
+  std::string name;
+  double latency_s = 0;
+  double bandwidth_Bps = 0;
+  std::vector<LinkSample> samples;
+
+  bool operator==(const LinkFit&) const = default;
+};
+
+struct CostProfile {
+  int version = kProfileVersion;
+  ProfileProvenance provenance;
+  std::vector<KernelSample> kernels;
+  std::vector<LinkFit> links;
+
+  bool operator==(const CostProfile&) const = default;
+};
+
+// The YAML text of a profile: deterministic (fixed key order, samples in the
+// order given) and exact (every double in its shortest form that reads back
+// to the same bits). REQUIRES: every double is finite.
+std::string profile_to_yaml(const CostProfile& profile);
+
+// Reads and checks a profile; `source` stands for the file name in messages.
+// Besides types and unknown or missing keys, it rejects: a version other than
+// kProfileVersion (checked first, so a newer file is told apart from a
+// malformed one), an unknown kernel kind, non-positive shapes or repetitions,
+// negative times, min_s <= median_s <= max_s broken, two kernels of the same
+// kind and shape, two links of the same name, a negative latency and a
+// non-positive bandwidth.
+Result<CostProfile> parse_profile(std::string_view yaml, std::string_view source);
+Result<CostProfile> load_profile(const std::string& path);
+
+// Least-squares fit of time = latency + bytes / bandwidth, each sample
+// weighted by 1 / seconds: timing noise grows with the time, and unweighted
+// the largest transfers' noise would swamp the latency. When the best line
+// crosses below zero at bytes = 0 (noise on a fast link), the latency is held
+// at 0 and the bandwidth refitted, since a negative latency would give small
+// messages negative times. Errors: a negative or non-finite sample, fewer
+// than two distinct sizes, and a fitted bandwidth that is not positive (time
+// not growing with size); the message lists the samples.
+Result<LinkFit> fit_link(std::string name, std::vector<LinkSample> samples);
+
+// The median time of `kind` at (tokens, context) for one model shape
+// (micro_batch, hidden, ffn, heads, tensor), which must have been measured
+// exactly. Between measured points it is piecewise-linear in tokens at a
+// measured context; between two measured contexts it blends the two linearly
+// (bilinear on a full grid); outside the measured range it extends the
+// nearest segment linearly (proportionally through the origin when only one
+// token count was measured; the nearest context when only one was) and sets
+// `extrapolated`. Never below zero. Errors: an unknown kind, tokens < 1 or
+// context < 0, and no sample of that kind and shape (naming those there are).
+struct Interpolated {
+  double seconds = 0;
+  bool extrapolated = false;
+};
+Result<Interpolated> kernel_time(const CostProfile& profile, std::string_view kind, int micro_batch,
+                                 int hidden, int ffn, int heads, int tensor, int tokens,
+                                 int context);
+
+}  // namespace ppsim
