@@ -1,0 +1,222 @@
+#include "profiler/cpu_profiler.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <mutex>
+#include <thread>
+
+#include "profiler/gpt_block.h"
+#include "sim/simulate.h"
+
+namespace ppsim {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+namespace k = kernels;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// Median, min and max of `samples` as one KernelSample of `kind`.
+KernelSample summarize(std::string kind, const ProfileRequest& r, int tokens, int context,
+                       std::vector<double> samples) {
+  std::sort(samples.begin(), samples.end());
+  KernelSample s;
+  s.kind = std::move(kind);
+  s.micro_batch = r.micro_batch;
+  s.tokens = tokens;
+  s.context = context;
+  s.hidden = r.hidden;
+  s.ffn = r.ffn;
+  s.heads = r.heads;
+  s.tensor = 1;
+  s.median_s = samples[samples.size() / 2];
+  s.min_s = samples.front();
+  s.max_s = samples.back();
+  s.repetitions = static_cast<int>(samples.size());
+  return s;
+}
+
+// Times F, I, W, B and a recompute (a forward whose result only feeds a
+// backward: the same kernel) for one slice shape. The context is filled by a
+// forward over `context` earlier tokens that is not timed.
+std::vector<KernelSample> time_block(const ProfileRequest& r, int tokens, int context) {
+  const k::BlockParams<float> params = k::init_params<float>(r.hidden, r.ffn, r.heads, 1234);
+  k::BlockGrads<float> grads = k::zero_params<float>(r.hidden, r.ffn, r.heads);
+  const int b = r.micro_batch;
+  const k::Mat<float> x = k::Mat<float>::Random(static_cast<int64_t>(b) * tokens, r.hidden);
+  const k::Mat<float> dy = k::Mat<float>::Random(static_cast<int64_t>(b) * tokens, r.hidden);
+  const k::Mat<float> prefix =
+      k::Mat<float>::Random(static_cast<int64_t>(b) * std::max(context, 1), r.hidden);
+  k::KvCache<float> kv(b, r.hidden, context + tokens);
+  if (context > 0) {
+    k::Saved<float> unused;
+    k::forward(params, k::Mat<float>(prefix.topRows(static_cast<int64_t>(b) * context)), &kv,
+               &unused);
+  }
+  k::KvGrad<float> kv_grad(b, r.hidden, context + tokens);
+  std::vector<double> f, i, w, full, recompute;
+  for (int rep = -r.warmup; rep < r.repetitions; ++rep) {
+    k::Saved<float> saved;
+    Clock::time_point t = Clock::now();
+    k::forward(params, x, &kv, &saved);
+    const double forward_s = seconds_since(t);
+    t = Clock::now();
+    k::backward_input(params, dy, &kv, &kv_grad, &saved);
+    const double input_s = seconds_since(t);
+    t = Clock::now();
+    k::backward_weight(params, &saved, &grads);
+    const double weight_s = seconds_since(t);
+    k::Saved<float> again;
+    t = Clock::now();
+    k::forward(params, x, &kv, &again);
+    const double recompute_s = seconds_since(t);
+    t = Clock::now();
+    k::backward(params, dy, &kv, &kv_grad, &again, &grads);
+    const double backward_s = seconds_since(t);
+    if (rep < 0) continue;  // warm-up: caches, page faults, frequency
+    f.push_back(forward_s);
+    i.push_back(input_s);
+    w.push_back(weight_s);
+    recompute.push_back(recompute_s);
+    full.push_back(backward_s);
+  }
+  return {summarize("forward", r, tokens, context, f),
+          summarize("backward", r, tokens, context, full),
+          summarize("backward_input", r, tokens, context, i),
+          summarize("backward_weight", r, tokens, context, w),
+          summarize("recompute", r, tokens, context, recompute)};
+}
+
+// A buffer handed to another thread, which copies it into its own memory: the
+// time from the hand-off to the copy's end, what the threads runtime pays
+// for each activation or gradient it sends.
+std::vector<LinkSample> time_thread_copies(const ProfileRequest& r) {
+  std::vector<LinkSample> samples;
+  for (int64_t size : r.link_sizes) {
+    std::vector<char> source(size, 1);
+    std::vector<char> target(size, 0);
+    std::vector<double> times;
+    for (int rep = -r.warmup; rep < r.repetitions; ++rep) {
+      std::mutex mu;
+      std::condition_variable cv;
+      bool handed = false;
+      bool copied = false;
+      std::thread receiver([&] {
+        std::unique_lock<std::mutex> lock(mu);
+        cv.wait(lock, [&] { return handed; });
+        std::memcpy(target.data(), source.data(), source.size());
+        copied = true;
+        cv.notify_all();
+      });
+      const Clock::time_point start = Clock::now();
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        handed = true;
+      }
+      cv.notify_all();
+      {
+        std::unique_lock<std::mutex> lock(mu);
+        cv.wait(lock, [&] { return copied; });
+      }
+      const double s = seconds_since(start);
+      receiver.join();
+      if (rep >= 0) times.push_back(s);
+    }
+    std::sort(times.begin(), times.end());
+    samples.push_back({size, times[times.size() / 2]});
+  }
+  return samples;
+}
+
+std::string cpu_model() {
+  std::ifstream info("/proc/cpuinfo");
+  for (std::string line; std::getline(info, line);) {
+    if (line.rfind("model name", 0) == 0) {
+      const size_t colon = line.find(':');
+      return colon == std::string::npos ? line : line.substr(colon + 2);
+    }
+  }
+  return "unknown";
+}
+
+ProfileProvenance provenance(const ProfileRequest& r) {
+  ProfileProvenance p;
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  p.host = host;
+  p.cpu = fmt::format("{} ({} threads)", cpu_model(), std::thread::hardware_concurrency());
+#ifdef NDEBUG
+  p.build = fmt::format("g++ {}, optimized", __VERSION__);
+#else
+  p.build = fmt::format("g++ {}, debug", __VERSION__);
+#endif
+  const std::time_t now = std::time(nullptr);
+  char date[32];
+  std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  p.date = date;
+  p.tool = "ppsim-profile 0.1.0 (CPU, fp32, steady clock)";
+  p.repetitions = r.repetitions;
+  p.warmup = r.warmup;
+  return p;
+}
+
+}  // namespace
+
+Result<ProfileRequest> request_for(const Config& config) {
+  PPSIM_CHECK(config.model.has_value());
+  ProfileRequest r;
+  r.micro_batch = config.training.micro_batch;
+  r.hidden = config.model->hidden;
+  r.ffn = config.model->ffn_hidden;
+  r.heads = config.model->heads;
+  Result<std::vector<int>> lengths = slice_lengths_for(config);
+  if (!lengths) return lengths.error();
+  if (lengths->empty()) {
+    r.shapes.emplace_back(config.model->seq_len, 0);
+  } else {
+    int context = 0;
+    for (int l : *lengths) {
+      if (std::find(r.shapes.begin(), r.shapes.end(), std::pair{l, context}) == r.shapes.end()) {
+        r.shapes.emplace_back(l, context);
+      }
+      context += l;
+    }
+  }
+  return r;
+}
+
+Result<CostProfile> profile_cpu(const ProfileRequest& r,
+                                const std::function<void(int, int)>& progress) {
+  if (r.hidden < 1 || r.heads < 1 || r.hidden % r.heads != 0 || r.ffn < 1 || r.micro_batch < 1 ||
+      r.shapes.empty() || r.repetitions < 1 || r.warmup < 0) {
+    return Error{fmt::format(
+        "profile: needs hidden, ffn, heads and micro_batch >= 1 with heads dividing hidden, at "
+        "least one shape and one repetition (hidden {}, ffn {}, heads {}, micro_batch {}, {} "
+        "shapes, {} repetitions)",
+        r.hidden, r.ffn, r.heads, r.micro_batch, r.shapes.size(), r.repetitions)};
+  }
+  CostProfile profile;
+  profile.provenance = provenance(r);
+  const int total = static_cast<int>(r.shapes.size()) + 1;
+  int done = 0;
+  for (const auto& [tokens, context] : r.shapes) {
+    for (KernelSample& s : time_block(r, tokens, context)) profile.kernels.push_back(std::move(s));
+    if (progress) progress(++done, total);
+  }
+  Result<LinkFit> link = fit_link("thread-copy", time_thread_copies(r));
+  if (!link) return Error{fmt::format("profile: thread copies: {}", link.error().message)};
+  profile.links.push_back(std::move(*link));
+  if (progress) progress(++done, total);
+  return profile;
+}
+
+}  // namespace ppsim

@@ -1,0 +1,42 @@
+// The CPU profiler: times the GPT block's kernels (profiler/gpt_block.h) with
+// a steady clock at the shapes a config needs, and the cost of handing a
+// buffer from one thread to another, and returns a CostProfile
+// (sim/cost_profile.h) the simulator can read. Every kernel is timed after
+// warm-up runs, `repetitions` times; the profile keeps the median and the
+// spread (min, max).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "schedules/status.h"
+#include "sim/cost_profile.h"
+#include "sim/workload.h"
+
+namespace ppsim {
+
+struct ProfileRequest {
+  int micro_batch = 1;
+  int hidden = 0;
+  int ffn = 0;
+  int heads = 0;
+  // (tokens, context) of each slice shape to time; a whole sequence is (s, 0).
+  std::vector<std::pair<int, int>> shapes;
+  int warmup = 2;
+  int repetitions = 5;
+  // Buffer sizes for the thread hand-off sweep (bytes).
+  std::vector<int64_t> link_sizes = {1 << 12, 1 << 16, 1 << 20, 1 << 22, 1 << 24};
+};
+
+// The shapes a config needs: its sequence, or each slice of its token-level
+// cut with that slice's context. REQUIRES: config.model.
+Result<ProfileRequest> request_for(const Config& config);
+
+// Runs the measurements. `progress(done, total)` after each kernel shape.
+Result<CostProfile> profile_cpu(const ProfileRequest& request,
+                                const std::function<void(int, int)>& progress = {});
+
+}  // namespace ppsim

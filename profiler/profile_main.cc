@@ -1,0 +1,110 @@
+// `ppsim-profile CONFIG -o PROFILE.yaml` (also `ppsim profile ...`): measures
+// the GPT block's kernels on this CPU at the config's shapes, and the cost of
+// handing a buffer to another thread, and writes a cost profile.
+#include <fmt/format.h>
+
+#include <boost/program_options.hpp>
+#include <fstream>
+#include <iostream>
+
+#include "profiler/cpu_profiler.h"
+#include "sim/config.h"
+#include "sim/cost_profile.h"
+
+namespace po = boost::program_options;
+
+int main(int argc, char** argv) {
+  std::string config_path;
+  std::string output;
+  std::vector<std::string> sets;
+  int repetitions = 5;
+  int warmup = 2;
+  po::options_description desc("Options");
+  desc.add_options()("help,h", "show this help")(
+      "config", po::value(&config_path)->value_name("CONFIG"), "YAML config (positional)")(
+      "output,o", po::value(&output)->value_name("FILE"), "where to write the profile (YAML)")(
+      "set", po::value(&sets)->composing()->value_name("KEY.PATH=VALUE"),
+      "override one config value (repeatable)")(
+      "repetitions", po::value(&repetitions)->value_name("N"), "timed runs per kernel (5)")(
+      "warmup", po::value(&warmup)->value_name("N"), "untimed runs first (2)");
+  const std::string usage =
+      "usage: ppsim profile CONFIG -o PROFILE.yaml [--repetitions N] [--warmup N] [--set "
+      "KEY.PATH=VALUE]...\n\n"
+      "Times the GPT block's forward, backward, input-gradient, weight-gradient and recompute\n"
+      "kernels on this CPU (fp32, Eigen) at the config's micro-batch, hidden size and sequence\n"
+      "(or each token slice of a terapipe config), and a buffer hand-off between threads at\n"
+      "several sizes, fitted to latency + bytes / bandwidth. Writes a versioned cost profile\n"
+      "(docs/cost_profile.md).\n\n"
+      "example:\n  ppsim profile configs/examples/gpt3-1.3b-8gpu.yaml --set model.layers=4 -o "
+      "prof.yaml\n\n";
+  po::positional_options_description positional;
+  positional.add("config", 1);
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(argc, argv).options(desc).positional(positional).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    std::cerr << "ppsim: error: " << e.what() << ". See 'ppsim profile --help'.\n";
+    return 2;
+  }
+  if (vm.count("help")) {
+    std::cout << usage << desc;
+    return 0;
+  }
+  if (config_path.empty() || output.empty()) {
+    std::cerr << "ppsim: error: needs CONFIG and -o PROFILE.yaml. See 'ppsim profile --help'.\n";
+    return 2;
+  }
+  std::vector<ppsim::ConfigOverride> overrides;
+  for (const std::string& s : sets) {
+    ppsim::Result<ppsim::ConfigOverride> o = ppsim::parse_override(s);
+    if (!o) {
+      std::cerr << "ppsim: error: " << o.error().message << "\n";
+      return 1;
+    }
+    overrides.push_back(*o);
+  }
+  const ppsim::Result<ppsim::Config> config = ppsim::load_config(config_path, overrides);
+  if (!config) {
+    std::cerr << "ppsim: error: " << config.error().message << "\n";
+    return 1;
+  }
+  if (!config->model) {
+    std::cerr << "ppsim: error: " << config_path << ": profiling needs a model section\n";
+    return 1;
+  }
+  ppsim::Result<ppsim::ProfileRequest> request = ppsim::request_for(*config);
+  if (!request) {
+    std::cerr << "ppsim: error: " << request.error().message << "\n";
+    return 1;
+  }
+  request->repetitions = repetitions;
+  request->warmup = warmup;
+  const ppsim::Result<ppsim::CostProfile> profile =
+      ppsim::profile_cpu(*request, [](int done, int total) {
+        std::cerr << fmt::format("profile: {}/{} measurements\n", done, total);
+      });
+  if (!profile) {
+    std::cerr << "ppsim: error: " << profile.error().message << "\n";
+    return 1;
+  }
+  std::ofstream file(output, std::ios::binary);
+  file << ppsim::profile_to_yaml(*profile);
+  file.close();
+  if (!file) {
+    std::cerr << "ppsim: error: cannot write " << output << "\n";
+    return 1;
+  }
+  std::cout << fmt::format("{:<16} {:>7} {:>8} {:>12} {:>12} {:>12}\n", "kernel", "tokens",
+                           "context", "median", "min", "max");
+  for (const ppsim::KernelSample& s : profile->kernels) {
+    std::cout << fmt::format("{:<16} {:>7} {:>8} {:>9.3f} ms {:>9.3f} ms {:>9.3f} ms\n", s.kind,
+                             s.tokens, s.context, s.median_s * 1e3, s.min_s * 1e3, s.max_s * 1e3);
+  }
+  for (const ppsim::LinkFit& l : profile->links) {
+    std::cout << fmt::format("link {}: latency {:.2f} us, bandwidth {:.2f} GB/s\n", l.name,
+                             l.latency_s * 1e6, l.bandwidth_Bps / 1e9);
+  }
+  std::cout << "profile written to " << output << "\n";
+  return 0;
+}

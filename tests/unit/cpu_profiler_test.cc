@@ -1,0 +1,78 @@
+#include "profiler/cpu_profiler.h"
+
+#include <gtest/gtest.h>
+
+#include "sim/config.h"
+
+namespace ppsim {
+namespace {
+
+ProfileRequest tiny() {
+  ProfileRequest r;
+  r.micro_batch = 2;
+  r.hidden = 8;
+  r.ffn = 16;
+  r.heads = 2;
+  r.shapes = {{4, 0}, {2, 2}};
+  r.warmup = 1;
+  r.repetitions = 3;
+  r.link_sizes = {1 << 10, 1 << 14, 1 << 18};
+  return r;
+}
+
+TEST(CpuProfiler, EveryKernelAtEveryShapeWithItsSpread) {
+  int calls = 0;
+  const Result<CostProfile> p = profile_cpu(tiny(), [&](int done, int total) {
+    ++calls;
+    EXPECT_EQ(total, 3);  // two shapes and the link sweep
+    EXPECT_EQ(done, calls);
+  });
+  ASSERT_TRUE(p.ok()) << p.error().message;
+  EXPECT_EQ(calls, 3);
+  ASSERT_EQ(p->kernels.size(), 2u * kKernelKinds.size());
+  for (const KernelSample& s : p->kernels) {
+    EXPECT_EQ(s.repetitions, 3);
+    EXPECT_LE(s.min_s, s.median_s);
+    EXPECT_LE(s.median_s, s.max_s);
+    EXPECT_GT(s.min_s, 0);
+    EXPECT_EQ(s.micro_batch, 2);
+    EXPECT_TRUE((s.tokens == 4 && s.context == 0) || (s.tokens == 2 && s.context == 2));
+  }
+  ASSERT_EQ(p->links.size(), 1u);
+  EXPECT_EQ(p->links[0].samples.size(), 3u);
+  EXPECT_GT(p->links[0].bandwidth_Bps, 0);
+  EXPECT_FALSE(p->provenance.host.empty());
+  EXPECT_FALSE(p->provenance.date.empty());
+  // What the profiler writes, the simulator reads back unchanged.
+  const Result<CostProfile> back = parse_profile(profile_to_yaml(*p), "p.yaml");
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(*back, *p);
+}
+
+TEST(CpuProfiler, RejectsImpossibleShapes) {
+  ProfileRequest r = tiny();
+  r.heads = 3;  // does not divide hidden 8
+  EXPECT_FALSE(profile_cpu(r).ok());
+  r = tiny();
+  r.shapes.clear();
+  EXPECT_FALSE(profile_cpu(r).ok());
+}
+
+// A token-level config asks for each slice at its own context.
+TEST(CpuProfiler, RequestFollowsTheTokenSlices) {
+  const Result<Config> config = parse_config(
+      "model: {layers: 4, hidden: 64, heads: 4, seq_len: 96, vocab: 100}\n"
+      "hardware: {preset: a100-80gb, gpus_per_node: 2, nodes: 1}\n"
+      "parallel: {pipeline: 2}\ntraining: {global_batch: 4, micro_batch: 2}\n"
+      "schedule: {kind: terapipe, slices: 3}\n",
+      "t.yaml");
+  ASSERT_TRUE(config.ok()) << config.error().message;
+  const Result<ProfileRequest> r = request_for(*config);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->shapes, (std::vector<std::pair<int, int>>{{32, 0}, {32, 32}, {32, 64}}));
+  EXPECT_EQ(r->micro_batch, 2);
+  EXPECT_EQ(r->ffn, 256);
+}
+
+}  // namespace
+}  // namespace ppsim
