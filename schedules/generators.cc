@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "schedules/generator_util.h"
 #include "schedules/zero_bubble.h"
 
 namespace ppsim {
@@ -12,46 +13,17 @@ namespace {
 constexpr Action forward(int stage, int mb) { return {ActionKind::kForward, stage, mb}; }
 constexpr Action backward(int stage, int mb) { return {ActionKind::kBackward, stage, mb}; }
 
-Status check_params(std::string_view kind, const ScheduleParams& params, bool one_stage_per_rank) {
-  if (params.ranks < 1) {
-    return Error{
-        fmt::format("schedule {}: needs at least 1 pipeline rank, got {}", kind, params.ranks)};
-  }
-  if (params.microbatches < 1) {
-    return Error{
-        fmt::format("schedule {}: needs at least 1 microbatch, got {}", kind, params.microbatches)};
-  }
-  if (params.virtual_stages < 1) {
-    return Error{fmt::format("schedule {}: virtual_stages must be at least 1, got {}", kind,
-                             params.virtual_stages)};
-  }
-  if (one_stage_per_rank && params.virtual_stages != 1) {
-    return Error{
-        fmt::format("schedule {} runs one stage per rank: virtual_stages must be 1, got {} "
-                    "(interleaved-1f1b runs several)",
-                    kind, params.virtual_stages)};
-  }
-  return {};
-}
-
-// The empty schedule with the interleaved stage layout: stage = chunk * p + rank.
-Schedule make_empty(std::string name, const ScheduleParams& params) {
-  Schedule s;
-  s.name = std::move(name);
-  s.num_ranks = params.ranks;
-  s.num_stages = params.ranks * params.virtual_stages;
-  s.num_microbatches = params.microbatches;
-  s.stage_rank.resize(s.num_stages);
-  for (int stage = 0; stage < s.num_stages; ++stage) s.stage_rank[stage] = stage % params.ranks;
-  s.programs.resize(params.ranks);
-  return s;
+// The generators here that run one stage per rank.
+Status check_one_stage(std::string_view kind, const ScheduleParams& params) {
+  return generator_util::check_params(kind, params, 1,
+                                      "runs one stage per rank (interleaved-1f1b runs several)");
 }
 
 }  // namespace
 
 Result<Schedule> make_gpipe(const ScheduleParams& params) {
-  if (Status st = check_params("gpipe", params, true); !st) return Error{st.message()};
-  Schedule s = make_empty("gpipe", params);
+  if (Status st = check_one_stage("gpipe", params); !st) return Error{st.message()};
+  Schedule s = generator_util::make_empty("gpipe", params);
   for (int rank = 0; rank < params.ranks; ++rank) {
     auto& program = s.programs[rank];
     program.reserve(2 * params.microbatches);
@@ -62,8 +34,8 @@ Result<Schedule> make_gpipe(const ScheduleParams& params) {
 }
 
 Result<Schedule> make_1f1b(const ScheduleParams& params) {
-  if (Status st = check_params("1f1b", params, true); !st) return Error{st.message()};
-  Schedule s = make_empty("1f1b", params);
+  if (Status st = check_one_stage("1f1b", params); !st) return Error{st.message()};
+  Schedule s = generator_util::make_empty("1f1b", params);
   const int p = params.ranks;
   const int m = params.microbatches;
   for (int rank = 0; rank < p; ++rank) {
@@ -81,7 +53,7 @@ Result<Schedule> make_1f1b(const ScheduleParams& params) {
 }
 
 Result<Schedule> make_interleaved_1f1b(const ScheduleParams& params) {
-  if (Status st = check_params("interleaved-1f1b", params, false); !st) {
+  if (Status st = generator_util::check_params("interleaved-1f1b", params, 0, ""); !st) {
     return Error{st.message()};
   }
   const int p = params.ranks;
@@ -93,7 +65,7 @@ Result<Schedule> make_interleaved_1f1b(const ScheduleParams& params) {
         "the pipeline size ({}); change training.global_batch or micro_batch",
         m, p)};
   }
-  Schedule s = make_empty("interleaved-1f1b", params);
+  Schedule s = generator_util::make_empty("interleaved-1f1b", params);
   // Megatron-LM's order: the k-th virtual microbatch of a rank belongs to
   // chunk (k mod pv) / p (counted from the last chunk for backward) and to
   // microbatch (k / pv) * p + k mod p. Ranks run ahead by 2 per position
@@ -134,12 +106,12 @@ std::optional<int> fixed_virtual_stages(std::string_view kind) {
 }
 
 Result<Schedule> make_terapipe(const ScheduleParams& params) {
-  if (Status st = check_params("terapipe", params, true); !st) return Error{st.message()};
+  if (Status st = check_one_stage("terapipe", params); !st) return Error{st.message()};
   if (params.slices < 1) {
     return Error{fmt::format("schedule terapipe: needs at least 1 slice per microbatch, got {}",
                              params.slices)};
   }
-  Schedule s = make_empty("terapipe", params);
+  Schedule s = generator_util::make_empty("terapipe", params);
   s.num_slices = params.slices;
   for (int rank = 0; rank < params.ranks; ++rank) {
     auto& program = s.programs[rank];
@@ -164,7 +136,7 @@ namespace {
 // backward of every microbatch k for which steps_after(k).
 template <typename StepsAfter>
 Schedule async_stream(std::string name, const ScheduleParams& params, StepsAfter steps_after) {
-  Schedule s = make_empty(std::move(name), params);
+  Schedule s = generator_util::make_empty(std::move(name), params);
   const int p = params.ranks;
   const int m = params.microbatches;
   for (int rank = 0; rank < p; ++rank) {
@@ -188,12 +160,12 @@ Schedule async_stream(std::string name, const ScheduleParams& params, StepsAfter
 }  // namespace
 
 Result<Schedule> make_pipedream(const ScheduleParams& params) {
-  if (Status st = check_params("pipedream", params, true); !st) return Error{st.message()};
+  if (Status st = check_one_stage("pipedream", params); !st) return Error{st.message()};
   return async_stream("pipedream", params, [](int) { return true; });
 }
 
 Result<Schedule> make_pipedream_2bw(const ScheduleParams& params) {
-  if (Status st = check_params("pipedream-2bw", params, true); !st) return Error{st.message()};
+  if (Status st = check_one_stage("pipedream-2bw", params); !st) return Error{st.message()};
   const int batch = params.step_every;
   if (batch < params.ranks) {
     return Error{fmt::format(
@@ -214,6 +186,43 @@ Result<Schedule> make_pipedream_2bw(const ScheduleParams& params) {
 bool is_asynchronous(std::string_view kind) {
   return kind == "pipedream" || kind == "pipedream-2bw";
 }
+
+namespace generator_util {
+
+Status check_params(std::string_view kind, const ScheduleParams& params, int required_v,
+                    std::string_view why) {
+  if (params.ranks < 1) {
+    return Error{
+        fmt::format("schedule {}: needs at least 1 pipeline rank, got {}", kind, params.ranks)};
+  }
+  if (params.microbatches < 1) {
+    return Error{
+        fmt::format("schedule {}: needs at least 1 microbatch, got {}", kind, params.microbatches)};
+  }
+  if (params.virtual_stages < 1) {
+    return Error{fmt::format("schedule {}: virtual_stages must be at least 1, got {}", kind,
+                             params.virtual_stages)};
+  }
+  if (required_v > 0 && params.virtual_stages != required_v) {
+    return Error{fmt::format("schedule {} {}: virtual_stages must be {}, got {}", kind, why,
+                             required_v, params.virtual_stages)};
+  }
+  return {};
+}
+
+Schedule make_empty(std::string name, const ScheduleParams& params) {
+  Schedule s;
+  s.name = std::move(name);
+  s.num_ranks = params.ranks;
+  s.num_stages = params.ranks * params.virtual_stages;
+  s.num_microbatches = params.microbatches;
+  s.stage_rank.resize(s.num_stages);
+  for (int stage = 0; stage < s.num_stages; ++stage) s.stage_rank[stage] = stage % params.ranks;
+  s.programs.resize(params.ranks);
+  return s;
+}
+
+}  // namespace generator_util
 
 const std::vector<std::string>& schedule_kinds() {
   static const std::vector<std::string> kinds = {"gpipe",    "1f1b",      "interleaved-1f1b",

@@ -6,36 +6,13 @@
 #include <string_view>
 #include <vector>
 
+#include "schedules/generator_util.h"
+
 namespace ppsim {
 namespace {
 
-Status check_params(std::string_view kind, const ScheduleParams& params, int required_v,
-                    std::string_view why_v) {
-  if (params.ranks < 1) {
-    return Error{
-        fmt::format("schedule {}: needs at least 1 pipeline rank, got {}", kind, params.ranks)};
-  }
-  if (params.microbatches < 1) {
-    return Error{
-        fmt::format("schedule {}: needs at least 1 microbatch, got {}", kind, params.microbatches)};
-  }
-  if (params.virtual_stages != required_v) {
-    return Error{fmt::format("schedule {} {}: virtual_stages must be {}, got {}", kind, why_v,
-                             required_v, params.virtual_stages)};
-  }
-  return {};
-}
-
-Schedule make_empty(std::string name, const ScheduleParams& params) {
-  Schedule s;
-  s.name = std::move(name);
-  s.num_ranks = params.ranks;
-  s.num_stages = params.ranks * params.virtual_stages;
-  s.num_microbatches = params.microbatches;
-  s.stage_rank.resize(s.num_stages);
-  s.programs.resize(params.ranks);
-  return s;
-}
+using generator_util::check_params;
+using generator_util::make_empty;
 
 // Appends one stage's actions to a rank's program, each kind in microbatch
 // order (every schedule here runs a stage's F's, I's and W's in that order).

@@ -16,18 +16,13 @@
 #include <utility>
 #include <vector>
 
+#include "sim/yaml_util.h"
+
 namespace ppsim {
 namespace config_internal {
 namespace {
 
-std::string render(const YAML::Node& node) {
-  if (node.IsScalar()) return node.Scalar();
-  YAML::Emitter out;
-  out.SetMapFormat(YAML::Flow);
-  out.SetSeqFormat(YAML::Flow);
-  out << node;
-  return out.c_str();
-}
+using yaml_util::render;
 
 std::string set_flag(const ConfigOverride& flag) {
   return fmt::format("--set {}={}", flag.path, flag.value);

@@ -23,6 +23,8 @@
 #include <utility>
 #include <vector>
 
+#include "sim/yaml_util.h"
+
 namespace ppsim {
 namespace {
 
@@ -73,14 +75,7 @@ struct Value {
   bool present() const { return node.IsDefined() && !node.IsNull(); }
 };
 
-std::string render(const YAML::Node& node) {
-  if (node.IsScalar()) return node.Scalar();
-  YAML::Emitter out;
-  out.SetMapFormat(YAML::Flow);
-  out.SetSeqFormat(YAML::Flow);
-  out << node;
-  return out.c_str();
-}
+using yaml_util::render;
 
 std::string child_path(std::string_view path, std::string_view key) {
   return path.empty() ? std::string(key) : fmt::format("{}.{}", path, key);
