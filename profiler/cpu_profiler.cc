@@ -64,14 +64,19 @@ std::vector<KernelSample> time_block(const ProfileRequest& r, int tokens, int co
   }
   k::KvGrad<float> kv_grad(b, r.hidden, context + tokens);
   std::vector<double> f, i, w, full, recompute;
+  // What the layer holds after F and after I, in bytes; the same every
+  // repetition, and read outside the timed spans.
+  int64_t after_forward = 0, after_input = 0;
   for (int rep = -r.warmup; rep < r.repetitions; ++rep) {
     k::Saved<float> saved;
     Clock::time_point t = Clock::now();
     k::forward(params, x, &kv, &saved);
     const double forward_s = seconds_since(t);
+    after_forward = saved.bytes();
     t = Clock::now();
     k::backward_input(params, dy, &kv, &kv_grad, &saved);
     const double input_s = seconds_since(t);
+    after_input = saved.bytes();
     t = Clock::now();
     k::backward_weight(params, &saved, &grads);
     const double weight_s = seconds_since(t);
@@ -89,8 +94,10 @@ std::vector<KernelSample> time_block(const ProfileRequest& r, int tokens, int co
     recompute.push_back(recompute_s);
     full.push_back(backward_s);
   }
-  return {summarize("forward", r, tokens, context, f),
-          summarize("backward", r, tokens, context, full),
+  KernelSample forward = summarize("forward", r, tokens, context, f);
+  forward.activation_bytes = after_forward;
+  forward.weight_grad_bytes = after_input;
+  return {std::move(forward), summarize("backward", r, tokens, context, full),
           summarize("backward_input", r, tokens, context, i),
           summarize("backward_weight", r, tokens, context, w),
           summarize("recompute", r, tokens, context, recompute)};
@@ -98,42 +105,57 @@ std::vector<KernelSample> time_block(const ProfileRequest& r, int tokens, int co
 
 // A buffer handed to another thread, which copies it into its own memory: the
 // time from the hand-off to the copy's end, what the threads runtime pays
-// for each activation or gradient it sends.
+// for each activation or gradient it sends. One receiver thread, already
+// waiting, serves every measurement, so its start-up is not counted.
 std::vector<LinkSample> time_thread_copies(const ProfileRequest& r) {
+  std::mutex mu;
+  std::condition_variable cv;
+  const std::vector<char>* source = nullptr;  // the hand-off; null when none is pending
+  std::vector<char> target;
+  bool copied = false;
+  bool done = false;
+  std::thread receiver([&] {
+    std::unique_lock<std::mutex> lock(mu);
+    while (true) {
+      cv.wait(lock, [&] { return source != nullptr || done; });
+      if (source == nullptr) return;
+      std::memcpy(target.data(), source->data(), source->size());
+      source = nullptr;
+      copied = true;
+      cv.notify_all();
+    }
+  });
   std::vector<LinkSample> samples;
   for (int64_t size : r.link_sizes) {
-    std::vector<char> source(size, 1);
-    std::vector<char> target(size, 0);
+    const std::vector<char> buffer(size, 1);
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      target.assign(size, 0);
+    }
     std::vector<double> times;
     for (int rep = -r.warmup; rep < r.repetitions; ++rep) {
-      std::mutex mu;
-      std::condition_variable cv;
-      bool handed = false;
-      bool copied = false;
-      std::thread receiver([&] {
-        std::unique_lock<std::mutex> lock(mu);
-        cv.wait(lock, [&] { return handed; });
-        std::memcpy(target.data(), source.data(), source.size());
-        copied = true;
-        cv.notify_all();
-      });
       const Clock::time_point start = Clock::now();
       {
         std::lock_guard<std::mutex> lock(mu);
-        handed = true;
+        source = &buffer;
+        copied = false;
       }
       cv.notify_all();
       {
         std::unique_lock<std::mutex> lock(mu);
         cv.wait(lock, [&] { return copied; });
       }
-      const double s = seconds_since(start);
-      receiver.join();
-      if (rep >= 0) times.push_back(s);
+      if (rep >= 0) times.push_back(seconds_since(start));
     }
     std::sort(times.begin(), times.end());
     samples.push_back({size, times[times.size() / 2]});
   }
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    done = true;
+  }
+  cv.notify_all();
+  receiver.join();
   return samples;
 }
 

@@ -3,7 +3,8 @@
 // buffer from one thread to another, and returns a CostProfile
 // (sim/cost_profile.h) the simulator can read. Every kernel is timed after
 // warm-up runs, `repetitions` times; the profile keeps the median and the
-// spread (min, max).
+// spread (min, max). Each forward sample also carries the bytes one block
+// holds after F and after I (Saved::bytes(), fp32, per microbatch).
 #pragma once
 
 #include <cstdint>

@@ -246,8 +246,21 @@ void Loader::check_cross_fields(const Config& config, const Sections& tree) cons
     fail(tree.fixed.field().key_mark, "model",
          "required unless costs.fixed gives forward_s and backward_s");
   }
-  if (config.model && !config.hardware) {
-    fail(tree.hardware.field().key_mark, "hardware", "required when model is given");
+  // A profile times the layers by itself; the embedding, logits, transfers
+  // and end-of-iteration work are then 0 (docs/cost_model.md, costs.profile).
+  if (config.model && !config.hardware && config.profile_path.empty()) {
+    fail(tree.hardware.field().key_mark, "hardware",
+         "required when model is given, unless costs.profile gives the layer times");
+  }
+  if (!config.profile_path.empty() && !config.model) {
+    const Field profile = tree.costs.get("profile");
+    fail(profile.key_mark, profile.path,
+         "needs a model: the profile's kernels are looked up by the model's shape");
+  }
+  if (sched.slicing == SlicingMethod::kOptimal && config.model && !config.hardware) {
+    const Field slicing = tree.schedule.get("slicing");
+    fail(slicing.key_mark, slicing.path,
+         "optimal needs hardware: the cut is chosen with the analytic model's times");
   }
   if (config.hardware) {
     const HardwareSpec& hw = *config.hardware;
@@ -302,29 +315,15 @@ void Loader::check_cross_fields(const Config& config, const Sections& tree) cons
   }
 }
 
-// A custom schedule's CSV: relative to the config's folder when the path is
-// written in the file, to the working directory when it comes from --set.
+// A custom schedule's CSV (see to_existing_file for relative paths).
 std::string Loader::read_schedule_file(const Section& s, const std::string& kind) const {
   const Field file = s.get("file");
   if (kind != "custom") {
     if (s.has("file")) fail(file.key_mark, file.path, "only for schedule.kind custom");
     return "";
   }
-  if (!file.present() || !file.node.IsScalar() || file.node.Scalar().empty()) {
-    fail_expected(file, "the path of a CSV schedule, one row per rank (schedule.kind is custom)");
-  }
-  std::filesystem::path path = file.node.Scalar();
-  const bool from_flag = std::any_of(overrides_.begin(), overrides_.end(), [&](const auto& flag) {
-    return is_under(file.path, flag.path);
-  });
-  if (path.is_relative() && !from_flag) {
-    path = std::filesystem::path(source_).parent_path() / path;
-  }
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) {
-    fail(file.mark(), file.path, fmt::format("no such file: {}", path.string()));
-  }
-  return path.string();
+  return to_existing_file(file,
+                          "the path of a CSV schedule, one row per rank (schedule.kind is custom)");
 }
 
 // Token slicing, for terapipe only: either a number of equal slices or the
@@ -362,7 +361,7 @@ Config Loader::load(YAML::Node root) const {
   }
   for (const ConfigOverride& flag : overrides_) apply(root, flag);
   Section top = section(top_field, top_keys);
-  Section costs = section(top.get("costs"), {"fixed"});
+  Section costs = section(top.get("costs"), {"fixed", "profile"});
   Sections tree{
       .model = section(top.get("model"),
                        {"layers", "hidden", "ffn_hidden", "heads", "seq_len", "vocab", "dtype"}),
@@ -374,6 +373,7 @@ Config Loader::load(YAML::Node root) const {
       .schedule = section(top.get("schedule"), {"kind", "file", "slices", "slicing",
                                                 "slice_granularity", "memory_limit_gib"}),
       .fixed = section(costs.get("fixed"), fixed_keys()),
+      .costs = costs,
   };
 
   Config config;
@@ -397,6 +397,11 @@ Config Loader::load(YAML::Node root) const {
   if (tree.model.present()) config.model = read_model(tree.model);
   if (tree.hardware.present()) config.hardware = read_hardware(tree.hardware);
   config.fixed = read_fixed(tree.fixed, config.parallel);
+  // Only found here: the cost table reads it, so that loading stays cheap.
+  if (costs.has("profile")) {
+    config.profile_path =
+        to_existing_file(costs.get("profile"), "the path of a cost profile (docs/cost_profile.md)");
+  }
   if (search_ != nullptr) {
     read_search(
         section(top.get("search"), {"pipeline", "tensor", "micro_batch", "virtual_stages",

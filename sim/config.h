@@ -28,7 +28,9 @@ Result<ConfigOverride> parse_override(std::string_view text);
 // p * t * d equals the GPU count (when hardware is given), global_batch
 // divisible by micro_batch * data, the schedule kind is known, costs.fixed
 // lists have 1 or p * v entries, model and hardware present unless
-// costs.fixed gives forward_s and backward_s.
+// costs.fixed gives forward_s and backward_s (hardware may also be left out
+// when costs.profile is given, which needs a model), and costs.profile an
+// existing file (resolved like schedule.file; read by build_cost_table).
 Result<Config> load_config(const std::string& path,
                            const std::vector<ConfigOverride>& overrides = {});
 // Same, from text; `source` stands for the file name in messages.

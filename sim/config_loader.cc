@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <utility>
 #include <vector>
@@ -207,6 +208,27 @@ size_t Loader::to_choice(const Field& field, const std::vector<std::string>& cho
     if (it != choices.end()) return it - choices.begin();
   }
   fail_expected(field, fmt::format("one of {}", fmt::join(choices, ", ")));
+}
+
+// A path written in the file is relative to the config's folder, so that a
+// config and the files it names move together; one given with --set is
+// relative to the working directory, where the command was typed.
+std::string Loader::to_existing_file(const Field& field, std::string_view expected) const {
+  if (!field.present() || !field.node.IsScalar() || field.node.Scalar().empty()) {
+    fail_expected(field, expected);
+  }
+  std::filesystem::path path = field.node.Scalar();
+  const bool from_flag = std::any_of(overrides_.begin(), overrides_.end(), [&](const auto& flag) {
+    return is_under(field.path, flag.path);
+  });
+  if (path.is_relative() && !from_flag) {
+    path = std::filesystem::path(source_).parent_path() / path;
+  }
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) {
+    fail(field.mark(), field.path, fmt::format("no such file: {}", path.string()));
+  }
+  return path.string();
 }
 
 std::vector<int> Loader::to_ints(const Field& field, int min, int max) const {

@@ -90,7 +90,7 @@ std::string read_file(const std::string& path);
 
 // The sections of a config, each checked for unknown keys.
 struct Sections {
-  Section model, hardware, parallel, training, schedule, fixed;
+  Section model, hardware, parallel, training, schedule, fixed, costs;
 };
 
 // Walks one YAML document after applying the --set flags, which also decide how
@@ -127,6 +127,9 @@ class Loader {
   double to_number(const Field& field, Bound bound) const;
   std::vector<double> to_numbers(const Field& field, int64_t stages) const;
   size_t to_choice(const Field& field, const std::vector<std::string>& choices) const;
+  // The path of a file that exists, resolved against the config's folder
+  // unless it came from --set; `expected` describes it when it is not a path.
+  std::string to_existing_file(const Field& field, std::string_view expected) const;
   template <typename Enum, size_t N>
   Enum to_enum(const Field& field, const std::array<Enum, N>& values) const;
 

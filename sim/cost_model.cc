@@ -1,13 +1,16 @@
 // The CostTable of a Config (build_cost_table): the analytic figures of
 // cost_model_memory.cc, cost_model_time.cc and cost_model_comm.cc for the
-// stages' layer split, each field of costs.fixed that is given replacing its
-// analytic counterpart.
+// stages' layer split, the layer times of costs.profile in place of the
+// analytic ones (cost_model_profile.cc), and each field of costs.fixed that
+// is given replacing its counterpart.
 #include "sim/cost_model.h"
 
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sim/cost_model_internal.h"
@@ -146,8 +149,11 @@ Result<std::vector<int>> stage_layers(const Config& config) {
 
 }  // namespace cost_model_internal
 
+using cost_model_internal::apply_profile;
 using cost_model_internal::fill_memory;
 using cost_model_internal::fill_times;
+using cost_model_internal::profiled_layers;
+using cost_model_internal::ProfiledLayers;
 using cost_model_internal::Slice;
 using cost_model_internal::stage_layers;
 using cost_model_internal::whole_sequence;
@@ -218,12 +224,21 @@ Result<CostTable> build_cost_table(const Config& config, const std::vector<int>&
     const Result<std::vector<int>> split = stage_layers(config);
     if (!split.ok()) return in_source(config, split.error());
     const std::vector<int>& layers = *split;
+    std::optional<ProfiledLayers> profiled;
+    if (!config.profile_path.empty()) {
+      Result<ProfiledLayers> read = profiled_layers(config, slices);
+      if (!read.ok()) return in_source(config, read.error());
+      profiled = std::move(*read);
+    }
     fill_memory(config, layers, stage_rank, slices, table);
     if (config.hardware) {
-      if (Status s = fill_times(config, layers, stage_rank, slices, table); !s.ok()) {
+      if (Status s = fill_times(config, layers, stage_rank, slices, table,
+                                profiled ? &profiled->times : nullptr);
+          !s.ok()) {
         return in_source(config, s);
       }
     }
+    if (profiled) apply_profile(config, layers, stage_rank, *profiled, table);
   }
   if (Status s = apply_fixed(config.fixed, shares, table); !s.ok()) return in_source(config, s);
   return table;

@@ -66,6 +66,11 @@ double ring_all_gather_s(double bytes, int n, double latency_s, double bandwidth
 // CostTable lays them out (docs/cost_model.md, "Token slices"). Further
 // errors: a slice of no tokens, and, with a model, lengths that do not sum to
 // model.seq_len.
+// With config.profile_path (costs.profile) the profile is read here and each
+// stage's layers take its measured times, layers x kernel_time at the
+// stage's shape and slice (docs/cost_model.md, "costs.profile"); its errors
+// (unreadable file, shape not measured, selective recompute) name the
+// config and the profile.
 // REQUIRES: stage_rank.size() == config.num_stages().
 Result<CostTable> build_cost_table(const Config& config, const std::vector<int>& stage_rank,
                                    const std::vector<int>& slice_lengths = {});

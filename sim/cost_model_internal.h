@@ -115,10 +115,39 @@ Status fill_rank_times(const Config& config, const std::vector<int>& layers,
                        const std::vector<int>& stage_rank, const Placement& placement,
                        CostTable& table);
 
+// One layer's times for one token slice as a cost profile measured them
+// (costs.profile), in place of the analytic layer's.
+struct LayerTimes {
+  Picos forward = 0;
+  Picos backward = 0;  // recompute included under full recompute
+  Picos weight_grad = 0;
+};
+
 // cost_model_time.cc
+// `measured`, when given, holds one LayerTimes per slice.
 Status fill_times(const Config& config, const std::vector<int>& layers,
                   const std::vector<int>& stage_rank, const std::vector<Slice>& slices,
-                  CostTable& table);
+                  CostTable& table, const std::vector<LayerTimes>* measured = nullptr);
+
+// cost_model_profile.cc
+// What a config's cost profile gives, per slice: the layer times, and the
+// bytes one layer holds after F and after I where the profile measured them
+// (0: keep the model's); and the "thread-copy" link, if it has one.
+struct ProfiledLayers {
+  std::vector<LayerTimes> times;
+  std::vector<int64_t> activation_bytes;
+  std::vector<int64_t> weight_grad_bytes;
+  bool has_link = false;
+  Link link;
+};
+// REQUIRES: config.model and config.profile_path set.
+Result<ProfiledLayers> profiled_layers(const Config& config, const std::vector<Slice>& slices);
+// Puts them into a table that fill_memory (and, with hardware, fill_times
+// given the same times) filled: the stage times without hardware, the bytes,
+// and every cross-rank transfer over the link.
+void apply_profile(const Config& config, const std::vector<int>& layers,
+                   const std::vector<int>& stage_rank, const ProfiledLayers& profiled,
+                   CostTable& table);
 
 // cost_model.cc
 Result<std::vector<int>> stage_layers(const Config& config);

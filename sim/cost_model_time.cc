@@ -181,9 +181,15 @@ struct StagePieces {
 };
 
 // Forward, backward and W of one slice of a microbatch on one stage: the one
-// place both build_cost_table and slice_cost_function time a stage.
-Block stage_block(const BlockTimer& timer, const StagePieces& stage, const Slice& slice) {
-  Block block = repeat(timer.layer(slice, stage.tp_link), stage.layers);
+// place both build_cost_table and slice_cost_function time a stage. With
+// `measured` (costs.profile) its layers take the measured times; the
+// embedding and logits stay analytic, since the profile does not time them.
+Block stage_block(const BlockTimer& timer, const StagePieces& stage, const Slice& slice,
+                  const LayerTimes* measured = nullptr) {
+  const Block layer = measured != nullptr
+                          ? Block{measured->forward, measured->backward, measured->weight_grad}
+                          : timer.layer(slice, stage.tp_link);
+  Block block = repeat(layer, stage.layers);
   if (stage.embedding) block += timer.embedding(slice, stage.tp_link);
   if (stage.logits) block += timer.logits(slice, stage.tp_link);
   return block;
@@ -205,14 +211,16 @@ Result<StagePieces> stage_pieces(const Config& config, const std::vector<int>& l
 
 Status fill_stage_times(const Config& config, const std::vector<int>& layers,
                         const std::vector<int>& stage_rank, const Placement& placement,
-                        const std::vector<Slice>& slices, CostTable& table) {
+                        const std::vector<Slice>& slices, const std::vector<LayerTimes>* measured,
+                        CostTable& table) {
   const BlockTimer timer(config);
   const int k = static_cast<int>(slices.size());
   for (int s = 0; s < config.num_stages(); ++s) {
     const Result<StagePieces> pieces = stage_pieces(config, layers, stage_rank, placement, s);
     if (!pieces.ok()) return pieces.error();
     for (int j = 0; j < k; ++j) {
-      const Block block = stage_block(timer, *pieces, slices[j]);
+      const Block block =
+          stage_block(timer, *pieces, slices[j], measured != nullptr ? &(*measured)[j] : nullptr);
       StageCost& cost = table.stages[s * k + j];
       cost.forward = block.forward;
       cost.backward = block.backward;
@@ -227,10 +235,11 @@ Status fill_stage_times(const Config& config, const std::vector<int>& layers,
 // Figures that need the hardware too: every duration.
 Status fill_times(const Config& config, const std::vector<int>& layers,
                   const std::vector<int>& stage_rank, const std::vector<Slice>& slices,
-                  CostTable& table) {
+                  CostTable& table, const std::vector<LayerTimes>* measured) {
   if (Status s = check_hardware(config); !s.ok()) return s;
   const Placement placement(config.parallel, config.hardware->gpus_per_node);
-  if (Status s = fill_stage_times(config, layers, stage_rank, placement, slices, table); !s.ok()) {
+  if (Status s = fill_stage_times(config, layers, stage_rank, placement, slices, measured, table);
+      !s.ok()) {
     return s;
   }
   const int k = static_cast<int>(slices.size());

@@ -1,6 +1,7 @@
-// Writing, reading and using cost profiles (cost_profile.h). The reader walks
-// the YAML tree by hand, like the config loader, so that every error can name
-// the file, line, column and key path of the offending value.
+// Writing and reading cost profiles, and fitting links (cost_profile.h;
+// kernel_time is in kernel_time.cc). The reader walks the YAML tree by hand,
+// like the config loader, so that every error can name the file, line,
+// column and key path of the offending value.
 #include "sim/cost_profile.h"
 
 #include <fmt/format.h>
@@ -14,7 +15,6 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
-#include <iterator>
 #include <map>
 #include <set>
 #include <sstream>
@@ -254,7 +254,8 @@ ProfileProvenance Reader::read_provenance(const Value& value) const {
 
 KernelSample Reader::read_kernel(const Value& value) const {
   Map m = map(value, {"kind", "micro_batch", "tokens", "context", "hidden", "ffn", "heads",
-                      "tensor", "median_s", "min_s", "max_s", "repetitions"});
+                      "tensor", "median_s", "min_s", "max_s", "repetitions", "activation_bytes",
+                      "weight_grad_bytes"});
   KernelSample k;
   Value kind = required(m, "kind");
   if (!kind.node.IsScalar() || std::find(kKernelKinds.begin(), kKernelKinds.end(),
@@ -273,6 +274,12 @@ KernelSample Reader::read_kernel(const Value& value) const {
   k.min_s = to_number(required(m, "min_s"));
   k.max_s = to_number(required(m, "max_s"));
   k.repetitions = to_int(required(m, "repetitions"), 1);
+  if (m.find("activation_bytes") != nullptr) {
+    k.activation_bytes = to_int<int64_t>(m.get("activation_bytes"), 0);
+  }
+  if (m.find("weight_grad_bytes") != nullptr) {
+    k.weight_grad_bytes = to_int<int64_t>(m.get("weight_grad_bytes"), 0);
+  }
   if (!(k.min_s <= k.median_s && k.median_s <= k.max_s)) {
     fail(value.mark, value.path,
          fmt::format("expected min_s <= median_s <= max_s, got {}, {}, {}", number(k.min_s),
@@ -295,32 +302,6 @@ LinkFit Reader::read_link(const Value& value) const {
   return link;
 }
 
-// ---- Interpolation ----
-
-double lerp(double x0, double y0, double x1, double y1, double x) {
-  return y0 + (y1 - y0) * ((x - x0) / (x1 - x0));
-}
-
-// (tokens, seconds) at one context, sorted by tokens with no repeats.
-using Curve = std::vector<std::pair<int, double>>;
-
-double curve_at(const Curve& curve, int tokens, bool& extrapolated) {
-  if (curve.size() == 1) {
-    auto [t0, y0] = curve.front();
-    if (tokens == t0) return y0;
-    extrapolated = true;  // one point gives no slope: scale with the tokens
-    return y0 * tokens / t0;
-  }
-  auto upper = std::lower_bound(curve.begin(), curve.end(), tokens,
-                                [](const auto& point, int t) { return point.first < t; });
-  if (upper != curve.end() && upper->first == tokens) return upper->second;
-  if (upper == curve.begin()) ++upper;  // below the range: the first segment
-  if (upper == curve.end()) --upper;    // above it: the last
-  if (tokens < curve.front().first || tokens > curve.back().first) extrapolated = true;
-  auto lower = std::prev(upper);
-  return lerp(lower->first, lower->second, upper->first, upper->second, tokens);
-}
-
 }  // namespace
 
 std::string profile_to_yaml(const CostProfile& profile) {
@@ -337,9 +318,15 @@ std::string profile_to_yaml(const CostProfile& profile) {
   for (const KernelSample& k : profile.kernels) {
     out += fmt::format(
         "  - {{kind: {}, micro_batch: {}, tokens: {}, context: {}, hidden: {}, ffn: {}, "
-        "heads: {}, tensor: {}, median_s: {}, min_s: {}, max_s: {}, repetitions: {}}}\n",
+        "heads: {}, tensor: {}, median_s: {}, min_s: {}, max_s: {}, repetitions: {}",
         quoted(k.kind), k.micro_batch, k.tokens, k.context, k.hidden, k.ffn, k.heads, k.tensor,
         number(k.median_s), number(k.min_s), number(k.max_s), k.repetitions);
+    // Written only when measured: 0 is what a missing key reads as.
+    if (k.activation_bytes != 0) out += fmt::format(", activation_bytes: {}", k.activation_bytes);
+    if (k.weight_grad_bytes != 0) {
+      out += fmt::format(", weight_grad_bytes: {}", k.weight_grad_bytes);
+    }
+    out += "}\n";
   }
   out += profile.links.empty() ? "links: []\n" : "links:\n";
   for (const LinkFit& link : profile.links) {
@@ -441,80 +428,6 @@ Result<LinkFit> fit_link(std::string name, std::vector<LinkSample> samples) {
                     name, describe())};
   }
   return LinkFit{std::move(name), latency, 1.0 / per_byte, std::move(samples)};
-}
-
-Result<Interpolated> kernel_time(const CostProfile& profile, std::string_view kind, int micro_batch,
-                                 int hidden, int ffn, int heads, int tensor, int tokens,
-                                 int context) {
-  if (std::find(kKernelKinds.begin(), kKernelKinds.end(), kind) == kKernelKinds.end()) {
-    return Error{fmt::format("unknown kernel kind \"{}\", expected one of {}", kind,
-                             fmt::join(kKernelKinds, ", "))};
-  }
-  if (tokens < 1 || context < 0) {
-    return Error{
-        fmt::format("kernel time of {} tokens after {} of context: expected tokens >= 1 "
-                    "and context >= 0",
-                    tokens, context)};
-  }
-  auto shape_of = [](const KernelSample& k) {
-    return std::tuple{k.micro_batch, k.hidden, k.ffn, k.heads, k.tensor};
-  };
-  const auto wanted = std::tuple{micro_batch, hidden, ffn, heads, tensor};
-  std::map<int, Curve> curves;  // by context
-  std::set<std::tuple<int, int, int, int, int>> shapes;
-  for (const KernelSample& k : profile.kernels) {
-    if (k.kind != kind) continue;
-    shapes.insert(shape_of(k));
-    if (shape_of(k) == wanted) curves[k.context].emplace_back(k.tokens, k.median_s);
-  }
-  if (curves.empty()) {
-    auto name = [](const std::tuple<int, int, int, int, int>& s) {
-      return fmt::format("(micro_batch {}, hidden {}, ffn {}, heads {}, tensor {})", std::get<0>(s),
-                         std::get<1>(s), std::get<2>(s), std::get<3>(s), std::get<4>(s));
-    };
-    std::vector<std::string> available;
-    for (const auto& s : shapes) available.push_back(name(s));
-    if (available.empty()) {
-      std::vector<std::string_view> kinds;
-      for (const KernelSample& k : profile.kernels) {
-        if (std::find(kinds.begin(), kinds.end(), k.kind) == kinds.end()) kinds.push_back(k.kind);
-      }
-      return Error{
-          fmt::format("no {} kernel in the profile; it has {}", kind,
-                      kinds.empty() ? "no kernels" : fmt::format("{}", fmt::join(kinds, ", ")))};
-    }
-    return Error{fmt::format("no {} kernel of shape {} in the profile; it has {} at {}", kind,
-                             name(wanted), kind, fmt::join(available, ", "))};
-  }
-  for (auto& [c, curve] : curves) {
-    // A hand-built profile may repeat a point, which parse_profile rejects; the first wins.
-    std::stable_sort(curve.begin(), curve.end(),
-                     [](const auto& a, const auto& b) { return a.first < b.first; });
-    curve.erase(std::unique(curve.begin(), curve.end(),
-                            [](const auto& a, const auto& b) { return a.first == b.first; }),
-                curve.end());
-  }
-
-  Interpolated result;
-  auto upper = curves.lower_bound(context);
-  if (upper != curves.end() && upper->first == context) {
-    result.seconds = curve_at(upper->second, tokens, result.extrapolated);
-  } else if (curves.size() == 1) {
-    result.extrapolated = true;  // context never varied: the nearest is all there is
-    result.seconds = curve_at(curves.begin()->second, tokens, result.extrapolated);
-  } else {
-    if (upper == curves.begin()) ++upper;
-    if (upper == curves.end()) --upper;
-    if (context < curves.begin()->first || context > curves.rbegin()->first) {
-      result.extrapolated = true;
-    }
-    auto lower = std::prev(upper);
-    double y0 = curve_at(lower->second, tokens, result.extrapolated);
-    double y1 = curve_at(upper->second, tokens, result.extrapolated);
-    result.seconds = lerp(lower->first, y0, upper->first, y1, context);
-  }
-  result.seconds = std::max(result.seconds, 0.0);  // a falling extrapolation can cross zero
-  return result;
 }
 
 }  // namespace ppsim

@@ -46,6 +46,11 @@ struct KernelSample {
   int micro_batch = 0, tokens = 0, context = 0, hidden = 0, ffn = 0, heads = 0, tensor = 0;
   double median_s = 0, min_s = 0, max_s = 0;  // over the repetitions: the spread
   int repetitions = 0;
+  // What one layer holds, measured by the profiler on its forward sample
+  // (0: not measured): right after F, and still after I (what W reads and
+  // the gradients I left for it). Optional keys, so profiles that lack them
+  // and hand-written ones stay valid.
+  int64_t activation_bytes = 0, weight_grad_bytes = 0;
 
   bool operator==(const KernelSample&) const = default;
 };

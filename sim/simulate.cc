@@ -47,6 +47,11 @@ Result<std::vector<int>> slice_lengths_for(const Config& config) {
     const int unit = config.model ? config.model->seq_len / spec.slices : 1;
     return std::vector<int>(spec.slices, unit);
   }
+  if (!config.model || !config.hardware) {  // a Config built in code, not by the loader
+    return Error{fmt::format(
+        "{}: schedule.slicing: optimal needs a model and hardware (the analytic model's times)",
+        config.source)};
+  }
   const int tokens = config.model->seq_len;
   int granularity = spec.slice_granularity;
   if (granularity == 0) {  // the finest cut that keeps the search quick

@@ -119,6 +119,11 @@ struct Config {
   TrainingSpec training;
   ScheduleSpec schedule;
   FixedCosts fixed;
+  // costs.profile: a cost profile (docs/cost_profile.md) whose measured
+  // kernel times replace the analytic layer times; the path as resolved by
+  // the loader (relative to the config's folder), empty for none. The loader
+  // checks only that the file exists; build_cost_table reads it.
+  std::string profile_path;
 
   int num_stages() const { return parallel.pipeline * parallel.virtual_stages; }
   // m = global_batch / (micro_batch * data); the loader checks divisibility.

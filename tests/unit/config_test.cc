@@ -344,7 +344,9 @@ TEST(ConfigTest, MissingRequiredFields) {
 TEST(ConfigTest, ModelNeedsHardware) {
   std::string text = yaml(kModel);
   text.erase(text.find("hardware:"), text.find("parallel:") - text.find("hardware:"));
-  EXPECT_EQ(error_of(text), "test.yaml:1:1: hardware: required when model is given");
+  EXPECT_EQ(error_of(text),
+            "test.yaml:1:1: hardware: required when model is given, unless costs.profile gives "
+            "the layer times");
 }
 
 TEST(ConfigTest, InlineHardwareNeedsEveryFigure) {

@@ -119,6 +119,28 @@ constexpr std::string_view kKernelLine =
     "kind: forward, micro_batch: 1, tokens: 512, context: 0, hidden: 1024, ffn: 4096, heads: 16, "
     "tensor: 1, median_s: 2.0e-3, min_s: 1.0e-3, max_s: 3.0e-3, repetitions: 5";
 
+// The bytes a layer holds are optional keys: written only when measured,
+// read back exactly, and 0 when absent.
+TEST(CostProfileTest, MeasuredBytesRoundTripAndAreOptional) {
+  CostProfile profile;
+  profile.kernels = {kernel("forward", 512, 0, 1e-5), kernel("backward", 512, 0, 2e-5)};
+  profile.kernels[0].activation_bytes = int64_t{1} << 40;
+  profile.kernels[0].weight_grad_bytes = 123456789;
+  const std::string text = profile_to_yaml(profile);
+  EXPECT_NE(text.find(", repetitions: 5, activation_bytes: 1099511627776, weight_grad_bytes: "
+                      "123456789}\n"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("activation_bytes", text.find("backward")), std::string::npos) << text;
+  Result<CostProfile> read = parse_profile(text, "prof.yaml");
+  ASSERT_TRUE(read.ok()) << read.error().message;
+  EXPECT_EQ(*read, profile);
+  EXPECT_EQ(read->kernels[1].activation_bytes, 0);
+  EXPECT_EQ(error_of("version: 1\nkernels:\n  - {" + std::string(kKernelLine) +
+                     ", weight_grad_bytes: -1}\n"),
+            "prof.yaml:3:192: kernels[0].weight_grad_bytes: expected an integer >= 0, got \"-1\"");
+}
+
 TEST(CostProfileTest, SyntaxErrorNamesTheLocation) {
   EXPECT_EQ(error_of(R"(
 version: 1

@@ -1,0 +1,99 @@
+// A pipeline stage's share of the model and its per-microbatch state: the
+// one place where the schedule's actions (F, I, W, B of a microbatch's token
+// slice) meet the kernels. The threads backend owns one per stage, on the
+// thread of the rank that owns the stage; the sequential reference drives a
+// single one for the whole model. Internal to real_runtime/.
+//
+// State follows the schedule exactly: F allocates the slice's `Saved` in
+// every block (and the loss head's at the last stage), I reduces it to what
+// W needs, W or B frees it. Each microbatch's KV cache (per block) lives
+// from its slice 0's F to its slice 0's I, the last backward of its slices.
+// At stage 0 the input gradient of the first block is kept from I to W,
+// where the embedding's gradient is scattered from it.
+//
+// Failures the schedule could cause (an action out of the order the state
+// needs) throw std::logic_error, which the backend turns into the run's
+// Error; kernel preconditions are PPSIM_CHECKs behind those.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "profiler/gpt_block.h"
+#include "profiler/gpt_head.h"
+#include "real_runtime/runtime.h"
+
+namespace ppsim::runtime {
+
+// Token lengths of the slices of a sequence (model.slice_lengths, or the
+// even cut). Error when they do not fit the sequence.
+Result<std::vector<int>> slice_lengths(const RuntimeModel& model, int num_slices);
+
+// Checks the model's shapes for `num_stages` stages.
+Status check_model(const RuntimeModel& model, int num_stages);
+
+// The micro_batch sequences of (iteration, microbatch): seq_len + 1 ids each,
+// sequence-major; inputs are ids [0, seq_len), targets ids [1, seq_len].
+std::vector<int32_t> microbatch_tokens(const RuntimeModel& model, int iteration, int microbatch);
+
+template <typename S>
+class StageCompute {
+ public:
+  using Mat = kernels::Mat<S>;
+
+  // REQUIRES: check_model(model, num_stages) ok; lengths from slice_lengths.
+  StageCompute(const RuntimeModel& model, int stage, int num_stages, int num_microbatches,
+               std::vector<int> lengths);
+  ~StageCompute();
+  StageCompute(const StageCompute&) = delete;
+  StageCompute& operator=(const StageCompute&) = delete;
+
+  // F: `x` is the previous stage's output (unused at stage 0, which embeds
+  // the tokens). Returns this stage's output, or, at the last stage, an
+  // empty matrix with the slice's scaled loss added to *loss.
+  Mat forward(int iteration, int mb, int slice, const Mat& x, double* loss);
+  // I: `dy` is the next stage's input gradient (unused at the last stage).
+  // Returns dx, or an empty matrix at stage 0.
+  Mat backward_input(int mb, int slice, const Mat& dy);
+  // W: accumulates the weight gradients of (mb, slice).
+  void backward_weight(int iteration, int mb, int slice);
+  // B = I then W.
+  Mat backward(int iteration, int mb, int slice, const Mat& dy);
+  // SGD with the accumulated gradients, which are then zeroed.
+  void sgd_step(double learning_rate);
+
+  // Activation bytes held now for (mb, slice): the blocks' Saved::bytes(),
+  // the loss head's LossSaved::bytes() and stage 0's kept input gradient.
+  int64_t held_bytes(int mb, int slice) const;
+  // The most bytes one (mb, slice) held after its F, and after its I.
+  int64_t activation_bytes(int slice) const { return after_forward_[slice]; }
+  int64_t weight_grad_bytes(int slice) const { return after_input_[slice]; }
+
+  StageWeights weights() const;
+  bool first() const { return stage_ == 0; }
+  bool last() const { return stage_ == num_stages_ - 1; }
+
+ private:
+  struct Slot;
+  struct Kv;
+  Slot& slot(int mb, int slice);
+  int context(int slice) const { return offsets_[slice]; }
+
+  RuntimeModel model_;
+  int stage_, num_stages_, num_microbatches_, first_block_;
+  std::vector<int> lengths_, offsets_;
+  S loss_scale_;
+  std::vector<kernels::BlockParams<S>> blocks_;
+  std::vector<kernels::BlockGrads<S>> block_grads_;
+  kernels::HeadParams<S> head_;  // used parts: embeddings at stage 0, LN_f/W_out at the last
+  kernels::HeadGrads<S> head_grads_;
+  std::vector<std::unique_ptr<Slot>> slots_;  // (mb, slice), allocated at F
+  std::vector<std::unique_ptr<Kv>> kv_;       // per mb, slice 0's F to slice 0's I
+  std::vector<int64_t> after_forward_, after_input_;
+};
+
+extern template class StageCompute<float>;
+extern template class StageCompute<double>;
+
+}  // namespace ppsim::runtime

@@ -1,0 +1,339 @@
+// costs.profile: the cost table takes its layer times (and, where measured,
+// bytes) from a cost profile, and a CPU profile drives a simulation whose
+// iteration time is the closed form of its medians.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "profiler/cpu_profiler.h"
+#include "sim/config.h"
+#include "sim/cost_model.h"
+#include "sim/cost_profile.h"
+#include "sim/simulate.h"
+
+namespace ppsim {
+namespace {
+
+namespace fs = std::filesystem;
+
+void write(const fs::path& path, const std::string& text) { std::ofstream(path) << text; }
+
+// Medians per layer of the hand-written profile; odd digits so that the
+// picosecond rounding shows.
+constexpr double kForward = 1.2345678e-3;
+constexpr double kBackward = 2.4691357e-3;
+constexpr double kWeight = 0.7654321e-3;
+constexpr double kRecompute = 1.3e-3;
+
+std::string kernel_line(const char* kind, int tokens, int context, double median,
+                        const std::string& extra = "") {
+  return "  - {kind: " + std::string(kind) + ", micro_batch: 1, tokens: " + std::to_string(tokens) +
+         ", context: " + std::to_string(context) +
+         ", hidden: 8, ffn: 16, heads: 2, tensor: 1, median_s: " + fmt::format("{}", median) +
+         ", min_s: 0.0, max_s: 1.0, repetitions: 3" + extra + "}\n";
+}
+
+// One whole sequence of 16 tokens, bytes measured on the forward sample.
+std::string whole_sequence_profile(bool link = true) {
+  std::string text = "version: 1\nkernels:\n";
+  text +=
+      kernel_line("forward", 16, 0, kForward, ", activation_bytes: 1000, weight_grad_bytes: 400");
+  text += kernel_line("backward", 16, 0, kBackward);
+  text += kernel_line("backward_weight", 16, 0, kWeight);
+  text += kernel_line("recompute", 16, 0, kRecompute);
+  if (link)
+    text += "links:\n  - {name: \"thread-copy\", latency_s: 1.0e-06, bandwidth_Bps: 1.0e9}\n";
+  return text;
+}
+
+// p = 2, 4 layers (2 per stage), one 16-token sequence per microbatch, bf16.
+constexpr const char* kConfig =
+    "model: {layers: 4, hidden: 8, ffn_hidden: 16, heads: 2, seq_len: 16, vocab: 32}\n"
+    "parallel: {pipeline: 2}\n"
+    "training: {global_batch: 4, micro_batch: 1}\n"
+    "costs: {profile: prof.yaml}\n";
+
+Result<Config> config_in(const fs::path& dir, const std::string& text,
+                         const std::vector<ConfigOverride>& overrides = {}) {
+  return parse_config(text, (dir / "c.yaml").string(), overrides);
+}
+
+Result<CostTable> table_for(const Config& config, const std::vector<int>& slices = {}) {
+  return build_cost_table(config, interleaved_stage_rank(config.num_stages(), 2), slices);
+}
+
+// Each test writes its files in a folder of its own (ctest runs the tests in
+// parallel), removed afterwards.
+class ProfileCosts : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    dir = fs::temp_directory_path() /
+          ("ppsim_profile_costs_" + std::to_string(getpid()) + "_" + info->name());
+    fs::create_directories(dir);
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
+
+  fs::path dir;
+};
+
+TEST_F(ProfileCosts, StageTimesAreLayersTimesTheMedians) {
+  write(dir / "prof.yaml", whole_sequence_profile());
+  const Result<Config> config = config_in(dir, kConfig);  // no hardware: the profile times all
+  ASSERT_TRUE(config.ok()) << config.error().message;
+  EXPECT_EQ(config->profile_path, (dir / "prof.yaml").string());
+  const Result<CostTable> table = table_for(*config);
+  ASSERT_TRUE(table.ok()) << table.error().message;
+  ASSERT_EQ(table->stages.size(), 2u);
+  for (const StageCost& stage : table->stages) {
+    // Each layer's median rounded to picoseconds, then times the stage's 2 layers.
+    EXPECT_EQ(stage.forward, 2 * seconds_to_picos(kForward));
+    EXPECT_EQ(stage.backward, 2 * seconds_to_picos(kBackward));
+    EXPECT_EQ(stage.weight_grad, 2 * seconds_to_picos(kWeight));
+    EXPECT_EQ(stage.activation_bytes, 2 * 1000);
+    EXPECT_EQ(stage.weight_grad_bytes, 2 * 400);
+  }
+  // The thread-copy link carries b s h bf16 bytes = 1 x 16 x 8 x 2.
+  ASSERT_EQ(table->p2p_bytes, std::vector<int64_t>{256});
+  const Picos p2p = seconds_to_picos(1e-6 + 256 / 1e9);
+  EXPECT_EQ(table->p2p_forward, std::vector<Picos>{p2p});
+  EXPECT_EQ(table->p2p_backward, std::vector<Picos>{p2p});
+  // No hardware: no end-of-iteration work.
+  EXPECT_EQ(table->grad_sync, (std::vector<Picos>{0, 0}));
+  EXPECT_EQ(table->optimizer_step, (std::vector<Picos>{0, 0}));
+}
+
+TEST_F(ProfileCosts, FullRecomputeAddsTheRecomputeKernelAndKeepsTheModelsBytes) {
+  write(dir / "prof.yaml", whole_sequence_profile());
+  const Result<Config> config = config_in(dir, kConfig, {{"training.recompute", "full"}});
+  ASSERT_TRUE(config.ok()) << config.error().message;
+  const Result<CostTable> table = table_for(*config);
+  ASSERT_TRUE(table.ok()) << table.error().message;
+  const int64_t model_bytes =
+      2 * layer_activation_bytes(*config->model, 1, config->parallel, Recompute::kFull);
+  for (const StageCost& stage : table->stages) {
+    EXPECT_EQ(stage.forward, 2 * seconds_to_picos(kForward));
+    EXPECT_EQ(stage.backward, 2 * (seconds_to_picos(kBackward) + seconds_to_picos(kRecompute)));
+    EXPECT_EQ(stage.weight_grad, 2 * seconds_to_picos(kWeight));
+    // The profiled block kept everything; under full recompute a layer does not.
+    EXPECT_EQ(stage.activation_bytes, model_bytes);
+  }
+}
+
+TEST_F(ProfileCosts, SelectiveRecomputeIsAnError) {
+  write(dir / "prof.yaml", whole_sequence_profile());
+  const Result<Config> config = config_in(dir, kConfig, {{"training.recompute", "selective"}});
+  ASSERT_TRUE(config.ok()) << config.error().message;
+  const Result<CostTable> table = table_for(*config);
+  ASSERT_FALSE(table.ok());
+  EXPECT_EQ(table.error().message,
+            (dir / "c.yaml").string() + ": " + (dir / "prof.yaml").string() +
+                ": training.recompute selective: a profile has no kernel for the attention core "
+                "alone; use none or full");
+}
+
+TEST_F(ProfileCosts, WithHardwareTheEmbeddingAndLogitsStayAnalytic) {
+  write(dir / "prof.yaml", whole_sequence_profile(/*link=*/false));
+  const std::string with_hardware =
+      std::string(kConfig) + "hardware: {preset: a100-80gb, gpus_per_node: 2, nodes: 1}\n";
+  const Result<Config> profiled = config_in(dir, with_hardware);
+  ASSERT_TRUE(profiled.ok()) << profiled.error().message;
+  Config analytic = *profiled;
+  analytic.profile_path.clear();
+  const Result<CostTable> p = table_for(*profiled);
+  const Result<CostTable> a = table_for(analytic);
+  ASSERT_TRUE(p.ok()) << p.error().message;
+  ASSERT_TRUE(a.ok()) << a.error().message;
+  // Stage 0 = layers + embedding, stage 1 = layers + logits: swapping the
+  // layers' times moves both stages by the same amount.
+  const Picos shift = p->stages[0].forward - a->stages[0].forward;
+  EXPECT_EQ(p->stages[1].forward - a->stages[1].forward, shift);
+  EXPECT_GT(p->stages[0].forward, 2 * seconds_to_picos(kForward));  // plus the embedding
+  EXPECT_NE(p->stages[0].forward, p->stages[1].forward);
+  EXPECT_EQ(p->stages[1].backward - a->stages[1].backward,
+            p->stages[0].backward - a->stages[0].backward);
+  // Without a thread-copy link the transfers and the rank work stay the hardware's.
+  EXPECT_EQ(p->p2p_forward, a->p2p_forward);
+  EXPECT_GT(p->p2p_forward[0], 0);
+  EXPECT_EQ(p->optimizer_step, a->optimizer_step);
+}
+
+// Terapipe's two slices of 8 tokens, (8, 0) and (8, 8), between measured
+// token counts 4 and 16 at contexts 0 and 8.
+TEST_F(ProfileCosts, SlicesInterpolateBetweenMeasuredTokenCounts) {
+  std::string text = "version: 1\nkernels:\n";
+  for (const char* kind : {"forward", "backward", "backward_weight"}) {
+    const double scale = std::string(kind) == "forward"    ? 1
+                         : std::string(kind) == "backward" ? 2
+                                                           : 0.5;
+    text += kernel_line(kind, 4, 0, scale * 1e-3);
+    text += kernel_line(kind, 16, 0, scale * 4e-3);
+    text += kernel_line(kind, 4, 8, scale * 2e-3);
+    text += kernel_line(kind, 16, 8, scale * 5e-3);
+  }
+  write(dir / "prof.yaml", text);
+  const Result<Config> config =
+      config_in(dir, std::string(kConfig) + "schedule: {kind: terapipe, slices: 2}\n");
+  ASSERT_TRUE(config.ok()) << config.error().message;
+  const Result<CostTable> table = table_for(*config, {8, 8});
+  ASSERT_TRUE(table.ok()) << table.error().message;
+  ASSERT_EQ(table->num_slices, 2);
+  for (int s = 0; s < 2; ++s) {
+    // 8 tokens is a third of the way from 4 to 16: 2 ms at context 0, 3 ms at 8.
+    EXPECT_NEAR(table->stages[s * 2].forward, 2 * 2e9, 2) << "stage " << s;
+    EXPECT_NEAR(table->stages[s * 2 + 1].forward, 2 * 3e9, 2) << "stage " << s;
+    EXPECT_NEAR(table->stages[s * 2 + 1].backward, 2 * 6e9, 2) << "stage " << s;
+    EXPECT_NEAR(table->stages[s * 2 + 1].weight_grad, 2 * 1.5e9, 2) << "stage " << s;
+    // Exactly what kernel_time gives, per layer rounded to picoseconds.
+    const CostProfile profile = *load_profile((dir / "prof.yaml").string());
+    EXPECT_EQ(table->stages[s * 2 + 1].forward,
+              2 * seconds_to_picos(kernel_time(profile, "forward", 1, 8, 16, 2, 1, 8, 8)->seconds));
+  }
+  // No bytes in this profile: the model's, per slice.
+  EXPECT_GT(table->stages[0].activation_bytes, 0);
+  EXPECT_LT(table->stages[0].activation_bytes, table->stages[1].activation_bytes);
+}
+
+TEST_F(ProfileCosts, BytesNeedTheExactSlice) {
+  write(dir / "prof.yaml", whole_sequence_profile());
+  const Result<Config> config =
+      config_in(dir, std::string(kConfig) + "schedule: {kind: terapipe, slices: 2}\n");
+  ASSERT_TRUE(config.ok()) << config.error().message;
+  const Result<CostTable> table = table_for(*config, {8, 8});
+  ASSERT_FALSE(table.ok());
+  EXPECT_NE(table.error().message.find(
+                "forward activation_bytes was measured at (tokens, context) (16, 0) but not at "
+                "(8, 0)"),
+            std::string::npos)
+      << table.error().message;
+}
+
+TEST_F(ProfileCosts, AShapeNotInTheProfileNamesWhatIsThere) {
+  write(dir / "prof.yaml", whole_sequence_profile());
+  const Result<Config> config = config_in(dir, kConfig, {{"model.hidden", "16"}});
+  ASSERT_TRUE(config.ok()) << config.error().message;
+  const Result<CostTable> table = table_for(*config);
+  ASSERT_FALSE(table.ok());
+  EXPECT_EQ(table.error().message,
+            (dir / "c.yaml").string() + ": " + (dir / "prof.yaml").string() +
+                ": no forward kernel of shape (micro_batch 1, hidden 16, ffn 16, heads 2, tensor "
+                "1) in the profile; it has forward at (micro_batch 1, hidden 8, ffn 16, heads 2, "
+                "tensor 1)");
+}
+
+TEST_F(ProfileCosts, AnUnreadableProfileNamesBothFiles) {
+  write(dir / "prof.yaml", "version: 1\nkernels: 3\n");
+  const Result<Config> config = config_in(dir, kConfig);
+  ASSERT_TRUE(config.ok()) << config.error().message;
+  const Result<CostTable> table = table_for(*config);
+  ASSERT_FALSE(table.ok());
+  EXPECT_EQ(table.error().message, (dir / "c.yaml").string() + ": " + (dir / "prof.yaml").string() +
+                                       ":2:10: kernels: expected a list, got \"3\"");
+}
+
+TEST_F(ProfileCosts, TheProfileMustExist) {
+  const Result<Config> config = config_in(dir, kConfig);
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.error().message,
+            (dir / "c.yaml").string() +
+                ":4:18: costs.profile: no such file: " + (dir / "prof.yaml").string());
+  // From --set, relative to the working directory.
+  const Result<Config> flagged = config_in(dir, kConfig, {{"costs.profile", "no/such.yaml"}});
+  ASSERT_FALSE(flagged.ok());
+  EXPECT_EQ(flagged.error().message,
+            "--set costs.profile=no/such.yaml: costs.profile: no such file: no/such.yaml");
+}
+
+TEST_F(ProfileCosts, HardwareMayBeLeftOutOnlyWithAProfile) {
+  write(dir / "prof.yaml", whole_sequence_profile());
+  std::string without = kConfig;
+  without.erase(without.find("costs:"));
+  const Result<Config> config = config_in(dir, without);
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.error().message,
+            (dir / "c.yaml").string() +
+                ":1:1: hardware: required when model is given, unless costs.profile gives the "
+                "layer times");
+  EXPECT_TRUE(config_in(dir, kConfig).ok());
+  // And a profile needs a model, whose shape picks its kernels.
+  const Result<Config> no_model =
+      config_in(dir,
+                "parallel: {pipeline: 2}\ntraining: {global_batch: 4}\n"
+                "costs: {profile: prof.yaml, fixed: {forward_s: 1.0, backward_s: 2.0}}\n");
+  ASSERT_FALSE(no_model.ok());
+  EXPECT_EQ(no_model.error().message,
+            (dir / "c.yaml").string() +
+                ":3:9: costs.profile: needs a model: the profile's kernels are looked up by the "
+                "model's shape");
+}
+
+TEST_F(ProfileCosts, FixedCostsStillApplyLast) {
+  write(dir / "prof.yaml", whole_sequence_profile());
+  const Result<Config> config = config_in(dir, std::string(kConfig) + "schedule: {kind: 1f1b}\n",
+                                          {{"costs.fixed.forward_s", "0.5"}});
+  ASSERT_TRUE(config.ok()) << config.error().message;
+  const Result<CostTable> table = table_for(*config);
+  ASSERT_TRUE(table.ok()) << table.error().message;
+  EXPECT_EQ(table->stages[0].forward, seconds_to_picos(0.5));
+  EXPECT_EQ(table->stages[0].backward, 2 * seconds_to_picos(kBackward));
+}
+
+// A CPU profile, written and read back, drives a 1F1B simulation: with no
+// link in the profile (dropped below) and no hardware, transfers and the
+// end-of-iteration work are free, so the iteration is the closed form
+// (m + p - 1)(tf + tb), tf and tb each 2 layers x the measured median.
+TEST_F(ProfileCosts, EndToEndCpuProfileDrivesTheSimulation) {
+  ProfileRequest request;
+  request.micro_batch = 1;
+  request.hidden = 8;
+  request.ffn = 16;
+  request.heads = 2;
+  request.shapes = {{16, 0}};
+  request.warmup = 0;
+  request.repetitions = 1;
+  // As in cpu_profiler_test: sizes where the copy, not the hand-off's noise,
+  // sets the slope, so that the fit succeeds; the link is dropped below.
+  request.link_sizes = {1 << 20, 1 << 22, 1 << 24};
+  Result<CostProfile> profile = profile_cpu(request);
+  ASSERT_TRUE(profile.ok()) << profile.error().message;
+  profile->links.clear();
+  write(dir / "prof.yaml", profile_to_yaml(*profile));
+
+  const KernelSample* forward = nullptr;
+  const KernelSample* backward = nullptr;
+  for (const KernelSample& k : profile->kernels) {
+    if (k.kind == "forward") forward = &k;
+    if (k.kind == "backward") backward = &k;
+  }
+  ASSERT_NE(forward, nullptr);
+  ASSERT_NE(backward, nullptr);
+  // Saved::bytes() in fp32 with n = b l = 16, h = 8, f = 16, a = 2, t = 16:
+  // after F 6 n h + 2 n + n f + b a l t scalars (K/V rows included), after I
+  // 8 n h + 2 n f + 4 h.
+  EXPECT_EQ(forward->activation_bytes, 4 * (6 * 16 * 8 + 2 * 16 + 16 * 16 + 2 * 16 * 16));
+  EXPECT_EQ(forward->weight_grad_bytes, 4 * (8 * 16 * 8 + 2 * 16 * 16 + 4 * 8));
+
+  const Result<Config> config = config_in(dir, kConfig);
+  ASSERT_TRUE(config.ok()) << config.error().message;
+  const Result<Simulation> sim = simulate(*config);
+  ASSERT_TRUE(sim.ok()) << sim.error().message;
+  const int m = config->num_microbatches();
+  const int p = config->parallel.pipeline;
+  ASSERT_EQ(m, 4);
+  const Picos tf = 2 * seconds_to_picos(forward->median_s);
+  const Picos tb = 2 * seconds_to_picos(backward->median_s);
+  EXPECT_EQ(sim->costs.stages[0].forward, tf);
+  EXPECT_EQ(sim->costs.stages[1].backward, tb);
+  EXPECT_DOUBLE_EQ(sim->summary.iteration_time_s, picos_to_seconds((m + p - 1) * (tf + tb)));
+}
+
+}  // namespace
+}  // namespace ppsim
