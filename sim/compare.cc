@@ -55,6 +55,27 @@ Result<std::vector<std::string>> parse_schedule_list(const std::string& text) {
   return entries;
 }
 
+Config config_for_entry(const Config& config, const std::string& entry) {
+  Config c = config;
+  const size_t colon = entry.find(':');
+  c.schedule.kind = entry.substr(0, colon);
+  if (colon != std::string::npos && c.schedule.kind == "terapipe") {
+    c.schedule.slices = std::stoi(entry.substr(colon + 1));
+    c.schedule.slicing = SlicingMethod::kEven;
+  } else if (colon != std::string::npos) {
+    c.parallel.virtual_stages = std::stoi(entry.substr(colon + 1));
+  } else if (const std::optional<int> v = stages_per_rank(c.schedule.kind)) {
+    c.parallel.virtual_stages = *v;
+  } else if (c.parallel.virtual_stages == 1) {
+    c.parallel.virtual_stages = 2;  // with one stage per rank it would be plain 1F1B
+  }
+  // A token-level schedule picked from the list finds its own cut.
+  if (c.schedule.kind == "terapipe" && c.schedule.slices == 0 && c.model) {
+    c.schedule.slicing = SlicingMethod::kOptimal;
+  }
+  return c;
+}
+
 std::vector<ComparedSchedule> compare_schedules(const Config& config,
                                                 const std::vector<std::string>& entries,
                                                 bool keep_timelines) {
@@ -62,23 +83,7 @@ std::vector<ComparedSchedule> compare_schedules(const Config& config,
   for (const std::string& entry : entries) {
     ComparedSchedule row;
     row.entry = entry;
-    Config c = config;
-    const size_t colon = entry.find(':');
-    c.schedule.kind = entry.substr(0, colon);
-    if (colon != std::string::npos && c.schedule.kind == "terapipe") {
-      c.schedule.slices = std::stoi(entry.substr(colon + 1));
-      c.schedule.slicing = SlicingMethod::kEven;
-    } else if (colon != std::string::npos) {
-      c.parallel.virtual_stages = std::stoi(entry.substr(colon + 1));
-    } else if (const std::optional<int> v = stages_per_rank(c.schedule.kind)) {
-      c.parallel.virtual_stages = *v;
-    } else if (c.parallel.virtual_stages == 1) {
-      c.parallel.virtual_stages = 2;  // with one stage per rank it would be plain 1F1B
-    }
-    // A token-level schedule picked from the list finds its own cut.
-    if (c.schedule.kind == "terapipe" && c.schedule.slices == 0 && c.model) {
-      c.schedule.slicing = SlicingMethod::kOptimal;
-    }
+    const Config c = config_for_entry(config, entry);
     Result<Simulation> sim = simulate(c);
     if (!sim) {
       row.reason = sim.error().message;

@@ -26,6 +26,10 @@ struct ComparedSchedule {
 // ":N" for its virtual stages per rank (or, for terapipe, its token slices).
 Result<std::vector<std::string>> parse_schedule_list(const std::string& text);
 
+// `config` set up for one entry of a schedule list (the rules below).
+// REQUIRES: an entry parse_schedule_list accepted.
+Config config_for_entry(const Config& config, const std::string& entry);
+
 // Runs `config` under each entry. Kinds that run one stage per rank use
 // v = 1; others keep the config's virtual_stages (2 when it is 1) unless the
 // entry gives ":V".

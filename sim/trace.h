@@ -5,11 +5,20 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "sim/timeline.h"
 
 namespace ppsim {
 
 std::string chrome_trace_json(const Timeline& timeline);
+
+// Several runs in one trace, one above the other (e.g. predicted and
+// measured): each run's ranks are processes named "<label> rank r".
+struct TraceRun {
+  std::string label;
+  const Timeline* timeline;
+};
+std::string chrome_trace_json(const std::vector<TraceRun>& runs);
 
 }  // namespace ppsim

@@ -1,0 +1,103 @@
+#include "real_runtime/validate.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "real_runtime/runtime.h"
+#include "sim/compare.h"
+#include "sim/simulate.h"
+
+namespace ppsim::runtime {
+namespace {
+
+double median(std::vector<double> values) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
+// Busy time of one iteration on average over [first, last), against ranks x period.
+double bubble(const Timeline& t, int first, int last, double period_s) {
+  double busy = 0;
+  for (const ActionRecord& a : t.actions) {
+    if (a.iteration >= first && a.iteration < last) busy += picos_to_seconds(a.end - a.start);
+  }
+  return 1.0 - busy / (last - first) / (t.num_ranks * period_s);
+}
+
+void compare_runs(ScheduleValidation& v, int warmup, int iterations) {
+  const Timeline& measured = v.measured;
+  std::vector<double> periods;
+  for (int k = std::max(warmup, 1); k < warmup + iterations; ++k) {
+    periods.push_back(picos_to_seconds(measured.iteration_end[k] - measured.iteration_end[k - 1]));
+  }
+  v.measured_iteration_s = median(periods);
+  v.measured_bubble = bubble(measured, warmup, warmup + iterations, v.measured_iteration_s);
+  v.measured_peak_activation_bytes = measured.peak_activation_bytes;
+  // Both timelines lay an iteration's records out in the schedule's program
+  // order: record i of a measured iteration is record i of the prediction.
+  const size_t n = v.predicted.actions.size() / v.predicted.iterations;
+  std::vector<std::vector<double>> errors(kNumActionKinds);
+  for (int k = warmup; k < warmup + iterations; ++k) {
+    for (size_t i = 0; i < n; ++i) {
+      const ActionRecord& p = v.predicted.actions[i];
+      const ActionRecord& m = measured.actions[k * n + i];
+      const double predicted_s = picos_to_seconds(p.end - p.start);
+      if (predicted_s <= 0) continue;
+      errors[static_cast<int>(p.action.kind)].push_back(
+          std::abs(picos_to_seconds(m.end - m.start) - predicted_s) / predicted_s);
+    }
+  }
+  for (int kind = 0; kind < kNumActionKinds; ++kind) {
+    if (errors[kind].empty()) continue;
+    v.kinds.push_back({static_cast<ActionKind>(kind), static_cast<int>(errors[kind].size()),
+                       median(errors[kind])});
+  }
+}
+
+}  // namespace
+
+std::vector<ScheduleValidation> validate(const Config& config, const ValidateOptions& options) {
+  std::vector<ScheduleValidation> out;
+  for (const std::string& entry : options.schedules) {
+    ScheduleValidation v;
+    v.schedule = entry;
+    const Config c = config_for_entry(config, entry);
+    Result<Simulation> sim = simulate(c);
+    if (!sim) {
+      v.reason = sim.error().message;
+      out.push_back(std::move(v));
+      continue;
+    }
+    v.predicted_iteration_s = sim->summary.iteration_time_s;
+    v.predicted_bubble = sim->summary.bubble_fraction;
+    v.predicted_peak_activation_bytes = sim->timeline.peak_activation_bytes;
+    v.predicted = std::move(sim->timeline);
+
+    RuntimeModel model;
+    model.layers = c.model->layers;
+    model.hidden = c.model->hidden;
+    model.ffn = c.model->ffn_hidden;
+    model.heads = c.model->heads;
+    model.seq_len = c.model->seq_len;
+    model.vocab = c.model->vocab;
+    model.micro_batch = c.training.micro_batch;
+    model.slice_lengths = sim->slice_lengths;
+    RunSettings settings;
+    settings.iterations = options.warmup + options.iterations;
+    settings.learning_rate = 0.01;
+    Result<RunResult> run = run_threads(sim->schedule, model, settings);
+    if (!run) {
+      v.reason = run.error().message;
+      out.push_back(std::move(v));
+      continue;
+    }
+    v.measured = std::move(run->timeline);
+    compare_runs(v, options.warmup, options.iterations);
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+}  // namespace ppsim::runtime

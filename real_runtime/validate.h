@@ -1,0 +1,54 @@
+// `ppsim validate`: prediction against measurement. For each schedule: the
+// simulator's prediction from a cost profile of this machine, then the same
+// per-rank programs run for real by the threads backend, then how far apart
+// they are: iteration time, per-action-kind durations (the two timelines
+// join on the record index), bubble fraction and peak activation memory.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "schedules/action.h"
+#include "schedules/status.h"
+#include "sim/timeline.h"
+#include "sim/workload.h"
+
+namespace ppsim::runtime {
+
+struct ValidateOptions {
+  std::vector<std::string> schedules;  // compare-style entries ("1f1b", "interleaved-1f1b:2")
+  int warmup = 1;                      // iterations run before measuring
+  int iterations = 3;                  // measured iterations
+};
+
+struct KindError {
+  ActionKind kind;
+  int count = 0;
+  double median_relative_error = 0;  // |measured - predicted| / predicted, median over actions
+};
+
+struct ScheduleValidation {
+  std::string schedule;
+  std::string reason;  // why it could not be validated; empty when it was
+  double predicted_iteration_s = 0;
+  double measured_iteration_s = 0;  // median over the measured iterations
+  double predicted_bubble = 0;
+  double measured_bubble = 0;
+  std::vector<int64_t> predicted_peak_activation_bytes;  // per rank
+  std::vector<int64_t> measured_peak_activation_bytes;
+  std::vector<KindError> kinds;
+  Timeline predicted;
+  Timeline measured;
+
+  bool ok() const { return reason.empty(); }
+  double relative_error() const {
+    return (measured_iteration_s - predicted_iteration_s) / measured_iteration_s;
+  }
+};
+
+// REQUIRES: config.model and config.profile_path set (the profile of this
+// machine). Schedules that cannot run (asynchronous ones, a layout the model
+// does not split into) are returned with their reason.
+std::vector<ScheduleValidation> validate(const Config& config, const ValidateOptions& options);
+
+}  // namespace ppsim::runtime

@@ -1,0 +1,222 @@
+// `ppsim-validate CONFIG` (also `ppsim validate ...`): profile this CPU (or
+// take --profile), predict each schedule from the profile, run it for real
+// with the threads backend, and report how far apart they are.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <boost/program_options.hpp>
+#include <fstream>
+#include <iostream>
+#include <thread>
+
+#include "profiler/cpu_profiler.h"
+#include "real_runtime/validate.h"
+#include "sim/compare.h"
+#include "sim/config.h"
+#include "sim/cost_profile.h"
+#include "sim/json.h"
+#include "sim/trace.h"
+
+namespace po = boost::program_options;
+using namespace ppsim;  // NOLINT: a tool's main, not a header
+
+namespace {
+
+int fail(const std::string& message) {
+  std::cerr << "ppsim: error: " << message << "\n";
+  return 1;
+}
+
+std::string results_json(const std::vector<runtime::ScheduleValidation>& results,
+                         const std::string& profile_path) {
+  std::string out;
+  JsonWriter w(&out);
+  w.begin_object().field("profile", profile_path).key("results").begin_array();
+  for (const runtime::ScheduleValidation& v : results) {
+    w.begin_object().field("schedule", v.schedule).field("ok", v.ok());
+    if (!v.ok()) {
+      w.field("reason", v.reason).end_object();
+      continue;
+    }
+    w.field("predicted_iteration_s", v.predicted_iteration_s);
+    w.field("measured_iteration_s", v.measured_iteration_s);
+    w.field("relative_error", v.relative_error());
+    w.field("predicted_bubble_fraction", v.predicted_bubble);
+    w.field("measured_bubble_fraction", v.measured_bubble);
+    for (const auto& [key, bytes] :
+         {std::pair{"predicted_peak_activation_bytes", &v.predicted_peak_activation_bytes},
+          std::pair{"measured_peak_activation_bytes", &v.measured_peak_activation_bytes}}) {
+      w.key(key).begin_array();
+      for (int64_t b : *bytes) w.value(b);
+      w.end_array();
+    }
+    w.key("action_kinds").begin_array();
+    for (const runtime::KindError& k : v.kinds) {
+      w.begin_object().field("kind", std::string(1, action_kind_letter(k.kind)));
+      w.field("count", k.count).field("median_relative_error", k.median_relative_error);
+      w.end_object();
+    }
+    w.end_array().end_object();
+  }
+  w.end_array().end_object();
+  out += '\n';
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string config_path;
+  std::string profile_path;
+  std::string schedules = "gpipe,1f1b,interleaved-1f1b:2,zb-h1,zb-h2,zb-v,terapipe:2";
+  std::string json_path;
+  std::string trace_path;
+  std::vector<std::string> sets;
+  runtime::ValidateOptions options;
+  int repetitions = 5;
+  bool force = false;
+  po::options_description desc("Options");
+  desc.add_options()("help,h", "show this help")(
+      "config", po::value(&config_path)->value_name("CONFIG"), "YAML config (positional)")(
+      "schedules", po::value(&schedules)->value_name("LIST"),
+      "compare-style list (KIND or KIND:N); default: the synchronous kinds")(
+      "profile", po::value(&profile_path)->value_name("FILE"),
+      "use this cost profile instead of profiling now")(
+      "warmup", po::value(&options.warmup)->value_name("N"), "unmeasured iterations (1)")(
+      "iterations", po::value(&options.iterations)->value_name("N"), "measured iterations (3)")(
+      "repetitions", po::value(&repetitions)->value_name("N"), "profiler repetitions (5)")(
+      "json", po::value(&json_path)->value_name("FILE|-"), "results as JSON")(
+      "trace", po::value(&trace_path)->value_name("FILE"),
+      "Chrome trace with the predicted and measured timelines of each schedule")(
+      "force", po::bool_switch(&force), "run even with more ranks than cores")(
+      "set", po::value(&sets)->composing()->value_name("KEY.PATH=VALUE"), "override a value");
+  const std::string usage =
+      "usage: ppsim validate CONFIG [--schedules LIST] [--profile FILE] [--warmup N] "
+      "[--iterations N] [--json FILE|-] [--trace FILE]\n\n"
+      "Profiles this CPU's kernels (unless --profile), predicts each schedule from the profile,\n"
+      "runs the same per-rank programs for real (threads backend, one thread per rank), and\n"
+      "reports predicted against measured: iteration time, per-action-kind durations, bubble\n"
+      "fraction and peak activation memory.\n\n"
+      "example:\n  ppsim validate configs/validate/cpu-small.yaml --json -\n\n";
+  po::positional_options_description positional;
+  positional.add("config", 1);
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(argc, argv).options(desc).positional(positional).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    std::cerr << "ppsim: error: " << e.what() << ". See 'ppsim validate --help'.\n";
+    return 2;
+  }
+  if (vm.count("help")) {
+    std::cout << usage << desc;
+    return 0;
+  }
+  if (config_path.empty()) {
+    std::cerr << "ppsim: error: missing the CONFIG argument. See 'ppsim validate --help'.\n";
+    return 2;
+  }
+  std::vector<ConfigOverride> overrides;
+  for (const std::string& s : sets) {
+    Result<ConfigOverride> o = parse_override(s);
+    if (!o) return fail(o.error().message);
+    overrides.push_back(*o);
+  }
+  Result<Config> config = load_config(config_path, overrides);
+  if (!config) return fail(config.error().message);
+  if (!config->model) return fail(config_path + ": validate needs a model");
+  Result<std::vector<std::string>> entries = parse_schedule_list(schedules);
+  if (!entries) return fail(entries.error().message);
+  options.schedules = *entries;
+  const unsigned cores = std::thread::hardware_concurrency();
+  if (config->parallel.pipeline > static_cast<int>(cores) && !force) {
+    return fail(fmt::format(
+        "{} pipeline ranks on {} cores: the ranks would share cores and every timing would be "
+        "meaningless; use --force to run anyway",
+        config->parallel.pipeline, cores));
+  }
+  if (config->parallel.pipeline > static_cast<int>(cores)) {
+    std::cerr << "ppsim: warning: more ranks than cores: measured times are not meaningful\n";
+  }
+
+  if (profile_path.empty()) {
+    // Every shape any of the schedules needs (token-level ones need their slices).
+    Result<ProfileRequest> request = request_for(*config);
+    if (!request) return fail(request.error().message);
+    for (const std::string& entry : options.schedules) {
+      Result<ProfileRequest> more = request_for(config_for_entry(*config, entry));
+      if (!more) continue;  // validate reports the schedule's own error
+      for (const auto& shape : more->shapes) {
+        if (std::find(request->shapes.begin(), request->shapes.end(), shape) ==
+            request->shapes.end()) {
+          request->shapes.push_back(shape);
+        }
+      }
+    }
+    request->repetitions = repetitions;
+    Result<CostProfile> profile = profile_cpu(*request, [](int done, int total) {
+      std::cerr << fmt::format("profile: {}/{} measurements\n", done, total);
+    });
+    if (!profile) return fail(profile.error().message);
+    profile_path = fmt::format("/tmp/ppsim-validate-{}.profile.yaml", getpid());
+    std::ofstream(profile_path) << profile_to_yaml(*profile);
+    std::cerr << "profile written to " << profile_path << "\n";
+  }
+  config->profile_path = profile_path;
+
+  const std::vector<runtime::ScheduleValidation> results = runtime::validate(*config, options);
+  if (json_path != "-") {
+    std::cout << fmt::format("{:<20} {:>12} {:>12} {:>8} {:>16} {:>22}  {}\n", "schedule",
+                             "predicted", "measured", "error", "bubble pred/meas",
+                             "peak act. MiB pred/meas", "median error per kind");
+    for (const runtime::ScheduleValidation& v : results) {
+      if (!v.ok()) {
+        std::cout << fmt::format("{:<20} cannot run: {}\n", v.schedule, v.reason);
+        continue;
+      }
+      int64_t predicted_peak = 0;
+      int64_t measured_peak = 0;
+      for (int64_t b : v.predicted_peak_activation_bytes)
+        predicted_peak = std::max(predicted_peak, b);
+      for (int64_t b : v.measured_peak_activation_bytes) measured_peak = std::max(measured_peak, b);
+      std::string kinds;
+      for (const runtime::KindError& k : v.kinds) {
+        kinds +=
+            fmt::format("{} {:.1f}%  ", action_kind_letter(k.kind), 100 * k.median_relative_error);
+      }
+      std::cout << fmt::format(
+          "{:<20} {:>10.1f}ms {:>10.1f}ms {:>7.1f}% {:>7.1f}/{:<7.1f}% "
+          "{:>10.2f}/{:<11.2f}  {}\n",
+          v.schedule, 1e3 * v.predicted_iteration_s, 1e3 * v.measured_iteration_s,
+          100 * v.relative_error(), 100 * v.predicted_bubble, 100 * v.measured_bubble,
+          predicted_peak / 1048576.0, measured_peak / 1048576.0, kinds);
+    }
+  }
+  if (!json_path.empty()) {
+    const std::string json = results_json(results, profile_path);
+    if (json_path == "-") {
+      std::cout << json;
+    } else {
+      std::ofstream(json_path) << json;
+    }
+  }
+  if (!trace_path.empty()) {
+    std::vector<TraceRun> runs;
+    std::vector<std::string> labels;
+    labels.reserve(2 * results.size());
+    for (const runtime::ScheduleValidation& v : results) {
+      if (!v.ok()) continue;
+      labels.push_back(v.schedule + " predicted");
+      runs.push_back({labels.back(), &v.predicted});
+      labels.push_back(v.schedule + " measured");
+      runs.push_back({labels.back(), &v.measured});
+    }
+    std::ofstream(trace_path) << chrome_trace_json(runs);
+    std::cerr << "trace written to " << trace_path << "\n";
+  }
+  for (const runtime::ScheduleValidation& v : results) {
+    if (!v.ok()) return 1;
+  }
+  return 0;
+}
