@@ -414,7 +414,7 @@ TEST(ConfigTest, UnknownPresetListsTheAvailableOnes) {
   std::string error = error_of(text);
   EXPECT_TRUE(
       StartsWith(error, "test.yaml:8:11: hardware.preset: expected one of the presets in "));
-  EXPECT_TRUE(Contains(error, ": a100-80gb, h100-sxm, h200, got \"v100\""));
+  EXPECT_TRUE(Contains(error, ": a100-80gb, cpu-2core, h100-sxm, h200, got \"v100\""));
 }
 
 TEST(ConfigTest, PresetNameCannotEscapeThePresetDirectory) {
