@@ -153,8 +153,13 @@ class ThreadsRun {
     record = ActionRecord{a, rank, it, now(), 0};
     switch (a.kind) {
       case ActionKind::kForward: {
-        if (stage.last()) log.losses.resize(settings_.iterations, 0.0);
-        out = stage.forward(it, a.microbatch, a.slice, in, &log.losses[it]);
+        // Only the last stage computes a loss; the others get no slot for one.
+        double* loss = nullptr;
+        if (stage.last()) {
+          log.losses.resize(settings_.iterations, 0.0);
+          loss = &log.losses[it];
+        }
+        out = stage.forward(it, a.microbatch, a.slice, in, loss);
         send_out = !stage.last();
         to_stage = a.stage + 1;
         break;
