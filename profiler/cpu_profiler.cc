@@ -114,8 +114,11 @@ std::vector<LinkSample> time_thread_copies(const ProfileRequest& r) {
   std::vector<char> target;
   bool copied = false;
   bool done = false;
+  bool ready = false;
   std::thread receiver([&] {
     std::unique_lock<std::mutex> lock(mu);
+    ready = true;
+    cv.notify_all();
     while (true) {
       cv.wait(lock, [&] { return source != nullptr || done; });
       if (source == nullptr) return;
@@ -125,6 +128,12 @@ std::vector<LinkSample> time_thread_copies(const ProfileRequest& r) {
       cv.notify_all();
     }
   });
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return ready; });
+  }
+  // At least one untimed hand-off per size: the first touches fresh pages.
+  const int warmup = std::max(r.warmup, 1);
   std::vector<LinkSample> samples;
   for (int64_t size : r.link_sizes) {
     const std::vector<char> buffer(size, 1);
@@ -133,7 +142,7 @@ std::vector<LinkSample> time_thread_copies(const ProfileRequest& r) {
       target.assign(size, 0);
     }
     std::vector<double> times;
-    for (int rep = -r.warmup; rep < r.repetitions; ++rep) {
+    for (int rep = -warmup; rep < r.repetitions; ++rep) {
       const Clock::time_point start = Clock::now();
       {
         std::lock_guard<std::mutex> lock(mu);
@@ -234,7 +243,12 @@ Result<CostProfile> profile_cpu(const ProfileRequest& r,
     for (KernelSample& s : time_block(r, tokens, context)) profile.kernels.push_back(std::move(s));
     if (progress) progress(++done, total);
   }
+  // A busy machine can delay one hand-off by more than a large copy takes;
+  // measure again before calling the link unmeasurable.
   Result<LinkFit> link = fit_link("thread-copy", time_thread_copies(r));
+  for (int attempt = 1; !link && attempt < 3; ++attempt) {
+    link = fit_link("thread-copy", time_thread_copies(r));
+  }
   if (!link) return Error{fmt::format("profile: thread copies: {}", link.error().message)};
   profile.links.push_back(std::move(*link));
   if (progress) progress(++done, total);

@@ -23,8 +23,8 @@ TEST(ValidateRuntime, PredictsRunsAndJoinsEverySchedule) {
       "tiny.yaml");
   ASSERT_TRUE(config.ok()) << config.error().message;
   ProfileRequest request = *request_for(*config);
-  request.repetitions = 1;
-  request.warmup = 0;
+  request.repetitions = 3;
+  request.warmup = 1;
   request.link_sizes = {1 << 20, 1 << 22};
   const Result<CostProfile> profile = profile_cpu(request);
   ASSERT_TRUE(profile.ok()) << profile.error().message;
