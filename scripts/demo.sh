@@ -10,15 +10,15 @@ out="$root/out/demo"
 mkdir -p "$out"
 
 echo
-echo "== GPT-3 1.3B on 8 A100s (p=4, t=2), 32 microbatches: three schedules =="
-for kind in gpipe 1f1b interleaved-1f1b; do
-  extra=()
-  [ "$kind" = interleaved-1f1b ] && extra=(--set parallel.virtual_stages=2)
-  echo
-  echo "-- $kind"
-  "$ppsim" simulate "$config" --set schedule.kind="$kind" "${extra[@]}" \
-    --json "$out/$kind.json" --trace "$out/$kind.trace.json"
-done
+echo "== GPT-3 1.3B on 8 A100s (p=4, t=2), 32 microbatches: five schedules =="
+"$ppsim" compare "$config" --schedules gpipe,1f1b,interleaved-1f1b:2,zb-h1,zb-v \
+  --report "$out/report.html" --csv "$out/compare.csv" --markdown "$out/compare.md"
+
 echo
-echo "Summaries (JSON) and Chrome traces are in $out/"
-echo "Open a trace, e.g. $out/1f1b.trace.json, at ui.perfetto.dev (Open trace file)."
+echo "== 1F1B in detail =="
+"$ppsim" simulate "$config" --json "$out/1f1b.json" --trace "$out/1f1b.trace.json"
+
+echo
+echo "The report (tables, Gantt charts, memory over time) is $out/report.html:"
+echo "open it in a browser, or render it: scripts/render_report.sh $out/report.html $out/report.png"
+echo "The 1F1B trace is $out/1f1b.trace.json: open it at ui.perfetto.dev (Open trace file)."
