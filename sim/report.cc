@@ -37,7 +37,7 @@ std::string format_summary_table(const Summary& s) {
     out += fmt::format(", {:.4g} tokens/s", *s.throughput.tokens_per_s);
   out += '\n';
   if (s.throughput.tflops_per_gpu) {
-    out += fmt::format("model TFLOP/s     {:.1f} per GPU", *s.throughput.tflops_per_gpu);
+    out += fmt::format("model TFLOP/s     {:.4g} per GPU", *s.throughput.tflops_per_gpu);
     if (s.throughput.mfu) out += fmt::format(" (MFU {:.1f} %)", 100.0 * *s.throughput.mfu);
     out += '\n';
   }

@@ -30,6 +30,7 @@ constexpr const char* kUsage =
     "\n"
     "  profile CONFIG    time this CPU's kernels, write a cost profile (ppsim-profile)\n"
     "  validate CONFIG   predicted against measured on this CPU (ppsim-validate)\n"
+    "  run CONFIG        run the schedule for real on this CPU (ppsim-run)\n"
     "\n"
     "Any other COMMAND runs the executable ppsim-COMMAND next to ppsim.\n"
     "'ppsim COMMAND --help' shows a command's options and examples.\n";

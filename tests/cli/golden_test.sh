@@ -111,5 +111,19 @@ if command -v xmllint >/dev/null; then
   if xmllint --noout "$tmp/report.html"; then passed=$((passed + 1)); else echo "FAIL xmllint"; failures=$((failures + 1)); fi
 fi
 
+# ppsim run: the schedule runs for real (a tiny model) and reports in the
+# simulate summary's format.
+"$ppsim" run configs/validate/cpu-small.yaml --set model.hidden=32 --set model.ffn_hidden=64 \
+  --set model.seq_len=16 --set model.vocab=32 --iterations 2 --json "$tmp/run.json" >/dev/null 2>&1
+if python3 - "$tmp/run.json" <<'PY'; then passed=$((passed + 1)); else echo "FAIL run"; failures=$((failures + 1)); fi
+import json, sys
+s = json.load(open(sys.argv[1]))
+assert s["schedule"] == "1f1b", s
+assert s["iterations_simulated"] == 2 and s["iteration_time_s"] > 0, s
+assert [d["rank"] for d in s["devices"]] == [0, 1]
+assert all(d["peak_activation_bytes"] > 0 and d["busy_s"] > 0 for d in s["devices"])
+assert 0 <= s["bubble_fraction"] < 1
+PY
+
 echo "cli golden: $passed passed, $failures failed"
 [ "$failures" -eq 0 ]
