@@ -55,16 +55,12 @@ int main(int argc, char** argv) {
     std::cerr << "ppsim: error: needs CONFIG and -o PROFILE.yaml. See 'ppsim profile --help'.\n";
     return 2;
   }
-  std::vector<ppsim::ConfigOverride> overrides;
-  for (const std::string& s : sets) {
-    ppsim::Result<ppsim::ConfigOverride> o = ppsim::parse_override(s);
-    if (!o) {
-      std::cerr << "ppsim: error: " << o.error().message << "\n";
-      return 1;
-    }
-    overrides.push_back(*o);
+  const ppsim::Result<std::vector<ppsim::ConfigOverride>> overrides = ppsim::parse_overrides(sets);
+  if (!overrides) {
+    std::cerr << "ppsim: error: " << overrides.error().message << "\n";
+    return 1;
   }
-  const ppsim::Result<ppsim::Config> config = ppsim::load_config(config_path, overrides);
+  const ppsim::Result<ppsim::Config> config = ppsim::load_config(config_path, *overrides);
   if (!config) {
     std::cerr << "ppsim: error: " << config.error().message << "\n";
     return 1;

@@ -73,13 +73,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (iterations < 2) return fail("--iterations: at least 2 (the steady period needs two ends)");
-  std::vector<ConfigOverride> overrides;
-  for (const std::string& s : sets) {
-    Result<ConfigOverride> o = parse_override(s);
-    if (!o) return fail(o.error().message);
-    overrides.push_back(*o);
-  }
-  Result<Config> config = load_config(config_path, overrides);
+  Result<std::vector<ConfigOverride>> overrides = parse_overrides(sets);
+  if (!overrides) return fail(overrides.error().message);
+  Result<Config> config = load_config(config_path, *overrides);
   if (!config) return fail(config.error().message);
   if (!config->model) return fail(config_path + ": running needs a model");
   const int cores = static_cast<int>(std::thread::hardware_concurrency());

@@ -117,13 +117,9 @@ int main(int argc, char** argv) {
     std::cerr << "ppsim: error: missing the CONFIG argument. See 'ppsim validate --help'.\n";
     return 2;
   }
-  std::vector<ConfigOverride> overrides;
-  for (const std::string& s : sets) {
-    Result<ConfigOverride> o = parse_override(s);
-    if (!o) return fail(o.error().message);
-    overrides.push_back(*o);
-  }
-  Result<Config> config = load_config(config_path, overrides);
+  Result<std::vector<ConfigOverride>> overrides = parse_overrides(sets);
+  if (!overrides) return fail(overrides.error().message);
+  Result<Config> config = load_config(config_path, *overrides);
   if (!config) return fail(config.error().message);
   if (!config->model) return fail(config_path + ": validate needs a model");
   Result<std::vector<std::string>> entries = parse_schedule_list(schedules);

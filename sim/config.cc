@@ -429,6 +429,16 @@ Result<ConfigOverride> parse_override(std::string_view text) {
   return ConfigOverride{std::string(text.substr(0, eq)), std::string(text.substr(eq + 1))};
 }
 
+Result<std::vector<ConfigOverride>> parse_overrides(const std::vector<std::string>& flags) {
+  std::vector<ConfigOverride> overrides;
+  for (const std::string& flag : flags) {
+    Result<ConfigOverride> o = parse_override(flag);
+    if (!o) return o.error();
+    overrides.push_back(std::move(*o));
+  }
+  return overrides;
+}
+
 Result<Config> parse_config(std::string_view yaml_text, std::string_view source,
                             const std::vector<ConfigOverride>& overrides) {
   try {

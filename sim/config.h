@@ -22,6 +22,8 @@ struct ConfigOverride {
   std::string value;
 };
 Result<ConfigOverride> parse_override(std::string_view text);
+// Every flag of a command line's --set list; the first bad one is the error.
+Result<std::vector<ConfigOverride>> parse_overrides(const std::vector<std::string>& flags);
 
 // Reads, applies overrides, checks, fills in ffn_hidden's default and
 // resolves the hardware preset. Cross-field checks:

@@ -69,13 +69,9 @@ int parse(const std::vector<std::string>& args, const po::options_description& d
 }
 
 Result<Config> load(const ConfigArgs& args) {
-  std::vector<ConfigOverride> overrides;
-  for (const std::string& s : args.sets) {
-    Result<ConfigOverride> o = parse_override(s);
-    if (!o) return o.error();
-    overrides.push_back(*o);
-  }
-  return load_config(args.config, overrides);
+  Result<std::vector<ConfigOverride>> overrides = parse_overrides(args.sets);
+  if (!overrides) return overrides.error();
+  return load_config(args.config, *overrides);
 }
 
 // Writes `text` to FILE, or to stdout for "-".
@@ -293,13 +289,9 @@ int run_explore(const std::vector<std::string>& args) {
   po::variables_map vm;
   if (int code = parse(args, desc, "explore", usage, &vm); code >= 0) return code;
 
-  std::vector<ConfigOverride> overrides;
-  for (const std::string& s : config_args.sets) {
-    Result<ConfigOverride> o = parse_override(s);
-    if (!o) return fail(o.error().message);
-    overrides.push_back(*o);
-  }
-  Result<Sweep> sweep = load_sweep(config_args.config, overrides);
+  Result<std::vector<ConfigOverride>> overrides = parse_overrides(config_args.sets);
+  if (!overrides) return fail(overrides.error().message);
+  Result<Sweep> sweep = load_sweep(config_args.config, *overrides);
   if (!sweep) return fail(sweep.error().message);
   Progress progress;
   ExploreOptions options;
