@@ -8,6 +8,7 @@
 #include <iostream>
 
 #include "profiler/cpu_profiler.h"
+#include "sim/cli/options.h"
 #include "sim/config.h"
 #include "sim/cost_profile.h"
 
@@ -37,22 +38,14 @@ int main(int argc, char** argv) {
       "(docs/cost_profile.md).\n\n"
       "example:\n  ppsim profile configs/examples/gpt3-1.3b-8gpu.yaml --set model.layers=4 -o "
       "prof.yaml\n\n";
-  po::positional_options_description positional;
-  positional.add("config", 1);
   po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(argc, argv).options(desc).positional(positional).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    std::cerr << "ppsim: error: " << e.what() << ". See 'ppsim profile --help'.\n";
-    return 2;
+  if (int code = ppsim::cli::parse_command_line(std::vector<std::string>(argv + 1, argv + argc),
+                                                desc, "profile", usage, &vm);
+      code >= 0) {
+    return code;
   }
-  if (vm.count("help")) {
-    std::cout << usage << desc;
-    return 0;
-  }
-  if (config_path.empty() || output.empty()) {
-    std::cerr << "ppsim: error: needs CONFIG and -o PROFILE.yaml. See 'ppsim profile --help'.\n";
+  if (output.empty()) {
+    std::cerr << "ppsim: error: missing -o PROFILE.yaml. See 'ppsim profile --help'.\n";
     return 2;
   }
   const ppsim::Result<std::vector<ppsim::ConfigOverride>> overrides = ppsim::parse_overrides(sets);

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "real_runtime/runtime.h"
+#include "sim/cli/options.h"
 #include "sim/config.h"
 #include "sim/metrics.h"
 #include "sim/report.h"
@@ -54,23 +55,11 @@ int main(int argc, char** argv) {
       "last two iterations), bubble fraction and peak activation memory per rank. The threads\n"
       "backend runs synchronous schedules (not pipedream/pipedream-2bw yet).\n\n"
       "example:\n  ppsim run configs/validate/cpu-small.yaml --trace run.json\n\n";
-  po::positional_options_description positional;
-  positional.add("config", 1);
   po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(argc, argv).options(desc).positional(positional).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    std::cerr << "ppsim: error: " << e.what() << ". See 'ppsim run --help'.\n";
-    return 2;
-  }
-  if (vm.count("help")) {
-    std::cout << usage << desc;
-    return 0;
-  }
-  if (config_path.empty()) {
-    std::cerr << "ppsim: error: missing the CONFIG argument. See 'ppsim run --help'.\n";
-    return 2;
+  if (int code = ppsim::cli::parse_command_line(std::vector<std::string>(argv + 1, argv + argc),
+                                                desc, "run", usage, &vm);
+      code >= 0) {
+    return code;
   }
   if (iterations < 2) return fail("--iterations: at least 2 (the steady period needs two ends)");
   Result<std::vector<ConfigOverride>> overrides = parse_overrides(sets);

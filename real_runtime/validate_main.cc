@@ -12,6 +12,7 @@
 
 #include "profiler/cpu_profiler.h"
 #include "real_runtime/validate.h"
+#include "sim/cli/options.h"
 #include "sim/compare.h"
 #include "sim/config.h"
 #include "sim/cost_profile.h"
@@ -99,23 +100,11 @@ int main(int argc, char** argv) {
       "reports predicted against measured: iteration time, per-action-kind durations, bubble\n"
       "fraction and peak activation memory.\n\n"
       "example:\n  ppsim validate configs/validate/cpu-small.yaml --json -\n\n";
-  po::positional_options_description positional;
-  positional.add("config", 1);
   po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(argc, argv).options(desc).positional(positional).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    std::cerr << "ppsim: error: " << e.what() << ". See 'ppsim validate --help'.\n";
-    return 2;
-  }
-  if (vm.count("help")) {
-    std::cout << usage << desc;
-    return 0;
-  }
-  if (config_path.empty()) {
-    std::cerr << "ppsim: error: missing the CONFIG argument. See 'ppsim validate --help'.\n";
-    return 2;
+  if (int code = ppsim::cli::parse_command_line(std::vector<std::string>(argv + 1, argv + argc),
+                                                desc, "validate", usage, &vm);
+      code >= 0) {
+    return code;
   }
   Result<std::vector<ConfigOverride>> overrides = parse_overrides(sets);
   if (!overrides) return fail(overrides.error().message);

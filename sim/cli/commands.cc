@@ -12,6 +12,7 @@
 
 #include "schedules/csv.h"
 #include "schedules/generators.h"
+#include "sim/cli/options.h"
 #include "sim/compare.h"
 #include "sim/config.h"
 #include "sim/explore.h"
@@ -41,31 +42,6 @@ void add_config_options(po::options_description& desc, ConfigArgs* args) {
       "config", po::value(&args->config)->value_name("CONFIG"), "YAML config (positional)")(
       "set", po::value(&args->sets)->composing()->value_name("KEY.PATH=VALUE"),
       "override one config value, e.g. --set parallel.pipeline=4 (repeatable)");
-}
-
-// Parses the command line; returns an exit code when the command should stop
-// here (help shown, or a usage error), or -1 to go on.
-int parse(const std::vector<std::string>& args, const po::options_description& desc,
-          const std::string& command, const std::string& usage, po::variables_map* vm) {
-  po::positional_options_description positional;
-  positional.add("config", 1);
-  try {
-    po::store(po::command_line_parser(args).options(desc).positional(positional).run(), *vm);
-    po::notify(*vm);
-  } catch (const po::error& e) {
-    std::cerr << "ppsim: error: " << e.what() << ". See 'ppsim " << command << " --help'.\n";
-    return 2;
-  }
-  if (vm->count("help")) {
-    std::cout << usage << desc;
-    return 0;
-  }
-  if (!vm->count("config")) {
-    std::cerr << "ppsim: error: missing the CONFIG argument. See 'ppsim " << command
-              << " --help'.\n";
-    return 2;
-  }
-  return -1;
 }
 
 Result<Config> load(const ConfigArgs& args) {
@@ -129,7 +105,7 @@ int run_simulate(const std::vector<std::string>& args) {
       "  ppsim simulate configs/examples/gpt3-1.3b-8gpu.yaml --set schedule.kind=gpipe\n"
       "  ppsim simulate configs/examples/gpt3-175b-64gpu.yaml --json - --trace out.json\n\n";
   po::variables_map vm;
-  if (int code = parse(args, desc, "simulate", usage, &vm); code >= 0) return code;
+  if (int code = parse_command_line(args, desc, "simulate", usage, &vm); code >= 0) return code;
 
   Result<Config> config = load(config_args);
   if (!config) return fail(config.error().message);
@@ -183,7 +159,7 @@ int run_compare(const std::vector<std::string>& args) {
       "  ppsim compare configs/examples/gpt3-175b-64gpu.yaml --schedules "
       "1f1b,interleaved-1f1b:2,interleaved-1f1b:3 --csv out.csv\n\n";
   po::variables_map vm;
-  if (int code = parse(args, desc, "compare", usage, &vm); code >= 0) return code;
+  if (int code = parse_command_line(args, desc, "compare", usage, &vm); code >= 0) return code;
 
   std::vector<std::string> entries;
   if (schedules.empty()) {
@@ -287,7 +263,7 @@ int run_explore(const std::vector<std::string>& args) {
       "  ppsim explore configs/sweeps/gpt3-175b-1024gpu.yaml\n"
       "  ppsim explore configs/sweeps/llama-7b-64gpu.yaml --top 20 --csv all.csv\n\n";
   po::variables_map vm;
-  if (int code = parse(args, desc, "explore", usage, &vm); code >= 0) return code;
+  if (int code = parse_command_line(args, desc, "explore", usage, &vm); code >= 0) return code;
 
   Result<std::vector<ConfigOverride>> overrides = parse_overrides(config_args.sets);
   if (!overrides) return fail(overrides.error().message);
@@ -352,7 +328,7 @@ int run_schedule(const std::vector<std::string>& args) {
       "  ppsim schedule configs/examples/ideal.yaml --csv-out my.csv   # edit, then:\n"
       "  ppsim schedule configs/examples/ideal.yaml --csv-in my.csv\n\n";
   po::variables_map vm;
-  if (int code = parse(args, desc, "schedule", usage, &vm); code >= 0) return code;
+  if (int code = parse_command_line(args, desc, "schedule", usage, &vm); code >= 0) return code;
 
   Result<Config> config = load(config_args);
   if (!config) return fail(config.error().message);

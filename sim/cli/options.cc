@@ -1,0 +1,33 @@
+#include "sim/cli/options.h"
+
+#include <iostream>
+
+namespace po = boost::program_options;
+
+namespace ppsim::cli {
+
+int parse_command_line(const std::vector<std::string>& args, const po::options_description& desc,
+                       const std::string& command, const std::string& usage,
+                       po::variables_map* vm) {
+  po::positional_options_description positional;
+  positional.add("config", 1);
+  try {
+    po::store(po::command_line_parser(args).options(desc).positional(positional).run(), *vm);
+    po::notify(*vm);
+  } catch (const po::error& e) {
+    std::cerr << "ppsim: error: " << e.what() << ". See 'ppsim " << command << " --help'.\n";
+    return 2;
+  }
+  if (vm->count("help")) {
+    std::cout << usage << desc;
+    return 0;
+  }
+  if (!vm->count("config")) {
+    std::cerr << "ppsim: error: missing the CONFIG argument. See 'ppsim " << command
+              << " --help'.\n";
+    return 2;
+  }
+  return -1;
+}
+
+}  // namespace ppsim::cli
