@@ -49,41 +49,25 @@ int main(int argc, char** argv) {
     return 2;
   }
   const ppsim::Result<std::vector<ppsim::ConfigOverride>> overrides = ppsim::parse_overrides(sets);
-  if (!overrides) {
-    std::cerr << "ppsim: error: " << overrides.error().message << "\n";
-    return 1;
-  }
+  if (!overrides) return ppsim::cli::fail(overrides.error().message);
   const ppsim::Result<ppsim::Config> config = ppsim::load_config(config_path, *overrides);
-  if (!config) {
-    std::cerr << "ppsim: error: " << config.error().message << "\n";
-    return 1;
-  }
+  if (!config) return ppsim::cli::fail(config.error().message);
   if (!config->model) {
-    std::cerr << "ppsim: error: " << config_path << ": profiling needs a model section\n";
-    return 1;
+    return ppsim::cli::fail(config_path + ": profiling needs a model section");
   }
   ppsim::Result<ppsim::ProfileRequest> request = ppsim::request_for(*config);
-  if (!request) {
-    std::cerr << "ppsim: error: " << request.error().message << "\n";
-    return 1;
-  }
+  if (!request) return ppsim::cli::fail(request.error().message);
   request->repetitions = repetitions;
   request->warmup = warmup;
   const ppsim::Result<ppsim::CostProfile> profile =
       ppsim::profile_cpu(*request, [](int done, int total) {
         std::cerr << fmt::format("profile: {}/{} measurements\n", done, total);
       });
-  if (!profile) {
-    std::cerr << "ppsim: error: " << profile.error().message << "\n";
-    return 1;
-  }
+  if (!profile) return ppsim::cli::fail(profile.error().message);
   std::ofstream file(output, std::ios::binary);
   file << ppsim::profile_to_yaml(*profile);
   file.close();
-  if (!file) {
-    std::cerr << "ppsim: error: cannot write " << output << "\n";
-    return 1;
-  }
+  if (!file) return ppsim::cli::fail("cannot write " + output);
   std::cout << fmt::format("{:<16} {:>7} {:>8} {:>12} {:>12} {:>12}\n", "kernel", "tokens",
                            "context", "median", "min", "max");
   for (const ppsim::KernelSample& s : profile->kernels) {

@@ -19,15 +19,7 @@
 
 namespace po = boost::program_options;
 using namespace ppsim;  // NOLINT: a tool's main, not a header
-
-namespace {
-
-int fail(const std::string& message) {
-  std::cerr << "ppsim: error: " << message << "\n";
-  return 1;
-}
-
-}  // namespace
+using cli::fail;
 
 int main(int argc, char** argv) {
   std::string config_path;
@@ -82,15 +74,7 @@ int main(int argc, char** argv) {
   Result<Schedule> schedule = schedule_for(*config, std::max(1, static_cast<int>(lengths->size())));
   if (!schedule) return fail(schedule.error().message);
 
-  runtime::RuntimeModel model;
-  model.layers = config->model->layers;
-  model.hidden = config->model->hidden;
-  model.ffn = config->model->ffn_hidden;
-  model.heads = config->model->heads;
-  model.seq_len = config->model->seq_len;
-  model.vocab = config->model->vocab;
-  model.micro_batch = config->training.micro_batch;
-  model.slice_lengths = *lengths;
+  const runtime::RuntimeModel model = runtime::model_for(*config, *lengths);
   runtime::RunSettings settings;
   settings.iterations = iterations;
   settings.learning_rate = learning_rate;

@@ -32,6 +32,7 @@
 #include "schedules/schedule.h"
 #include "schedules/status.h"
 #include "sim/timeline.h"
+#include "sim/workload.h"
 
 namespace ppsim::runtime {
 
@@ -55,6 +56,10 @@ struct RuntimeModel {
   // seq_len % slices slices one token longer.
   std::vector<int> slice_lengths;
 };
+
+// The runtime's model for a config's model and micro-batch, cut into the
+// given token slices (empty: not sliced). REQUIRES: config.model.
+RuntimeModel model_for(const Config& config, const std::vector<int>& slice_lengths);
 
 // Test hook: the action `action` (text form, "1F3") of iteration
 // `iteration` on `rank` throws before it computes anything.

@@ -53,6 +53,20 @@ Result<RunResult> run_sequential(const RuntimeModel& model, int num_microbatches
   }
 }
 
+RuntimeModel model_for(const Config& config, const std::vector<int>& slice_lengths) {
+  PPSIM_CHECK(config.model.has_value());
+  RuntimeModel model;
+  model.layers = config.model->layers;
+  model.hidden = config.model->hidden;
+  model.ffn = config.model->ffn_hidden;
+  model.heads = config.model->heads;
+  model.seq_len = config.model->seq_len;
+  model.vocab = config.model->vocab;
+  model.micro_batch = config.training.micro_batch;
+  model.slice_lengths = slice_lengths;
+  return model;
+}
+
 Result<double> max_relative_error(const std::vector<StageWeights>& a,
                                   const std::vector<StageWeights>& b) {
   const auto by_name = [](const std::vector<StageWeights>& set) {

@@ -75,15 +75,7 @@ std::vector<ScheduleValidation> validate(const Config& config, const ValidateOpt
     v.predicted_peak_activation_bytes = sim->timeline.peak_activation_bytes;
     v.predicted = std::move(sim->timeline);
 
-    RuntimeModel model;
-    model.layers = c.model->layers;
-    model.hidden = c.model->hidden;
-    model.ffn = c.model->ffn_hidden;
-    model.heads = c.model->heads;
-    model.seq_len = c.model->seq_len;
-    model.vocab = c.model->vocab;
-    model.micro_batch = c.training.micro_batch;
-    model.slice_lengths = sim->slice_lengths;
+    const RuntimeModel model = model_for(c, sim->slice_lengths);
     RunSettings settings;
     settings.iterations = options.warmup + options.iterations;
     settings.learning_rate = 0.01;

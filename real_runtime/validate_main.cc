@@ -21,13 +21,9 @@
 
 namespace po = boost::program_options;
 using namespace ppsim;  // NOLINT: a tool's main, not a header
+using cli::fail;
 
 namespace {
-
-int fail(const std::string& message) {
-  std::cerr << "ppsim: error: " << message << "\n";
-  return 1;
-}
 
 std::string results_json(const std::vector<runtime::ScheduleValidation>& results,
                          const std::string& profile_path) {

@@ -26,11 +26,6 @@ namespace po = boost::program_options;
 namespace ppsim::cli {
 namespace {
 
-int fail(const std::string& message) {
-  std::cerr << "ppsim: error: " << message << "\n";
-  return 1;
-}
-
 // Options every config-reading command takes.
 struct ConfigArgs {
   std::string config;

@@ -6,6 +6,11 @@ namespace po = boost::program_options;
 
 namespace ppsim::cli {
 
+int fail(const std::string& message) {
+  std::cerr << "ppsim: error: " << message << "\n";
+  return 1;
+}
+
 int parse_command_line(const std::vector<std::string>& args, const po::options_description& desc,
                        const std::string& command, const std::string& usage,
                        po::variables_map* vm) {

@@ -15,6 +15,9 @@ namespace ppsim::cli {
 // Returns -1 to go on; otherwise the exit code to stop with: 0 after
 // printing `usage` and `desc` for --help, 2 after a usage error (which names
 // `ppsim COMMAND --help`), including a missing CONFIG.
+// Prints "ppsim: error: MESSAGE" and returns 1, the exit code of bad input.
+int fail(const std::string& message);
+
 int parse_command_line(const std::vector<std::string>& args,
                        const boost::program_options::options_description& desc,
                        const std::string& command, const std::string& usage,
