@@ -1,0 +1,248 @@
+// The cost model with token slices (TeraPipe): per-(stage, slice) times,
+// bytes and transfers, and the slice cost function of the optimal cut.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <numeric>
+#include <vector>
+
+#include "sim/cost_model.h"
+#include "tests/unit/cost_model_fixtures.h"
+
+namespace ppsim {
+namespace {
+
+using namespace cost_model_test;  // NOLINT: the fixtures of this file
+
+// ---------------------------------------------------------------- token slices
+
+// Entry (stage, slice) of a table cut into `k` slices.
+const StageCost& at(const CostTable& table, int stage, int slice) {
+  return table.stages[stage * table.num_slices + slice];
+}
+
+TEST(Slices, NoLengthsIsOneSliceAsBefore) {
+  const Config c = gpt3_three_stages(Recompute::kSelective);
+  const CostTable whole = build_ok(c);
+  EXPECT_EQ(whole.num_slices, 1);
+  // One slice of the whole sequence is the whole sequence.
+  const CostTable one = build_ok(c, {2048});
+  ASSERT_EQ(one.num_slices, 1);
+  for (int s = 0; s < 3; ++s) {
+    EXPECT_EQ(one.stages[s].forward, whole.stages[s].forward);
+    EXPECT_EQ(one.stages[s].backward, whole.stages[s].backward);
+    EXPECT_EQ(one.stages[s].weight_grad, whole.stages[s].weight_grad);
+    EXPECT_EQ(one.stages[s].activation_bytes, whole.stages[s].activation_bytes);
+  }
+  EXPECT_EQ(one.p2p_forward, whole.p2p_forward);
+}
+
+TEST(Slices, FixedCostsTakeTheSlicesShare) {
+  // Lengths {1, 1, 2} of 4: a quarter, a quarter and a half of each figure.
+  Config c = make_config(std::nullopt, 2, 1, 1);
+  c.fixed.forward_s = {1.0};
+  c.fixed.backward_s = {2.0, 3.0};
+  c.fixed.weight_grad_s = {0.4};
+  c.fixed.p2p_s = {0.25};
+  c.fixed.activation_bytes = {1e9};
+  const CostTable table = build_ok(c, {1, 1, 2});
+  ASSERT_EQ(table.num_slices, 3);
+  ASSERT_EQ(table.stages.size(), 6u);
+  ASSERT_EQ(table.num_stages(), 2);
+  EXPECT_EQ(at(table, 0, 0).forward, 250'000'000'000);
+  EXPECT_EQ(at(table, 0, 1).forward, 250'000'000'000);
+  EXPECT_EQ(at(table, 0, 2).forward, 500'000'000'000);
+  EXPECT_EQ(at(table, 1, 2).forward, 500'000'000'000);
+  EXPECT_EQ(at(table, 0, 2).backward, 1'000'000'000'000);
+  EXPECT_EQ(at(table, 1, 0).backward, 750'000'000'000);
+  EXPECT_EQ(at(table, 1, 2).backward, 1'500'000'000'000);
+  EXPECT_EQ(at(table, 1, 1).weight_grad, 100'000'000'000);
+  EXPECT_EQ(at(table, 1, 2).weight_grad, 200'000'000'000);
+  EXPECT_EQ(at(table, 0, 0).activation_bytes, 250'000'000);
+  EXPECT_EQ(at(table, 1, 2).activation_bytes, 500'000'000);
+  // A transfer is a transfer: each slice's pays the whole p2p_s.
+  EXPECT_EQ(table.p2p_forward, (std::vector<Picos>(3, 250'000'000'000)));
+  EXPECT_EQ(table.p2p_backward, table.p2p_forward);
+  // Per rank, nothing is cut.
+  EXPECT_EQ(table.static_bytes.size(), 2u);
+  EXPECT_EQ(table.grad_sync.size(), 2u);
+}
+
+TEST(Slices, FixedSharesRoundEachSliceOnItsOwn) {
+  // 1 ps over lengths {1, 1} is half a picosecond each, which rounds away
+  // from zero: the slices sum to 2 ps, not 1.
+  Config c = make_config(std::nullopt, 1, 1, 1);
+  c.fixed.forward_s = {1e-12};
+  const CostTable table = build_ok(c, {1, 1});
+  EXPECT_EQ(at(table, 0, 0).forward, 1);
+  EXPECT_EQ(at(table, 0, 1).forward, 1);
+}
+
+TEST(Slices, LengthsMustCoverTheSequence) {
+  Config c = gpt3_three_stages(Recompute::kNone);
+  c.source = "x.yaml";
+  const std::vector<int> stage_rank = interleaved_stage_rank(3, 3);
+  Result<CostTable> short_cut = build_cost_table(c, stage_rank, {1024, 512});
+  ASSERT_FALSE(short_cut.ok());
+  EXPECT_NE(short_cut.error().message.find("x.yaml: "), std::string::npos);
+  EXPECT_NE(short_cut.error().message.find("schedule.slices"), std::string::npos);
+  EXPECT_NE(short_cut.error().message.find("1536"), std::string::npos);
+  EXPECT_NE(short_cut.error().message.find("2048"), std::string::npos);
+
+  Result<CostTable> empty_slice = build_cost_table(c, stage_rank, {2048, 0});
+  ASSERT_FALSE(empty_slice.ok());
+  EXPECT_NE(empty_slice.error().message.find("token slice 1 has 0 tokens"), std::string::npos)
+      << empty_slice.error().message;
+  // Without a model any positive lengths do; a negative one does not.
+  Config fixed = make_config(std::nullopt, 1, 1, 1);
+  fixed.fixed.forward_s = {1.0};
+  EXPECT_TRUE(build_cost_table(fixed, {0}, {3, 5}).ok());
+  EXPECT_FALSE(build_cost_table(fixed, {0}, {3, -5}).ok());
+}
+
+TEST(Slices, AttentionWorkIsConservedAcrossTheCut) {
+  // Round hardware runs every GEMM at one efficiency, and t = 1 has no
+  // collectives, so a slice's time is linear in its tokens and in its
+  // attention pairs 2 l c + l^2; these sum over any cut to s and s^2, so the
+  // slices of a stage add up to the whole, up to rounding each piece (the
+  // layer, and the embedding or logits) of each slice to a picosecond.
+  const Config c = gpt3_three_stages(Recompute::kNone);
+  const CostTable whole = build_ok(c);
+  const std::vector<int> lengths = {512, 1024, 256, 256};
+  const int k = static_cast<int>(lengths.size());
+  const CostTable sliced = build_ok(c, lengths);
+  for (int s = 0; s < 3; ++s) {
+    Picos forward = 0;
+    Picos weight_grad = 0;
+    for (int j = 0; j < k; ++j) {
+      forward += at(sliced, s, j).forward;
+      weight_grad += at(sliced, s, j).weight_grad;
+      // t = 1 without recompute: B = 2F for every slice too.
+      EXPECT_EQ(at(sliced, s, j).backward, 2 * at(sliced, s, j).forward) << s << "," << j;
+    }
+    // Two pieces at most, each off by at most k/2 + 1/2 picoseconds.
+    EXPECT_NEAR(forward, whole.stages[s].forward, k + 1) << "stage " << s;
+    EXPECT_NEAR(weight_grad, whole.stages[s].weight_grad, k + 1) << "stage " << s;
+  }
+}
+
+TEST(Slices, LaterSlicePaysForItsContext) {
+  // Two halves of 1024: the second attends to 1024 more keys. Its pairs are
+  // 2 * 1024 * 1024 + 1024^2 against the first's 1024^2, 2 * 1024^2 =
+  // 2097152 more. Attention GEMMs: 4 b h pairs = 4 * 12288 * 2097152
+  // = 103079215104 FLOP / 1e14 = 0.00103079215104 s. Softmax traffic, read
+  // and written: 2 * 5 a b pairs = 2 * 5 * 96 * 2097152 = 2013265920 bytes
+  // / 1e12 = 0.00201326592 s. Everything else scales with the 1024 tokens,
+  // the same for both.
+  const CostTable table = build_ok(gpt3_three_stages(Recompute::kNone), {1024, 1024});
+  EXPECT_NEAR(at(table, 1, 1).forward - at(table, 1, 0).forward, 3044058071, 2);
+  // Only the linear GEMMs are W; they do not see the context.
+  EXPECT_EQ(at(table, 1, 1).weight_grad, at(table, 1, 0).weight_grad);
+}
+
+TEST(Slices, SmallSlicesRunGemmsLessEfficiently) {
+  // With a fixed overhead of 1 GFLOP per GEMM (gemm_half_efficiency_gflop),
+  // each of the 6 GEMMs of a layer costs (x + 1) / 5e4 s at x GFLOP: cutting
+  // the sequence into k slices adds 6 (k - 1) GFLOP of overhead, 6 (k - 1)
+  // / 5e4 s on a one-layer stage.
+  Config c = gpt3_three_stages(Recompute::kNone);
+  c.hardware->max_gemm_efficiency = 0.5;
+  c.hardware->gemm_half_efficiency_gflop = 1.0;
+  const CostTable whole = build_ok(c);
+  const CostTable sliced = build_ok(c, {512, 512, 512, 512});
+  Picos forward = 0;
+  for (int j = 0; j < 4; ++j) forward += at(sliced, 1, j).forward;
+  EXPECT_NEAR(forward - whole.stages[1].forward, 360'000'000, 5);  // 18 / 5e4 s
+}
+
+TEST(Slices, ActivationBytesByHand) {
+  // tiny: h = 8, a = 2, b = 1, 16-bit, one layer a stage; lengths {1, 3}.
+  // Slice 0 (l = 1, c = 0): l b h = 8; 34 * 8 + 5 a b l (c + l) = 272 + 10.
+  // Slice 1 (l = 3, c = 1): l b h = 24; 34 * 24 + 5 * 2 * 3 * 4 = 816 + 120.
+  const CostTable none = build_ok(make_config(tiny(3), 3, 1, 1), {1, 3});
+  EXPECT_EQ(at(none, 0, 0).activation_bytes, 282);
+  EXPECT_EQ(at(none, 1, 1).activation_bytes, 936);
+  // The masked blocks above the diagonal are never kept: the slices hold
+  // 5 a b (s^2 - 1 * 1 - 3 * 4) = 30 bytes less than the whole (1088 + 160).
+  EXPECT_EQ(build_ok(make_config(tiny(3), 3, 1, 1)).stages[1].activation_bytes, 1248);
+
+  // t = 2 with SP: (34 l b h + 5 a b l (c + l)) / 2 = (816 + 120) / 2.
+  Config sp = make_config(tiny(3), 3, 2, 1);
+  sp.parallel.sequence_parallel = true;
+  EXPECT_EQ(at(build_ok(sp, {1, 3}), 1, 1).activation_bytes, 468);
+  // Selective recompute drops the score term: 34 * 24; full keeps 2 l b h.
+  Config selective = make_config(tiny(3), 3, 1, 1);
+  selective.training.recompute = Recompute::kSelective;
+  EXPECT_EQ(at(build_ok(selective, {1, 3}), 1, 1).activation_bytes, 816);
+  Config full = make_config(tiny(3), 3, 1, 1);
+  full.training.recompute = Recompute::kFull;
+  EXPECT_EQ(at(build_ok(full, {1, 3}), 1, 1).activation_bytes, 48);
+}
+
+TEST(Slices, P2pBytesAndTimePerSlice) {
+  // The placement of P2p.IntraOrInterNodeByPlacement: boundaries 0 and 2
+  // inside a node (1 us, 100 GB/s), boundary 1 across (5 us, 10 GB/s).
+  Config c = make_config(tiny(4), 4, 2, 2, round_hardware(8, 2));
+  c.model->hidden = 1024;
+  c.model->ffn_hidden = 4096;
+  c.model->seq_len = 1024;
+  const CostTable table = build_ok(c, {256, 768});
+  // b l h * 2: 524288 and 1572864 bytes, per (boundary, slice).
+  EXPECT_EQ(table.p2p_bytes,
+            (std::vector<int64_t>{524288, 1572864, 524288, 1572864, 524288, 1572864}));
+  const Picos intra0 = 6242880;    // 1e-6 + 524288 / 1e11 s
+  const Picos intra1 = 16728640;   // 1e-6 + 1572864 / 1e11 s
+  const Picos inter0 = 57428800;   // 5e-6 + 524288 / 1e10 s
+  const Picos inter1 = 162286400;  // 5e-6 + 1572864 / 1e10 s
+  EXPECT_EQ(table.p2p_forward,
+            (std::vector<Picos>{intra0, intra1, inter0, inter1, intra0, intra1}));
+  EXPECT_EQ(table.p2p_backward, table.p2p_forward);
+  // Two slices pay the latency twice: one microsecond more than the whole.
+  EXPECT_EQ(intra0 + intra1 - build_ok(c).p2p_forward[0], 1'000'000);
+
+  c.parallel.sequence_parallel = true;
+  EXPECT_EQ(build_ok(c, {256, 768}).p2p_bytes[1], 786432);  // / t
+}
+
+TEST(Slices, PerRankFiguresDoNotDependOnTheCut) {
+  Config c = make_config(tiny(2), 2, 1, 2, round_hardware(8, 1));
+  const CostTable whole = build_ok(c);
+  const CostTable sliced = build_ok(c, {1, 2, 1});
+  EXPECT_EQ(sliced.static_bytes, whole.static_bytes);
+  EXPECT_EQ(sliced.grad_sync, whole.grad_sync);
+  EXPECT_EQ(sliced.optimizer_step, whole.optimizer_step);
+  EXPECT_EQ(sliced.pipeline_sync, whole.pipeline_sync);
+}
+
+TEST(SliceCostFunction, WholeSequenceIsTheLargestStage) {
+  // Layers {2, 3, 3, 2}: stages 1 and 2 have three layers and nothing else.
+  const Config c = make_config(gpt3(10), 4, 1, 1, round_hardware(8, 1));
+  const CostTable table = build_ok(c);
+  const auto t = slice_cost_function(c);
+  EXPECT_EQ(t(2048, 0), picos_to_seconds(table.stages[1].forward + table.stages[1].backward));
+  // Any slice is the (stage, slice) entry of build_cost_table.
+  const CostTable sliced = build_ok(c, {512, 1536});
+  EXPECT_EQ(t(1536, 512), picos_to_seconds(at(sliced, 1, 1).forward + at(sliced, 1, 1).backward));
+  // Longer context, longer slice.
+  EXPECT_GT(t(512, 1536), t(512, 0));
+}
+
+TEST(SliceCostFunction, EvenSplitTakesTheSlowestStage) {
+  // One layer a stage: the last also computes the logits and is the bottleneck.
+  const Config c = gpt3_three_stages(Recompute::kNone);
+  const CostTable table = build_ok(c);
+  ASSERT_GT(table.stages[2].forward, table.stages[0].forward);
+  EXPECT_EQ(slice_cost_function(c)(2048, 0),
+            picos_to_seconds(table.stages[2].forward + table.stages[2].backward));
+}
+
+TEST(SliceCostFunction, TensorParallelLinkOfTheStagesRank) {
+  // One GPU a node: t = 2 collectives cross the network, as in the table.
+  const Config c = make_config(gpt3(3), 3, 2, 1, round_hardware(1, 6));
+  const CostTable table = build_ok(c, {1024, 1024});
+  EXPECT_EQ(slice_cost_function(c)(1024, 1024),
+            picos_to_seconds(at(table, 2, 1).forward + at(table, 2, 1).backward));
+}
+
+}  // namespace
+}  // namespace ppsim
