@@ -12,6 +12,7 @@
 #include <mutex>
 #include <thread>
 
+#include "profiler/allocation.h"
 #include "profiler/gpt_block.h"
 #include "sim/simulate.h"
 
@@ -235,6 +236,7 @@ Result<CostProfile> profile_cpu(const ProfileRequest& r,
         "shapes, {} repetitions)",
         r.hidden, r.ffn, r.heads, r.micro_batch, r.shapes.size(), r.repetitions)};
   }
+  k::retain_freed_memory();  // as the runtime does
   CostProfile profile;
   profile.provenance = provenance(r);
   const int total = static_cast<int>(r.shapes.size()) + 1;

@@ -5,6 +5,8 @@
 #include <random>
 #include <stdexcept>
 
+#include "profiler/allocation.h"
+
 namespace ppsim::runtime {
 
 using kernels::BlockParams;
@@ -133,6 +135,7 @@ StageCompute<S>::StageCompute(const RuntimeModel& model, int stage, int num_stag
       num_microbatches_(num_microbatches),
       first_block_(stage * (model.layers / num_stages)),
       lengths_(std::move(lengths)) {
+  kernels::retain_freed_memory();  // as the profiler does
   const int per_stage = model.layers / num_stages;
   for (int k = 0; k < per_stage; ++k) {
     // Seeded by the global block index: every split of the layers trains the same model.
