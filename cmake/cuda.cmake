@@ -1,0 +1,42 @@
+# CUDA is detected, not required. With the toolkit (nvcc, CUPTI, cuBLAS and
+# NCCL) the GPU parts build; without it, or with -DPPSIM_CUDA=OFF, the project
+# builds and tests as before. Sets PPSIM_HAVE_CUDA and, when NCCL is found,
+# PPSIM_HAVE_NCCL with the imported target NCCL::nccl.
+option(PPSIM_CUDA "Build the GPU parts when the CUDA toolkit is found" ON)
+set(PPSIM_HAVE_CUDA OFF)
+set(PPSIM_HAVE_NCCL OFF)
+if(PPSIM_CUDA)
+  include(CheckLanguage)
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    find_package(CUDAToolkit)
+  endif()
+endif()
+if(PPSIM_CUDA AND CMAKE_CUDA_COMPILER AND CUDAToolkit_FOUND AND TARGET CUDA::cupti)
+  # Hopper first, then Ada, Ampere and Turing (CUDA 13 builds nothing older).
+  if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+    set(CMAKE_CUDA_ARCHITECTURES 75 80 86 89 90)
+  endif()
+  enable_language(CUDA)
+  set(CMAKE_CUDA_STANDARD 17)  # what CMake 3.25 knows for nvcc
+  set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+  set(PPSIM_HAVE_CUDA ON)
+  # CUPTI and NCCL live outside the loader's default paths: the binaries
+  # carry the toolkit's library folder.
+  list(APPEND CMAKE_BUILD_RPATH ${CUDAToolkit_LIBRARY_DIR})
+  list(APPEND CMAKE_INSTALL_RPATH ${CUDAToolkit_LIBRARY_DIR})
+  find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
+  find_library(NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR})
+  if(NCCL_INCLUDE_DIR AND NCCL_LIBRARY)
+    add_library(NCCL::nccl SHARED IMPORTED)
+    set_target_properties(NCCL::nccl PROPERTIES IMPORTED_LOCATION ${NCCL_LIBRARY}
+                                                INTERFACE_INCLUDE_DIRECTORIES ${NCCL_INCLUDE_DIR})
+    set(PPSIM_HAVE_NCCL ON)
+  endif()
+  message(STATUS "ppsim: CUDA ${CUDAToolkit_VERSION} found (architectures "
+                 "${CMAKE_CUDA_ARCHITECTURES}; NCCL: ${PPSIM_HAVE_NCCL}); building the GPU parts")
+elseif(PPSIM_CUDA)
+  message(STATUS "ppsim: no CUDA toolkit with CUPTI found; building without the GPU parts")
+else()
+  message(STATUS "ppsim: PPSIM_CUDA=OFF; building without the GPU parts")
+endif()
