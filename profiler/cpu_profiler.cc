@@ -14,6 +14,7 @@
 
 #include "profiler/allocation.h"
 #include "profiler/gpt_block.h"
+#include "profiler/gpt_head.h"
 #include "sim/simulate.h"
 
 namespace ppsim {
@@ -102,6 +103,84 @@ std::vector<KernelSample> time_block(const ProfileRequest& r, int tokens, int co
           summarize("backward_input", r, tokens, context, i),
           summarize("backward_weight", r, tokens, context, w),
           summarize("recompute", r, tokens, context, recompute)};
+}
+
+// A sample of the embedding or the head: its part and vocabulary in place
+// of a block's ffn and heads.
+KernelSample part_sample(std::string kind, std::string_view part, const ProfileRequest& r,
+                         int tokens, int context, std::vector<double> samples) {
+  KernelSample s = summarize(std::move(kind), r, tokens, context, std::move(samples));
+  s.part = part;
+  s.vocab = r.vocab;
+  s.ffn = s.heads = 0;
+  return s;
+}
+
+// The two ends of the model for one slice shape, as the runtime's first and
+// last stages run them (profiler/gpt_head.h). The embedding: F the lookup,
+// W the scatter of the input gradient into the tables, which is all of its
+// backward (its input is token ids, so it has no I), so `backward` carries
+// W's figures too; it holds nothing after F and, after I, the input gradient
+// the first block's I hands it (b l h scalars) until W. The head (final layer
+// norm, output projection, softmax cross-entropy): F, I, W and B = I then W,
+// and LossSaved::bytes() after F and after I.
+std::vector<KernelSample> time_ends(const ProfileRequest& r, int tokens, int context) {
+  const int b = r.micro_batch;
+  const int n = b * tokens;
+  const k::HeadParams<float> params =
+      k::init_head_params<float>(r.vocab, r.hidden, context + tokens, 1234);
+  k::HeadGrads<float> grads = k::zero_head_params<float>(r.vocab, r.hidden, context + tokens);
+  std::vector<int32_t> ids(n);
+  for (int i = 0; i < n; ++i) ids[i] = static_cast<int32_t>((7LL * i + 3) % r.vocab);
+  const k::Mat<float> y = k::Mat<float>::Random(n, r.hidden);
+  const k::Mat<float> dx = k::Mat<float>::Random(n, r.hidden);
+  const float scale = 1.0f / static_cast<float>(n);
+  std::vector<double> embed_f, embed_w, f, i, w, full;
+  int64_t after_forward = 0, after_input = 0;
+  for (int rep = -r.warmup; rep < r.repetitions; ++rep) {
+    Clock::time_point t = Clock::now();
+    const k::Mat<float> x = k::embed_forward(params, ids, b, context);
+    const double embed_forward_s = seconds_since(t);
+    t = Clock::now();
+    k::embed_backward_weight(ids, b, context, dx, &grads);
+    const double embed_weight_s = seconds_since(t);
+    k::LossSaved<float> saved;
+    t = Clock::now();
+    k::loss_forward(params, y, ids, scale, &saved);
+    const double forward_s = seconds_since(t);
+    after_forward = saved.bytes();
+    t = Clock::now();
+    k::loss_backward_input(params, &saved);
+    const double input_s = seconds_since(t);
+    after_input = saved.bytes();
+    t = Clock::now();
+    k::loss_backward_weight(params, &saved, &grads);
+    const double weight_s = seconds_since(t);
+    k::loss_forward(params, y, ids, scale, &saved);
+    t = Clock::now();
+    k::loss_backward_input(params, &saved);
+    k::loss_backward_weight(params, &saved, &grads);
+    const double backward_s = seconds_since(t);
+    if (rep < 0) continue;  // warm-up
+    embed_f.push_back(embed_forward_s);
+    embed_w.push_back(embed_weight_s);
+    f.push_back(forward_s);
+    i.push_back(input_s);
+    w.push_back(weight_s);
+    full.push_back(backward_s);
+  }
+  KernelSample embed_forward = part_sample("forward", "embedding", r, tokens, context, embed_f);
+  embed_forward.weight_grad_bytes = dx.size() * static_cast<int64_t>(sizeof(float));
+  KernelSample head_forward = part_sample("forward", "head", r, tokens, context, f);
+  head_forward.activation_bytes = after_forward;
+  head_forward.weight_grad_bytes = after_input;
+  return {std::move(embed_forward),
+          part_sample("backward", "embedding", r, tokens, context, embed_w),
+          part_sample("backward_weight", "embedding", r, tokens, context, embed_w),
+          std::move(head_forward),
+          part_sample("backward", "head", r, tokens, context, full),
+          part_sample("backward_input", "head", r, tokens, context, i),
+          part_sample("backward_weight", "head", r, tokens, context, w)};
 }
 
 // A buffer handed to another thread, which copies it into its own memory: the
@@ -210,6 +289,7 @@ Result<ProfileRequest> request_for(const Config& config) {
   r.hidden = config.model->hidden;
   r.ffn = config.model->ffn_hidden;
   r.heads = config.model->heads;
+  r.vocab = config.model->vocab;
   Result<std::vector<int>> lengths = slice_lengths_for(config);
   if (!lengths) return lengths.error();
   if (lengths->empty()) {
@@ -229,12 +309,12 @@ Result<ProfileRequest> request_for(const Config& config) {
 Result<CostProfile> profile_cpu(const ProfileRequest& r,
                                 const std::function<void(int, int)>& progress) {
   if (r.hidden < 1 || r.heads < 1 || r.hidden % r.heads != 0 || r.ffn < 1 || r.micro_batch < 1 ||
-      r.shapes.empty() || r.repetitions < 1 || r.warmup < 0) {
+      r.vocab < 0 || r.shapes.empty() || r.repetitions < 1 || r.warmup < 0) {
     return Error{fmt::format(
-        "profile: needs hidden, ffn, heads and micro_batch >= 1 with heads dividing hidden, at "
-        "least one shape and one repetition (hidden {}, ffn {}, heads {}, micro_batch {}, {} "
-        "shapes, {} repetitions)",
-        r.hidden, r.ffn, r.heads, r.micro_batch, r.shapes.size(), r.repetitions)};
+        "profile: needs hidden, ffn, heads and micro_batch >= 1 with heads dividing hidden, "
+        "vocab >= 0, at least one shape and one repetition (hidden {}, ffn {}, heads {}, "
+        "micro_batch {}, vocab {}, {} shapes, {} repetitions)",
+        r.hidden, r.ffn, r.heads, r.micro_batch, r.vocab, r.shapes.size(), r.repetitions)};
   }
   k::retain_freed_memory();  // as the runtime does
   CostProfile profile;
@@ -243,6 +323,9 @@ Result<CostProfile> profile_cpu(const ProfileRequest& r,
   int done = 0;
   for (const auto& [tokens, context] : r.shapes) {
     for (KernelSample& s : time_block(r, tokens, context)) profile.kernels.push_back(std::move(s));
+    if (r.vocab > 0) {
+      for (KernelSample& s : time_ends(r, tokens, context)) profile.kernels.push_back(std::move(s));
+    }
     if (progress) progress(++done, total);
   }
   // A busy machine can delay one hand-off by more than a large copy takes;

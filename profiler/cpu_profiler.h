@@ -4,7 +4,9 @@
 // (sim/cost_profile.h) the simulator can read. Every kernel is timed after
 // warm-up runs, `repetitions` times; the profile keeps the median and the
 // spread (min, max). Each forward sample also carries the bytes one block
-// holds after F and after I (Saved::bytes(), fp32, per microbatch).
+// holds after F and after I (Saved::bytes(), fp32, per microbatch). With a
+// vocabulary it also times the two ends of the model (profiler/gpt_head.h):
+// the first stage's embedding and the last stage's head, with their bytes.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +26,8 @@ struct ProfileRequest {
   int hidden = 0;
   int ffn = 0;
   int heads = 0;
+  // > 0: also time the embedding and the head (part `embedding`, `head`).
+  int vocab = 0;
   // (tokens, context) of each slice shape to time; a whole sequence is (s, 0).
   std::vector<std::pair<int, int>> shapes;
   int warmup = 2;

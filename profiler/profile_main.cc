@@ -33,9 +33,10 @@ int main(int argc, char** argv) {
       "KEY.PATH=VALUE]...\n\n"
       "Times the GPT block's forward, backward, input-gradient, weight-gradient and recompute\n"
       "kernels on this CPU (fp32, Eigen) at the config's micro-batch, hidden size and sequence\n"
-      "(or each token slice of a terapipe config), and a buffer hand-off between threads at\n"
-      "several sizes, fitted to latency + bytes / bandwidth. Writes a versioned cost profile\n"
-      "(docs/cost_profile.md).\n\n"
+      "(or each token slice of a terapipe config) and the embedding's and loss head's at its\n"
+      "vocabulary, with the bytes each holds for backward, and a buffer hand-off between\n"
+      "threads at several sizes, fitted to latency + bytes / bandwidth. Writes a versioned cost\n"
+      "profile (docs/cost_profile.md).\n\n"
       "example:\n  ppsim profile configs/examples/gpt3-1.3b-8gpu.yaml --set model.layers=4 -o "
       "prof.yaml\n\n";
   po::variables_map vm;
@@ -68,10 +69,11 @@ int main(int argc, char** argv) {
   file << ppsim::profile_to_yaml(*profile);
   file.close();
   if (!file) return ppsim::cli::fail("cannot write " + output);
-  std::cout << fmt::format("{:<16} {:>7} {:>8} {:>12} {:>12} {:>12}\n", "kernel", "tokens",
+  std::cout << fmt::format("{:<26} {:>7} {:>8} {:>12} {:>12} {:>12}\n", "kernel", "tokens",
                            "context", "median", "min", "max");
   for (const ppsim::KernelSample& s : profile->kernels) {
-    std::cout << fmt::format("{:<16} {:>7} {:>8} {:>9.3f} ms {:>9.3f} ms {:>9.3f} ms\n", s.kind,
+    const std::string name = s.part == ppsim::kBlockPart ? s.kind : s.part + " " + s.kind;
+    std::cout << fmt::format("{:<26} {:>7} {:>8} {:>9.3f} ms {:>9.3f} ms {:>9.3f} ms\n", name,
                              s.tokens, s.context, s.median_s * 1e3, s.min_s * 1e3, s.max_s * 1e3);
   }
   for (const ppsim::LinkFit& l : profile->links) {

@@ -14,8 +14,8 @@ void Mailbox<S>::put(const Key& key, Message<S> message) {
     if (!inserted) {
       throw std::logic_error(fmt::format(
           "a second {} for microbatch {} stage {} slice {} arrived before the first was received",
-          std::get<0>(key) == MessageKind::kActivation ? "activation" : "gradient",
-          std::get<1>(key), std::get<2>(key), std::get<3>(key)));
+          key.kind == MessageKind::kActivation ? "activation" : "gradient", key.microbatch,
+          key.stage, key.slice));
     }
   }
   cv_.notify_all();

@@ -1,7 +1,7 @@
 // The links of the threads backend: one Mailbox per rank holds the tensors
-// sent to it, keyed by what they are for (an activation or a gradient, the
-// microbatch, the consuming stage and the slice); a receive blocks until its
-// key arrives. A RunControl is shared by all ranks of a run: the first
+// sent to it, keyed by what they are for (MessageKey: an activation or a
+// gradient, the microbatch, the consuming stage and the slice); a receive
+// blocks until its key arrives. A RunControl is shared by all ranks of a run: the first
 // failure records its message and raises the abort flag, which wakes every
 // blocked receive and barrier, so a failing rank never leaves the others
 // hanging. Internal to real_runtime/.
@@ -13,17 +13,11 @@
 #include <map>
 #include <mutex>
 #include <string>
-#include <tuple>
 #include <vector>
 
-#include "profiler/block_kernels.h"
-#include "sim/time.h"
+#include "real_runtime/transport.h"
 
 namespace ppsim::runtime {
-
-// Thrown in a rank that stops because another rank failed; not the run's
-// error, which the failing rank reported.
-struct Aborted {};
 
 class RunControl;
 
@@ -64,20 +58,10 @@ class RunControl {
 // should a wake-up be missed: bounds the time an abort takes to reach all.
 inline constexpr std::chrono::milliseconds kAbortPoll{20};
 
-enum class MessageKind { kActivation, kGradient };
-
-template <typename S>
-struct Message {
-  kernels::Mat<S> data;
-  int32_t producer = 0;  // record index of the action that produced it
-  int32_t src_rank = 0;
-  Picos send_start = 0, send_end = 0;
-};
-
 template <typename S>
 class Mailbox : public Wakeable {
  public:
-  using Key = std::tuple<MessageKind, int, int, int>;  // kind, microbatch, stage, slice
+  using Key = MessageKey;
 
   explicit Mailbox(const RunControl* control) : control_(control) {}
 

@@ -1,15 +1,23 @@
 // `ppsim-run CONFIG` (also `ppsim run ...`): runs the config's schedule for
 // real on this CPU with the threads backend (one thread per rank, the GPT
-// blocks of profiler/gpt_block.h) and reports what it measured, in the same
+// blocks of profiler/gpt_block.h), or with `--backend mpi` under `mpirun -np
+// P` (one process per rank), and reports what it measured, in the same
 // table, JSON and trace formats as `ppsim simulate`.
 #include <fmt/format.h>
 
 #include <boost/program_options.hpp>
 #include <fstream>
 #include <iostream>
+#include <stdexcept>
+#include <string>
 #include <thread>
+#include <tuple>
 
 #include "real_runtime/runtime.h"
+#include "schedules/generators.h"
+#ifdef PPSIM_HAVE_MPI
+#include "real_runtime/mpi.h"
+#endif
 #include "sim/cli/options.h"
 #include "sim/config.h"
 #include "sim/metrics.h"
@@ -21,6 +29,67 @@ namespace po = boost::program_options;
 using namespace ppsim;  // NOLINT: a tool's main, not a header
 using cli::fail;
 
+namespace {
+
+// "RANK:ACTION[:ITERATION]" of the --fail-at and --kill-at test hooks.
+Result<runtime::FailAt> parse_fail_at(const std::string& option, const std::string& text,
+                                      bool kill) {
+  runtime::FailAt at;
+  at.kill = kill;
+  const size_t colon = text.find(':');
+  const size_t second = colon == std::string::npos ? colon : text.find(':', colon + 1);
+  try {
+    if (colon == std::string::npos) throw std::invalid_argument(text);
+    size_t used = 0;
+    at.rank = std::stoi(text.substr(0, colon), &used);
+    if (used != colon) throw std::invalid_argument(text);
+    at.action = text.substr(colon + 1, second == std::string::npos ? second : second - colon - 1);
+    if (second != std::string::npos) {
+      at.iteration = std::stoi(text.substr(second + 1), &used);
+      if (used != text.size() - second - 1) throw std::invalid_argument(text);
+    }
+  } catch (const std::exception&) {
+    return Error{fmt::format("--{}: expected RANK:ACTION[:ITERATION] such as 1:1F3:0, got '{}'",
+                             option, text)};
+  }
+  return at;
+}
+
+// MPI's lifetime in this tool when the backend is mpi: MPI_Init after the
+// options are parsed, MPI_Finalize when main returns. Only rank 0 reports.
+class MpiScope {
+ public:
+  explicit MpiScope(bool active) : active_(active) {}
+  ~MpiScope() {
+#ifdef PPSIM_HAVE_MPI
+    if (started_) runtime::mpi_finalize();
+#endif
+  }
+  Status start(int* argc, char*** argv) {
+    if (!active_) return {};
+#ifdef PPSIM_HAVE_MPI
+    if (Status st = runtime::mpi_init(argc, argv); !st) return st;
+    started_ = true;
+    rank_ = runtime::mpi_rank();
+    return {};
+#else
+    (void)argc;
+    (void)argv;
+    return Error{
+        "--backend mpi: this ppsim was built without MPI (install libopenmpi-dev and openmpi-bin, "
+        "for example with scripts/setup.sh, and build again)"};
+#endif
+  }
+  bool reports() const { return rank_ == 0; }
+
+ private:
+  bool active_;
+  bool started_ = false;
+  int rank_ = 0;
+};
+
+}  // namespace
+
 int main(int argc, char** argv) {
   std::string config_path;
   std::string json_path;
@@ -29,6 +98,8 @@ int main(int argc, char** argv) {
   int iterations = 3;
   double learning_rate = 0.01;
   bool force = false;
+  std::string backend = "threads";
+  std::string fail_at_text, kill_at_text;
   po::options_description desc("Options");
   desc.add_options()("help,h", "show this help")(
       "config", po::value(&config_path)->value_name("CONFIG"), "YAML config (positional)")(
@@ -37,22 +108,43 @@ int main(int argc, char** argv) {
       "json", po::value(&json_path)->value_name("FILE|-"), "the measured summary as JSON")(
       "trace", po::value(&trace_path)->value_name("FILE"), "the measured Chrome trace")(
       "force", po::bool_switch(&force), "run even with more ranks than cores")(
+      "backend", po::value(&backend)->value_name("threads|mpi"),
+      "threads (one process), or mpi (one process per rank: mpirun -np P ppsim run ...)")(
+      "fail-at", po::value(&fail_at_text)->value_name("RANK:ACTION[:IT]"),
+      "test hook: that action (of iteration IT, 0) throws")(
+      "kill-at", po::value(&kill_at_text)->value_name("RANK:ACTION[:IT]"),
+      "test hook: that action's process raises SIGKILL")(
       "set", po::value(&sets)->composing()->value_name("KEY.PATH=VALUE"), "override a value");
   const std::string usage =
-      "usage: ppsim run CONFIG [--iterations N] [--json FILE|-] [--trace FILE] [--set "
-      "KEY.PATH=VALUE]...\n\n"
+      "usage: ppsim run CONFIG [--backend threads|mpi] [--iterations N] [--json FILE|-] [--trace "
+      "FILE] [--set KEY.PATH=VALUE]...\n\n"
       "Runs CONFIG's schedule for real on this CPU: one thread per pipeline rank, the model's\n"
       "GPT blocks computed in fp32 (Eigen), activations and gradients handed between threads,\n"
       "an SGD step per iteration. Reports the measured iteration time (between the ends of the\n"
-      "last two iterations), bubble fraction and peak activation memory per rank. The threads\n"
-      "backend runs synchronous schedules (not pipedream/pipedream-2bw yet).\n\n"
-      "example:\n  ppsim run configs/validate/cpu-small.yaml --trace run.json\n\n";
+      "last two iterations), bubble fraction and peak activation memory per rank.\n"
+      "Asynchronous schedules (pipedream, pipedream-2bw) step at their S actions, each\n"
+      "microbatch's backward on the weights its forward used; an iteration runs the stream\n"
+      "of batches `ppsim simulate` replays, timed by a steady batch in its middle.\n\n"
+      "With --backend mpi, mpirun starts one process per pipeline rank and tensors travel as\n"
+      "MPI messages; rank 0 reports. A rank that fails ends the whole job (exit code 3).\n\n"
+      "example:\n  ppsim run configs/validate/cpu-small.yaml --trace run.json\n"
+      "  mpirun -np 2 ppsim run configs/validate/cpu-small.yaml --backend mpi\n\n";
   po::variables_map vm;
   if (int code = ppsim::cli::parse_command_line(std::vector<std::string>(argv + 1, argv + argc),
                                                 desc, "run", usage, &vm);
       code >= 0) {
     return code;
   }
+  if (backend != "threads" && backend != "mpi") {
+    return fail("--backend: threads or mpi, got '" + backend + "'");
+  }
+  const bool mpi = backend == "mpi";
+  MpiScope mpi_scope(mpi);
+  if (Status st = mpi_scope.start(&argc, &argv); !st) return fail(st.message());
+  // Every rank meets the same input errors: one reports them.
+  const auto fail = [&](const std::string& message) {
+    return mpi_scope.reports() ? cli::fail(message) : 1;
+  };
   if (iterations < 2) return fail("--iterations: at least 2 (the steady period needs two ends)");
   Result<std::vector<ConfigOverride>> overrides = parse_overrides(sets);
   if (!overrides) return fail(overrides.error().message);
@@ -66,7 +158,7 @@ int main(int argc, char** argv) {
         "meaningless; use --force to run anyway",
         config->parallel.pipeline, cores));
   }
-  if (config->parallel.pipeline > cores) {
+  if (config->parallel.pipeline > cores && mpi_scope.reports()) {
     std::cerr << "ppsim: warning: more ranks than cores: measured times are not meaningful\n";
   }
   Result<std::vector<int>> lengths = slice_lengths_for(*config);
@@ -78,12 +170,41 @@ int main(int argc, char** argv) {
   runtime::RunSettings settings;
   settings.iterations = iterations;
   settings.learning_rate = learning_rate;
-  Result<runtime::RunResult> run = runtime::run_threads(*schedule, model, settings);
-  if (!run) return fail(run.error().message);
+  for (const auto& [option, text, kill] :
+       {std::tuple{"fail-at", fail_at_text, false}, std::tuple{"kill-at", kill_at_text, true}}) {
+    if (text.empty()) continue;
+    Result<runtime::FailAt> at = parse_fail_at(option, text, kill);
+    if (!at) return fail(at.error().message);
+    settings.fail_at = *at;
+  }
+  Result<runtime::RunResult> run = Error{""};
+  if (!mpi) {
+    run = runtime::run_threads(*schedule, model, settings);
+    if (!run) return fail(run.error().message);
+  } else {
+#ifdef PPSIM_HAVE_MPI
+    if (Status st = runtime::check_mpi_run(*schedule, model, settings); !st) {
+      return fail(st.message());
+    }
+    run = runtime::run_mpi(*schedule, model, settings);
+    if (!run) {
+      // Only this rank failed; the others wait for it: end them all.
+      cli::fail(run.error().message);
+      runtime::mpi_abort(runtime::kRankFailedExitCode);
+    }
+    if (!mpi_scope.reports()) return 0;
+#endif
+  }
 
-  const Summary summary = summarize(*config, schedule->name, run->timeline);
+  // An asynchronous schedule's iterations are runs of a stream of batches:
+  // report per batch, as the simulator does, with its extra weight versions.
+  if (is_asynchronous(schedule->name)) {
+    batches_as_iterations(config->num_microbatches(), &run->timeline);
+  }
+  const Summary summary = summarize(*config, schedule->name, run->timeline, run->weight_bytes);
   if (json_path != "-") {
-    std::cout << "measured on this CPU (threads backend, fp32)\n" << format_summary_table(summary);
+    std::cout << fmt::format("measured on this CPU ({} backend, fp32)\n", backend)
+              << format_summary_table(summary);
     std::cout << "loss per iteration:";
     for (double loss : run->losses) std::cout << fmt::format(" {:.4f}", loss);
     std::cout << "\n";

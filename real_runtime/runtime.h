@@ -1,14 +1,15 @@
-// The real runtime: executes a validated synchronous `Schedule` with real
+// The real runtime: executes a validated `Schedule` with real
 // compute (a small GPT, profiler/gpt_block.h and gpt_head.h) and records a
 // measured `Timeline` in the simulator's format, so predicted and measured
 // runs of one schedule join on the record index (sim/timeline.h).
 //
-// Backends are executors of the same per-rank programs. This header offers
-// the threads backend (`run_threads`: one thread per rank, in-process
-// mailboxes as links) and a sequential reference (`run_sequential`: the same
-// model, data and SGD on one thread, microbatch by microbatch, whole
-// sequences, no pipeline), whose final weights a correct pipeline run must
-// reproduce up to summation order.
+// Backends are executors of the same per-rank programs (rank_executor.h).
+// This header offers the threads backend (`run_threads`: one thread per
+// rank, in-process mailboxes as links; the MPI backend, one process per
+// rank, is `run_mpi` in mpi.h) and a sequential reference
+// (`run_sequential`: the same model, data and SGD on one thread, microbatch
+// by microbatch, whole sequences, no pipeline), whose final weights a
+// correct pipeline run must reproduce up to summation order.
 //
 // Training: the model is split into `num_stages` runs of `layers /
 // num_stages` blocks; stage 0 also holds the token and position embeddings,
@@ -20,6 +21,16 @@
 // iteration sum to the batch mean; gradients accumulate over the
 // microbatches and one SGD step (fixed learning rate) ends the iteration on
 // every rank.
+//
+// Asynchronous schedules (S actions: PipeDream, PipeDream-2BW) instead step
+// a stage at each of its S actions, with the gradients gathered since its
+// previous one, and nothing runs between iterations. A microbatch's F uses
+// the stage's newest weights and stashes that version for its I, W or B
+// (weight stashing); a version is freed when no microbatch needs it, so
+// PipeDream keeps one per microbatch in flight and 2BW at most two. The
+// loss scale stays 1 / (micro_batch seq_len m), m the stream's length: an
+// iteration's steps add up to about one synchronous step, so a learning
+// rate means the same for every schedule.
 //
 // No exception escapes this API: failures on any rank come back as an Error.
 #pragma once
@@ -62,11 +73,14 @@ struct RuntimeModel {
 RuntimeModel model_for(const Config& config, const std::vector<int>& slice_lengths);
 
 // Test hook: the action `action` (text form, "1F3") of iteration
-// `iteration` on `rank` throws before it computes anything.
+// `iteration` on `rank` throws before it computes anything, or with `kill`
+// raises SIGKILL instead (a rank's process dying under the MPI backend; with
+// the threads backend, the whole process).
 struct FailAt {
   int rank = 0;
   std::string action;
   int iteration = 0;
+  bool kill = false;
 };
 
 struct RunSettings {
@@ -90,12 +104,17 @@ struct RunResult {
   Timeline timeline;
   std::vector<StageWeights> weights;  // per stage, after the last step
   std::vector<double> losses;         // per iteration, the batch-mean loss
+  // Per stage (measured runs): the most weight versions it held at once (1
+  // unless the schedule steps inside its programs), and the bytes of one.
+  std::vector<int> weight_versions;
+  std::vector<int64_t> weight_bytes;
 };
 
 // Runs `settings.iterations` iterations of `schedule` with one thread per
-// rank. Returns an Error for an invalid or asynchronous schedule (S
-// actions), a model the schedule cannot split (layers % num_stages != 0,
-// slices longer than the sequence, ...), or a failure on a rank:
+// rank. Returns an Error for an invalid schedule (or one where some stages
+// step in S actions and others never), a model the schedule cannot split
+// (layers % num_stages != 0, slices longer than the sequence, ...), or a
+// failure on a rank:
 // "rank 1, 1F3: <what>", returned once every rank has stopped.
 Result<RunResult> run_threads(const Schedule& schedule, const RuntimeModel& model,
                               const RunSettings& settings);
@@ -105,6 +124,22 @@ Result<RunResult> run_threads(const Schedule& schedule, const RuntimeModel& mode
 // schedule it is compared with. fail_at is ignored.
 Result<RunResult> run_sequential(const RuntimeModel& model, int num_microbatches,
                                  const RunSettings& settings);
+
+// The reference for a schedule that steps inside its programs (S actions:
+// PipeDream, PipeDream-2BW), or any other: the same model and data on one
+// thread, microbatch by microbatch in order, whole sequences, but with the
+// schedule's delays. Each stage keeps every weight version (version k: after
+// k of its steps; versions count on across iterations). Microbatch mb runs
+// every stage at the version that stage had when, in its rank's program,
+// its F of mb came (the stage's S actions before it), and its gradient on a
+// stage is applied by the stage's first S after its B or W (S is SGD on the
+// newest version with the gradients gathered since the previous S). A
+// schedule without S actions steps every stage once after its program, so
+// the reference equals run_sequential's training. Error for an invalid
+// schedule, a model it cannot split, or a stage that never steps while
+// others do. The timeline is empty; fail_at is ignored.
+Result<RunResult> run_delayed_reference(const Schedule& schedule, const RuntimeModel& model,
+                                        const RunSettings& settings);
 
 // The largest relative difference between two sets of weights, tensor by
 // tensor matched by name: max |a - b| / max |b| over each tensor's entries

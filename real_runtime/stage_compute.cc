@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <map>
 #include <random>
 #include <stdexcept>
 
@@ -60,6 +62,22 @@ Result<std::vector<int>> slice_lengths(const RuntimeModel& m, int num_slices) {
   return m.slice_lengths;
 }
 
+Result<bool> steps_in_programs(const Schedule& schedule) {
+  std::vector<bool> steps(schedule.num_stages, false);
+  for (const auto& program : schedule.programs) {
+    for (const Action& a : program) {
+      if (a.kind == ActionKind::kStep) steps[a.stage] = true;
+    }
+  }
+  const auto with = std::find(steps.begin(), steps.end(), true);
+  const auto without = std::find(steps.begin(), steps.end(), false);
+  if (with != steps.end() && without != steps.end()) {
+    return Error{fmt::format("schedule {}: stage {} never steps (no S action) while stage {} does",
+                             schedule.name, without - steps.begin(), with - steps.begin())};
+  }
+  return with != steps.end();
+}
+
 std::vector<int32_t> microbatch_tokens(const RuntimeModel& m, int iteration, int microbatch) {
   // One stream per (iteration, microbatch), so any execution order draws the same data.
   std::seed_seq seq{static_cast<uint32_t>(m.seed), static_cast<uint32_t>(m.seed >> 32),
@@ -113,10 +131,17 @@ void axpy_and_zero(std::vector<kernels::TensorView<S>> params,
 }  // namespace
 
 template <typename S>
+struct StageCompute<S>::Params {
+  std::vector<kernels::BlockParams<S>> blocks;
+  HeadParams<S> head;  // only the embeddings at stage 0, LN_f and W_out at the last
+};
+
+template <typename S>
 struct StageCompute<S>::Slot {
-  std::vector<Saved<S>> saved;  // per block
-  LossSaved<S> loss;            // last stage
-  Mat embed_dx;                 // stage 0, from I to W
+  std::shared_ptr<const Params> weights;  // the version pinned at the microbatch's first F
+  std::vector<Saved<S>> saved;            // per block
+  LossSaved<S> loss;                      // last stage
+  Mat embed_dx;                           // stage 0, from I to W
   bool forward_done = false, input_done = false;
 };
 
@@ -134,17 +159,33 @@ StageCompute<S>::StageCompute(const RuntimeModel& model, int stage, int num_stag
       num_stages_(num_stages),
       num_microbatches_(num_microbatches),
       first_block_(stage * (model.layers / num_stages)),
-      lengths_(std::move(lengths)) {
+      lengths_(std::move(lengths)),
+      weights_(std::make_shared<Params>()),
+      grads_(std::make_unique<Params>()) {
   kernels::retain_freed_memory();  // as the profiler does
   const int per_stage = model.layers / num_stages;
   for (int k = 0; k < per_stage; ++k) {
     // Seeded by the global block index: every split of the layers trains the same model.
-    blocks_.push_back(kernels::init_params<S>(model.hidden, model.ffn, model.heads,
-                                              model.seed * 1000003 + first_block_ + k + 1));
-    block_grads_.push_back(kernels::zero_params<S>(model.hidden, model.ffn, model.heads));
+    weights_->blocks.push_back(kernels::init_params<S>(
+        model.hidden, model.ffn, model.heads, model.seed * 1000003 + first_block_ + k + 1));
+    grads_->blocks.push_back(kernels::zero_params<S>(model.hidden, model.ffn, model.heads));
   }
-  head_ = kernels::init_head_params<S>(model.vocab, model.hidden, model.seq_len, model.seed);
-  head_grads_ = kernels::zero_head_params<S>(model.vocab, model.hidden, model.seq_len);
+  weights_->head =
+      kernels::init_head_params<S>(model.vocab, model.hidden, model.seq_len, model.seed);
+  grads_->head = kernels::zero_head_params<S>(model.vocab, model.hidden, model.seq_len);
+  // Each weight version copies the head: keep only the parts the stage uses.
+  for (HeadParams<S>* head : {&weights_->head, &grads_->head}) {
+    if (!first()) {
+      head->tok_emb.resize(0, 0);
+      head->pos_emb.resize(0, 0);
+    }
+    if (!last()) {
+      head->lnf_gain.resize(0);
+      head->lnf_bias.resize(0);
+      head->w_out.resize(0, 0);
+    }
+  }
+  versions_.push_back(weights_);
   offsets_.assign(lengths_.size(), 0);
   for (size_t j = 1; j < lengths_.size(); ++j) offsets_[j] = offsets_[j - 1] + lengths_[j - 1];
   loss_scale_ = static_cast<S>(
@@ -175,32 +216,37 @@ typename StageCompute<S>::Mat StageCompute<S>::forward(int iteration, int mb, in
   Slot& s = slot(mb, slice);
   if (s.forward_done) out_of_order("forward twice", stage_, mb, slice);
   const int c = context(slice), l = lengths_[slice], b = model_.micro_batch;
+  const size_t blocks = grads_->blocks.size();
   if (slice == 0) {
     auto kv = std::make_unique<Kv>();
-    for (size_t k = 0; k < blocks_.size(); ++k) {
+    for (size_t k = 0; k < blocks; ++k) {
       kv->cache.emplace_back(b, model_.hidden, model_.seq_len);
       kv->grad.emplace_back(b, model_.hidden, model_.seq_len);
     }
     kv_[mb] = std::move(kv);
   }
   Kv* kv = kv_[mb].get();
-  if (kv == nullptr || (!blocks_.empty() && kv->cache[0].length() != c)) {
+  if (kv == nullptr || (blocks > 0 && kv->cache[0].length() != c)) {
     out_of_order("forward before the earlier slices' forward", stage_, mb, slice);
   }
+  // Slice 0 pins the newest version; the later slices (whose F came after
+  // slice 0's, whose W comes after their I) find it in slice 0's slot.
+  s.weights = slice == 0 ? weights_ : slot(mb, 0).weights;
+  const Params& w = *s.weights;
   std::vector<int32_t> tokens;
   if (first() || last()) tokens = microbatch_tokens(model_, iteration, mb);
-  Mat x = first() ? kernels::embed_forward(head_, slice_ids(model_, tokens, c, l), b, c) : x_in;
+  Mat x = first() ? kernels::embed_forward(w.head, slice_ids(model_, tokens, c, l), b, c) : x_in;
   if (x.rows() != static_cast<Eigen::Index>(b) * l || x.cols() != model_.hidden) {
     out_of_order("input of the wrong shape", stage_, mb, slice);
   }
-  s.saved.resize(blocks_.size());
-  for (size_t k = 0; k < blocks_.size(); ++k) {
-    x = kernels::forward(blocks_[k], x, &kv->cache[k], &s.saved[k]);
+  s.saved.resize(blocks);
+  for (size_t k = 0; k < blocks; ++k) {
+    x = kernels::forward(w.blocks[k], x, &kv->cache[k], &s.saved[k]);
   }
   s.forward_done = true;
   if (last()) {
-    *loss += static_cast<double>(
-        kernels::loss_forward(head_, x, slice_ids(model_, tokens, c + 1, l), loss_scale_, &s.loss));
+    *loss += static_cast<double>(kernels::loss_forward(
+        w.head, x, slice_ids(model_, tokens, c + 1, l), loss_scale_, &s.loss));
     x = Mat();
   }
   after_forward_[slice] = std::max(after_forward_[slice], held_bytes(mb, slice));
@@ -214,16 +260,17 @@ typename StageCompute<S>::Mat StageCompute<S>::backward_input(int mb, int slice,
     out_of_order("input gradient without forward", stage_, mb, slice);
   Kv* kv = kv_[mb].get();
   const int c = context(slice), l = lengths_[slice];
-  if (kv == nullptr || (!blocks_.empty() && kv->cache[0].length() != c + l)) {
+  const Params& w = *s.weights;
+  if (kv == nullptr || (!w.blocks.empty() && kv->cache[0].length() != c + l)) {
     out_of_order("input gradient before the later slices' input gradient", stage_, mb, slice);
   }
-  Mat dy = last() ? kernels::loss_backward_input(head_, &s.loss) : dy_in;
+  Mat dy = last() ? kernels::loss_backward_input(w.head, &s.loss) : dy_in;
   if (dy.rows() != static_cast<Eigen::Index>(model_.micro_batch) * l ||
       dy.cols() != model_.hidden) {
     out_of_order("gradient of the wrong shape", stage_, mb, slice);
   }
-  for (size_t k = blocks_.size(); k-- > 0;) {
-    dy = kernels::backward_input(blocks_[k], dy, &kv->cache[k], &kv->grad[k], &s.saved[k]);
+  for (size_t k = w.blocks.size(); k-- > 0;) {
+    dy = kernels::backward_input(w.blocks[k], dy, &kv->cache[k], &kv->grad[k], &s.saved[k]);
   }
   s.input_done = true;
   if (slice == 0) kv_[mb].reset();  // the last backward of the microbatch's slices
@@ -239,16 +286,18 @@ template <typename S>
 void StageCompute<S>::backward_weight(int iteration, int mb, int slice) {
   Slot& s = slot(mb, slice);
   if (!s.input_done) out_of_order("weight gradient before input gradient", stage_, mb, slice);
-  for (size_t k = 0; k < blocks_.size(); ++k) {
-    kernels::backward_weight(blocks_[k], &s.saved[k], &block_grads_[k]);
+  const Params& w = *s.weights;
+  for (size_t k = 0; k < w.blocks.size(); ++k) {
+    kernels::backward_weight(w.blocks[k], &s.saved[k], &grads_->blocks[k]);
   }
-  if (last()) kernels::loss_backward_weight(head_, &s.loss, &head_grads_);
+  if (last()) kernels::loss_backward_weight(w.head, &s.loss, &grads_->head);
   if (first()) {
     const std::vector<int32_t> tokens = microbatch_tokens(model_, iteration, mb);
     const int c = context(slice);
     kernels::embed_backward_weight(slice_ids(model_, tokens, c, lengths_[slice]),
-                                   model_.micro_batch, c, s.embed_dx, &head_grads_);
+                                   model_.micro_batch, c, s.embed_dx, &grads_->head);
   }
+  // Also releases the slot's pin on its weight version.
   slots_[static_cast<size_t>(mb) * lengths_.size() + slice].reset();
 }
 
@@ -261,12 +310,30 @@ typename StageCompute<S>::Mat StageCompute<S>::backward(int iteration, int mb, i
 }
 
 template <typename S>
-void StageCompute<S>::sgd_step(double learning_rate) {
-  for (size_t k = 0; k < blocks_.size(); ++k) {
-    axpy_and_zero(blocks_[k].tensors(), block_grads_[k].tensors(), learning_rate);
+typename StageCompute<S>::Params& StageCompute<S>::newest_for_update() {
+  // Only this stage's thread touches the pointers, so the count is exact.
+  if (weights_.use_count() > 1) {
+    weights_ = std::make_shared<Params>(*weights_);
+    std::erase_if(versions_, [](const std::weak_ptr<const Params>& v) { return v.expired(); });
+    versions_.push_back(weights_);
+    max_versions_ = std::max(max_versions_, static_cast<int>(versions_.size()));
   }
-  // Unused head parts have zero gradients and stay as initialised.
-  axpy_and_zero(head_.tensors(), head_grads_.tensors(), learning_rate);
+  return *weights_;
+}
+
+template <typename S>
+void StageCompute<S>::sgd_step(double learning_rate) {
+  Params& w = newest_for_update();
+  for (size_t k = 0; k < w.blocks.size(); ++k) {
+    axpy_and_zero(w.blocks[k].tensors(), grads_->blocks[k].tensors(), learning_rate);
+  }
+  axpy_and_zero(w.head.tensors(), grads_->head.tensors(), learning_rate);
+}
+
+template <typename S>
+int StageCompute<S>::weight_versions() const {
+  return static_cast<int>(std::count_if(versions_.begin(), versions_.end(),
+                                        [](const auto& v) { return !v.expired(); }));
 }
 
 template <typename S>
@@ -279,26 +346,71 @@ int64_t StageCompute<S>::held_bytes(int mb, int slice) const {
 }
 
 template <typename S>
-StageWeights StageCompute<S>::weights() const {
-  StageWeights out;
-  out.stage = stage_;
-  const auto add = [&](const std::string& name, const kernels::TensorView<S>& t) {
-    out.names.push_back(name);
-    out.tensors.emplace_back(t.data, t.data + t.size);
-  };
-  // tensors() is non-const only because its views can write; these copies do not.
-  auto& self = const_cast<StageCompute&>(*this);
-  for (const auto& t : self.head_.tensors()) {
+template <typename Fn>
+void StageCompute<S>::for_each_tensor(const Params& params, Fn fn) const {
+  // tensors() is non-const only because its views can write; callers that
+  // were given const params only read through them.
+  auto& p = const_cast<Params&>(params);
+  for (const auto& t : p.head.tensors()) {
     const std::string name = t.name;
     const bool embedding = name == "tok_emb" || name == "pos_emb";
-    if ((embedding && first()) || (!embedding && last())) add(name, t);
+    if ((embedding && first()) || (!embedding && last())) fn(name, t);
   }
-  for (size_t k = 0; k < blocks_.size(); ++k) {
-    for (const auto& t : self.blocks_[k].tensors()) {
-      add(fmt::format("block{}.{}", first_block_ + static_cast<int>(k), t.name), t);
+  for (size_t k = 0; k < p.blocks.size(); ++k) {
+    for (const auto& t : p.blocks[k].tensors()) {
+      fn(fmt::format("block{}.{}", first_block_ + static_cast<int>(k), t.name), t);
     }
   }
+}
+
+template <typename S>
+StageWeights StageCompute<S>::named(const Params& params) const {
+  StageWeights out;
+  out.stage = stage_;
+  for_each_tensor(params, [&](const std::string& name, const kernels::TensorView<S>& t) {
+    out.names.push_back(name);
+    out.tensors.emplace_back(t.data, t.data + t.size);
+  });
   return out;
+}
+
+template <typename S>
+StageWeights StageCompute<S>::weights() const {
+  return named(*weights_);
+}
+
+template <typename S>
+StageWeights StageCompute<S>::take_gradients() {
+  StageWeights out = named(*grads_);
+  for_each_tensor(*grads_, [](const std::string&, const kernels::TensorView<S>& t) {
+    std::fill(t.data, t.data + t.size, S{0});
+  });
+  return out;
+}
+
+template <typename S>
+void StageCompute<S>::set_weights(const StageWeights& weights) {
+  std::map<std::string, const std::vector<double>*> given;
+  for (size_t t = 0; t < weights.names.size(); ++t) given[weights.names[t]] = &weights.tensors[t];
+  for_each_tensor(
+      newest_for_update(), [&](const std::string& name, const kernels::TensorView<S>& t) {
+        const auto it = given.find(name);
+        if (it == given.end() || static_cast<int64_t>(it->second->size()) != t.size) {
+          throw std::logic_error(fmt::format(
+              "stage {}: set_weights: tensor {} missing or of another size", stage_, name));
+        }
+        std::transform(it->second->begin(), it->second->end(), t.data,
+                       [](double x) { return static_cast<S>(x); });
+      });
+}
+
+template <typename S>
+int64_t StageCompute<S>::weight_bytes() const {
+  int64_t total = 0;
+  for_each_tensor(*weights_, [&](const std::string&, const kernels::TensorView<S>& t) {
+    total += t.size * static_cast<int64_t>(sizeof(S));
+  });
+  return total;
 }
 
 template class StageCompute<float>;

@@ -11,6 +11,14 @@
 // At stage 0 the input gradient of the first block is kept from I to W,
 // where the embedding's gradient is scattered from it.
 //
+// Weights are versioned for asynchronous schedules (PipeDream's weight
+// stashing): a microbatch's first F on the stage pins the newest version,
+// and its later slices, I and W compute with that version. A step updates
+// the newest version in place when no microbatch in flight pinned it, else a
+// copy of it; an older version is freed with the last microbatch that
+// pinned it. Synchronous schedules step after their program, with nothing in
+// flight, so they keep one version.
+//
 // Failures the schedule could cause (an action out of the order the state
 // needs) throw std::logic_error, which the backend turns into the run's
 // Error; kernel preconditions are PPSIM_CHECKs behind those.
@@ -32,6 +40,11 @@ Result<std::vector<int>> slice_lengths(const RuntimeModel& model, int num_slices
 
 // Checks the model's shapes for `num_stages` stages.
 Status check_model(const RuntimeModel& model, int num_stages);
+
+// True when the schedule steps inside its programs (S actions: PipeDream,
+// 2BW), false when it steps after them. Error when some stage has S
+// actions and another none (its weights would never train).
+Result<bool> steps_in_programs(const Schedule& schedule);
 
 // The micro_batch sequences of (iteration, microbatch): seq_len + 1 ids each,
 // sequence-major; inputs are ids [0, seq_len), targets ids [1, seq_len].
@@ -60,8 +73,16 @@ class StageCompute {
   void backward_weight(int iteration, int mb, int slice);
   // B = I then W.
   Mat backward(int iteration, int mb, int slice, const Mat& dy);
-  // SGD with the accumulated gradients, which are then zeroed.
+  // SGD on the newest version with the gradients accumulated since the last
+  // step, which are then zeroed. Microbatches in flight keep the version
+  // their forward used.
   void sgd_step(double learning_rate);
+  // The weight versions held now (the newest and those pinned by
+  // microbatches in flight), and the most held at once so far.
+  int weight_versions() const;
+  int max_weight_versions() const { return max_versions_; }
+  // Bytes of one version of the stage's weights (the tensors weights() lists).
+  int64_t weight_bytes() const;
 
   // Activation bytes held now for (mb, slice): the blocks' Saved::bytes(),
   // the loss head's LossSaved::bytes() and stage 0's kept input gradient.
@@ -70,24 +91,39 @@ class StageCompute {
   int64_t activation_bytes(int slice) const { return after_forward_[slice]; }
   int64_t weight_grad_bytes(int slice) const { return after_input_[slice]; }
 
+  // The newest version.
   StageWeights weights() const;
+  // For references that keep their own weight histories: replaces the
+  // newest version's tensors by name (converted to S; every tensor of
+  // weights() must be given, else it throws) ...
+  void set_weights(const StageWeights& weights);
+  // ... and returns the gradients accumulated since the last step or take
+  // (named as weights()), zeroing them.
+  StageWeights take_gradients();
   bool first() const { return stage_ == 0; }
   bool last() const { return stage_ == num_stages_ - 1; }
 
  private:
   struct Slot;
   struct Kv;
+  struct Params;  // one weight version, or the gradients
   Slot& slot(int mb, int slice);
   int context(int slice) const { return offsets_[slice]; }
+  // The newest version, made private to this stage first if a microbatch pinned it.
+  Params& newest_for_update();
+  // Calls fn(name, view) for each tensor of `params` that the stage uses, named as weights().
+  template <typename Fn>
+  void for_each_tensor(const Params& params, Fn fn) const;
+  StageWeights named(const Params& params) const;
 
   RuntimeModel model_;
   int stage_, num_stages_, num_microbatches_, first_block_;
   std::vector<int> lengths_, offsets_;
   S loss_scale_;
-  std::vector<kernels::BlockParams<S>> blocks_;
-  std::vector<kernels::BlockGrads<S>> block_grads_;
-  kernels::HeadParams<S> head_;  // used parts: embeddings at stage 0, LN_f/W_out at the last
-  kernels::HeadGrads<S> head_grads_;
+  std::shared_ptr<Params> weights_;  // the newest version; slots of microbatches share it
+  std::vector<std::weak_ptr<const Params>> versions_;  // every version made, while alive
+  int max_versions_ = 1;
+  std::unique_ptr<Params> grads_;
   std::vector<std::unique_ptr<Slot>> slots_;  // (mb, slice), allocated at F
   std::vector<std::unique_ptr<Kv>> kv_;       // per mb, slice 0's F to slice 0's I
   std::vector<int64_t> after_forward_, after_input_;

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "real_runtime/runtime.h"
+#include "schedules/generators.h"
 #include "sim/compare.h"
 #include "sim/simulate.h"
 
@@ -26,18 +27,30 @@ double bubble(const Timeline& t, int first, int last, double period_s) {
   return 1.0 - busy / (last - first) / (t.num_ranks * period_s);
 }
 
-void compare_runs(ScheduleValidation& v, int warmup, int iterations) {
+// `n` actions per iteration. `stream_m`: 0, or for an asynchronous
+// schedule its batch of m microbatches; each iteration is then a run of the
+// stream, measured as simulate() measures it, by a steady batch in its middle.
+void compare_runs(ScheduleValidation& v, size_t n, int stream_m, int warmup, int iterations) {
+  static_assert(kAsyncBatches >= 3, "a steady batch has a batch before it and one after");
   const Timeline& measured = v.measured;
   std::vector<double> periods;
-  for (int k = std::max(warmup, 1); k < warmup + iterations; ++k) {
-    periods.push_back(picos_to_seconds(measured.iteration_end[k] - measured.iteration_end[k - 1]));
+  int batches = 1;  // per iteration
+  for (int k = stream_m > 0 ? warmup : std::max(warmup, 1); k < warmup + iterations; ++k) {
+    if (stream_m > 0) {
+      const std::vector<Picos> ends = stream_batch_ends(measured, k, stream_m);
+      batches = static_cast<int>(ends.size());
+      periods.push_back(picos_to_seconds(ends[batches - 2] - ends[batches - 3]));
+    } else {
+      periods.push_back(
+          picos_to_seconds(measured.iteration_end[k] - measured.iteration_end[k - 1]));
+    }
   }
   v.measured_iteration_s = median(periods);
-  v.measured_bubble = bubble(measured, warmup, warmup + iterations, v.measured_iteration_s);
+  v.measured_bubble =
+      bubble(measured, warmup, warmup + iterations, v.measured_iteration_s * batches);
   v.measured_peak_activation_bytes = measured.peak_activation_bytes;
   // Both timelines lay an iteration's records out in the schedule's program
   // order: record i of a measured iteration is record i of the prediction.
-  const size_t n = v.predicted.actions.size() / v.predicted.iterations;
   std::vector<std::vector<double>> errors(kNumActionKinds);
   for (int k = warmup; k < warmup + iterations; ++k) {
     for (size_t i = 0; i < n; ++i) {
@@ -86,10 +99,24 @@ std::vector<ScheduleValidation> validate(const Config& config, const ValidateOpt
       continue;
     }
     v.measured = std::move(run->timeline);
-    compare_runs(v, options.warmup, options.iterations);
+    compare_runs(v, sim->schedule.num_actions(),
+                 is_asynchronous(c.schedule.kind) ? c.num_microbatches() : 0, options.warmup,
+                 options.iterations);
     out.push_back(std::move(v));
   }
   return out;
+}
+
+RunPair run_pair(const ScheduleValidation& v, const ValidateOptions& options) {
+  PPSIM_CHECK(v.ok());
+  // The measured timeline holds warmup + iterations runs of the programs
+  // (of the whole stream, for an asynchronous schedule).
+  const size_t n = v.measured.actions.size() / (options.warmup + options.iterations);
+  RunPair run =
+      pair_runs(v.schedule, v.predicted, v.measured, n, options.warmup, options.iterations);
+  run.predicted_iteration_s = v.predicted_iteration_s;
+  run.measured_iteration_s = v.measured_iteration_s;
+  return run;
 }
 
 }  // namespace ppsim::runtime

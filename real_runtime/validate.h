@@ -10,6 +10,7 @@
 
 #include "schedules/action.h"
 #include "schedules/status.h"
+#include "sim/runs_file.h"
 #include "sim/timeline.h"
 #include "sim/workload.h"
 
@@ -47,8 +48,17 @@ struct ScheduleValidation {
 };
 
 // REQUIRES: config.model and config.profile_path set (the profile of this
-// machine). Schedules that cannot run (asynchronous ones, a layout the model
-// does not split into) are returned with their reason.
+// machine). Schedules that cannot run (a layout the model does not split
+// into) are returned with their reason. An asynchronous schedule
+// (pipedream, pipedream-2bw) is predicted as one run of simulate()'s stream
+// of batches and run `warmup + iterations` times; its iteration time, on
+// both sides, is a steady batch in the middle of a run of the stream.
 std::vector<ScheduleValidation> validate(const Config& config, const ValidateOptions& options);
+
+// What `ppsim calibrate` fits on (sim/runs_file.h): each action and
+// cross-rank transfer, predicted against its median over the measured
+// iterations, and the two iteration times. REQUIRES: v.ok(), from
+// validate() with `options`.
+RunPair run_pair(const ScheduleValidation& v, const ValidateOptions& options);
 
 }  // namespace ppsim::runtime

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <boost/program_options.hpp>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <thread>
@@ -17,6 +18,7 @@
 #include "sim/config.h"
 #include "sim/cost_profile.h"
 #include "sim/json.h"
+#include "sim/runs_file.h"
 #include "sim/trace.h"
 
 namespace po = boost::program_options;
@@ -61,6 +63,16 @@ std::string results_json(const std::vector<runtime::ScheduleValidation>& results
   return out;
 }
 
+// `path` as a runs file at `runs` names it: relative to the runs file's
+// folder, so that the two can move together.
+std::string relative_to(const std::string& path, const std::string& runs) {
+  const std::filesystem::path folder =
+      std::filesystem::absolute(runs).parent_path().lexically_normal();
+  const std::filesystem::path absolute = std::filesystem::absolute(path).lexically_normal();
+  const std::filesystem::path relative = absolute.lexically_relative(folder);
+  return relative.empty() ? absolute.string() : relative.string();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -69,6 +81,7 @@ int main(int argc, char** argv) {
   std::string schedules = "gpipe,1f1b,interleaved-1f1b:2,zb-h1,zb-h2,zb-v,terapipe:2";
   std::string json_path;
   std::string trace_path;
+  std::string runs_path;
   std::vector<std::string> sets;
   runtime::ValidateOptions options;
   int repetitions = 5;
@@ -86,11 +99,14 @@ int main(int argc, char** argv) {
       "json", po::value(&json_path)->value_name("FILE|-"), "results as JSON")(
       "trace", po::value(&trace_path)->value_name("FILE"),
       "Chrome trace with the predicted and measured timelines of each schedule")(
-      "force", po::bool_switch(&force), "run even with more ranks than cores")(
+      "runs-out", po::value(&runs_path)->value_name("FILE"),
+      "save each schedule's predicted and measured actions and transfers for ppsim calibrate "
+      "(JSON; a profile taken now is saved beside it)")("force", po::bool_switch(&force),
+                                                        "run even with more ranks than cores")(
       "set", po::value(&sets)->composing()->value_name("KEY.PATH=VALUE"), "override a value");
   const std::string usage =
       "usage: ppsim validate CONFIG [--schedules LIST] [--profile FILE] [--warmup N] "
-      "[--iterations N] [--json FILE|-] [--trace FILE]\n\n"
+      "[--iterations N] [--json FILE|-] [--trace FILE] [--runs-out FILE]\n\n"
       "Profiles this CPU's kernels (unless --profile), predicts each schedule from the profile,\n"
       "runs the same per-rank programs for real (threads backend, one thread per rank), and\n"
       "reports predicted against measured: iteration time, per-action-kind durations, bubble\n"
@@ -140,7 +156,11 @@ int main(int argc, char** argv) {
       std::cerr << fmt::format("profile: {}/{} measurements\n", done, total);
     });
     if (!profile) return fail(profile.error().message);
-    profile_path = fmt::format("/tmp/ppsim-validate-{}.profile.yaml", getpid());
+    // Beside the runs file, which names it; else a scratch file.
+    profile_path =
+        runs_path.empty()
+            ? fmt::format("/tmp/ppsim-validate-{}.profile.yaml", getpid())
+            : std::filesystem::path(runs_path).replace_extension(".profile.yaml").string();
     std::ofstream(profile_path) << profile_to_yaml(*profile);
     std::cerr << "profile written to " << profile_path << "\n";
   }
@@ -195,6 +215,21 @@ int main(int argc, char** argv) {
     }
     std::ofstream(trace_path) << chrome_trace_json(runs);
     std::cerr << "trace written to " << trace_path << "\n";
+  }
+  if (!runs_path.empty()) {
+    RunsFile runs;
+    runs.config = relative_to(config_path, runs_path);
+    runs.sets = sets;
+    runs.profile = relative_to(profile_path, runs_path);
+    runs.backend = "threads";
+    for (const runtime::ScheduleValidation& v : results) {
+      if (v.ok()) runs.runs.push_back(runtime::run_pair(v, options));
+    }
+    std::ofstream file(runs_path, std::ios::binary);
+    file << runs_to_json(runs);
+    file.close();
+    if (!file) return fail("cannot write " + runs_path);
+    std::cerr << "runs written to " << runs_path << " (for ppsim calibrate)\n";
   }
   for (const runtime::ScheduleValidation& v : results) {
     if (!v.ok()) return 1;

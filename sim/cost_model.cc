@@ -5,6 +5,7 @@
 // is given replacing its counterpart.
 #include "sim/cost_model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -92,13 +93,12 @@ Status apply_fixed(const FixedCosts& fixed, const SliceShares& shares, CostTable
     if (!s.ok()) return s;
   }
   for (StageCost& stage : table.stages) {
-    if (stage.weight_grad_bytes > stage.activation_bytes) {
-      // W reads part of what F kept: a fixed activation size caps the
-      // analytic W part; a fixed W part above it is a contradiction.
-      if (!fixed.weight_grad_bytes.empty()) {
-        return Error{"costs.fixed.weight_grad_bytes exceeds activation_bytes; W reads part of it"};
-      }
-      stage.weight_grad_bytes = stage.activation_bytes;
+    // What I leaves for W may outgrow what F kept (a profile counts the
+    // gradients I stashes for W), so a larger W part is no contradiction;
+    // but the model's or the profile's W part does not outgrow a fixed
+    // activation size it was not worked out for.
+    if (!fixed.activation_bytes.empty() && fixed.weight_grad_bytes.empty()) {
+      stage.weight_grad_bytes = std::min(stage.weight_grad_bytes, stage.activation_bytes);
     }
     if (stage.weight_grad <= stage.backward) continue;
     // The user's own W larger than the user's own B is a contradiction; an
@@ -233,7 +233,7 @@ Result<CostTable> build_cost_table(const Config& config, const std::vector<int>&
     fill_memory(config, layers, stage_rank, slices, table);
     if (config.hardware) {
       if (Status s = fill_times(config, layers, stage_rank, slices, table,
-                                profiled ? &profiled->times : nullptr);
+                                profiled ? &*profiled : nullptr);
           !s.ok()) {
         return in_source(config, s);
       }

@@ -115,39 +115,51 @@ Status fill_rank_times(const Config& config, const std::vector<int>& layers,
                        const std::vector<int>& stage_rank, const Placement& placement,
                        CostTable& table);
 
-// One layer's times for one token slice as a cost profile measured them
-// (costs.profile), in place of the analytic layer's.
-struct LayerTimes {
+// One piece of a stage (a layer, the embedding, or the logits and loss) for
+// one token slice as a cost profile measured it: its times, and the bytes
+// it holds per microbatch right after F and right after I (each 0 where not
+// measured: a layer then keeps the model's figure, and the embedding and
+// head, which the model does not count, add nothing).
+struct MeasuredPiece {
   Picos forward = 0;
-  Picos backward = 0;  // recompute included under full recompute
+  Picos backward = 0;  // a layer's recompute included under full recompute
   Picos weight_grad = 0;
+  int64_t activation_bytes = 0;
+  int64_t weight_grad_bytes = 0;
 };
 
-// cost_model_time.cc
-// `measured`, when given, holds one LayerTimes per slice.
-Status fill_times(const Config& config, const std::vector<int>& layers,
-                  const std::vector<int>& stage_rank, const std::vector<Slice>& slices,
-                  CostTable& table, const std::vector<LayerTimes>* measured = nullptr);
-
 // cost_model_profile.cc
-// What a config's cost profile gives, per slice: the layer times, and the
-// bytes one layer holds after F and after I where the profile measured them
-// (0: keep the model's); and the "thread-copy" link, if it has one.
+// What a config's cost profile gives, per slice: a layer, and the embedding
+// and the head where the profile has them (empty vectors where it has no
+// kernel of that part); and the "thread-copy" link, if it has one.
 struct ProfiledLayers {
-  std::vector<LayerTimes> times;
-  std::vector<int64_t> activation_bytes;
-  std::vector<int64_t> weight_grad_bytes;
+  std::vector<MeasuredPiece> layer;
+  std::vector<MeasuredPiece> embedding;
+  std::vector<MeasuredPiece> head;
   bool has_link = false;
   Link link;
+
+  // Slice j's embedding or head; null where the profile has none.
+  const MeasuredPiece* embedding_at(int j) const {
+    return embedding.empty() ? nullptr : &embedding[j];
+  }
+  const MeasuredPiece* head_at(int j) const { return head.empty() ? nullptr : &head[j]; }
 };
 // REQUIRES: config.model and config.profile_path set.
 Result<ProfiledLayers> profiled_layers(const Config& config, const std::vector<Slice>& slices);
 // Puts them into a table that fill_memory (and, with hardware, fill_times
-// given the same times) filled: the stage times without hardware, the bytes,
-// and every cross-rank transfer over the link.
+// given the same profile) filled: the stage times without hardware, the
+// bytes, and every cross-rank transfer over the link.
 void apply_profile(const Config& config, const std::vector<int>& layers,
                    const std::vector<int>& stage_rank, const ProfiledLayers& profiled,
                    CostTable& table);
+
+// cost_model_time.cc
+// `measured`, when given, holds the profile's pieces, which replace their
+// analytic counterparts.
+Status fill_times(const Config& config, const std::vector<int>& layers,
+                  const std::vector<int>& stage_rank, const std::vector<Slice>& slices,
+                  CostTable& table, const ProfiledLayers* measured = nullptr);
 
 // cost_model.cc
 Result<std::vector<int>> stage_layers(const Config& config);

@@ -1,9 +1,10 @@
-// costs.profile: the layer times (and, where measured, the bytes a layer
-// holds) of a cost profile in place of the analytic model's, and its
-// "thread-copy" link for the pipeline transfers. docs/cost_model.md,
+// costs.profile: the times (and, where measured, the bytes held) of a cost
+// profile's layer, embedding and head in place of the analytic model's, and
+// its "thread-copy" link for the pipeline transfers. docs/cost_model.md,
 // "costs.profile", says what stays analytic.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <set>
 #include <string>
@@ -24,21 +25,11 @@ namespace {
 // which is what the threads runtime pays for each transfer.
 constexpr std::string_view kThreadCopyLink = "thread-copy";
 
-// The shape of a config's layer as the profile's kernels name it.
-struct KernelShape {
-  int micro_batch, hidden, ffn, heads, tensor;
-
-  bool matches(const KernelSample& k) const {
-    return k.micro_batch == micro_batch && k.hidden == hidden && k.ffn == ffn && k.heads == heads &&
-           k.tensor == tensor;
-  }
-};
-
 // One byte figure (activation_bytes or weight_grad_bytes) of the forward
-// sample at exactly (tokens, context): bytes are not interpolated, since a
-// slice's attention rows do not scale linearly with its tokens. 0 when the
-// profile measured it at no (tokens, context) of this shape; an error,
-// naming the measured ones, when it did but not at this one.
+// sample of a piece at exactly (tokens, context): bytes are not
+// interpolated, since a slice's attention rows do not scale linearly with its
+// tokens. 0 when the profile measured it at no (tokens, context) of this
+// shape; an error, naming the measured ones, when it did but not at this one.
 Result<int64_t> measured_bytes(const CostProfile& profile, const KernelShape& shape,
                                const Slice& slice, int64_t KernelSample::*field,
                                std::string_view key) {
@@ -53,10 +44,53 @@ Result<int64_t> measured_bytes(const CostProfile& profile, const KernelShape& sh
   for (const auto& [tokens, context] : measured) {
     points.push_back(fmt::format("({}, {})", tokens, context));
   }
+  const std::string what =
+      shape.part == kBlockPart ? "forward" : fmt::format("{} forward", shape.part);
   return Error{fmt::format(
-      "forward {} was measured at (tokens, context) {} but not at ({}, {}), which this config "
+      "{} {} was measured at (tokens, context) {} but not at ({}, {}), which this config "
       "needs; bytes are not interpolated, so profile that slice too",
-      key, fmt::join(points, ", "), slice.tokens, slice.context)};
+      what, key, fmt::join(points, ", "), slice.tokens, slice.context)};
+}
+
+// One piece of the config's stages (`shape` picks which) for one slice.
+Result<MeasuredPiece> measured_piece(const CostProfile& profile, const KernelShape& shape,
+                                     const Slice& slice, Recompute recompute) {
+  const int tokens = static_cast<int>(slice.tokens);
+  const int context = static_cast<int>(slice.context);
+  auto time = [&](std::string_view kind) -> Result<Picos> {
+    const Result<Interpolated> t = kernel_time(profile, kind, shape, tokens, context);
+    if (!t.ok()) return t.error();
+    return seconds_to_picos(t->seconds);
+  };
+  MeasuredPiece piece;
+  for (auto [kind, out_field] : {std::pair{"forward", &MeasuredPiece::forward},
+                                 std::pair{"backward", &MeasuredPiece::backward},
+                                 std::pair{"backward_weight", &MeasuredPiece::weight_grad}}) {
+    const Result<Picos> t = time(kind);
+    if (!t.ok()) return t.error();
+    piece.*out_field = *t;
+  }
+  // A layer runs its forward again before its backward; the embedding and
+  // head keep what they need.
+  if (recompute == Recompute::kFull && shape.part == kBlockPart) {
+    const Result<Picos> t = time("recompute");
+    if (!t.ok()) return t.error();
+    piece.backward += *t;
+  }
+  // The profiled pieces keep everything: their bytes are this config's only
+  // without recompute (with full recompute the model's stay).
+  if (recompute == Recompute::kNone) {
+    for (auto [field, key, result] :
+         {std::tuple{&KernelSample::activation_bytes, "activation_bytes",
+                     &MeasuredPiece::activation_bytes},
+          std::tuple{&KernelSample::weight_grad_bytes, "weight_grad_bytes",
+                     &MeasuredPiece::weight_grad_bytes}}) {
+      const Result<int64_t> bytes = measured_bytes(profile, shape, slice, field, key);
+      if (!bytes.ok()) return bytes.error();
+      piece.*result = *bytes;
+    }
+  }
+  return piece;
 }
 
 }  // namespace
@@ -74,48 +108,26 @@ Result<ProfiledLayers> profiled_layers(const Config& config, const std::vector<S
         path)};
   }
   const ModelSpec& model = *config.model;
-  const KernelShape shape{config.training.micro_batch, model.hidden, ffn_of(model), model.heads,
-                          config.parallel.tensor};
+  const int b = config.training.micro_batch;
+  const int t = config.parallel.tensor;
   ProfiledLayers out;
-  for (const Slice& slice : slices) {
-    const int tokens = static_cast<int>(slice.tokens);
-    const int context = static_cast<int>(slice.context);
-    auto time = [&](std::string_view kind) -> Result<Picos> {
-      const Result<Interpolated> t =
-          kernel_time(profile, kind, shape.micro_batch, shape.hidden, shape.ffn, shape.heads,
-                      shape.tensor, tokens, context);
-      if (!t.ok()) return Error{fmt::format("{}: {}", path, t.error().message)};
-      return seconds_to_picos(t->seconds);
-    };
-    LayerTimes layer;
-    for (auto [kind, out_field] :
-         {std::pair{"forward", &LayerTimes::forward}, std::pair{"backward", &LayerTimes::backward},
-          std::pair{"backward_weight", &LayerTimes::weight_grad}}) {
-      const Result<Picos> t = time(kind);
-      if (!t.ok()) return t.error();
-      layer.*out_field = *t;
+  // The layer always; the embedding and the head where the profile has any
+  // kernel of theirs (it must then have this config's shape).
+  for (auto [part, pieces] :
+       {std::pair{kBlockPart, &out.layer}, std::pair{std::string_view("embedding"), &out.embedding},
+        std::pair{std::string_view("head"), &out.head}}) {
+    const bool present =
+        part == kBlockPart || std::any_of(profile.kernels.begin(), profile.kernels.end(),
+                                          [&](const KernelSample& k) { return k.part == part; });
+    if (!present) continue;
+    const KernelShape shape =
+        part == kBlockPart ? KernelShape{part, b, model.hidden, ffn_of(model), model.heads, 0, t}
+                           : KernelShape{part, b, model.hidden, 0, 0, model.vocab, t};
+    for (const Slice& slice : slices) {
+      const Result<MeasuredPiece> piece = measured_piece(profile, shape, slice, recompute);
+      if (!piece.ok()) return Error{fmt::format("{}: {}", path, piece.error().message)};
+      pieces->push_back(*piece);
     }
-    if (recompute == Recompute::kFull) {  // the forward again, before the backward
-      const Result<Picos> t = time("recompute");
-      if (!t.ok()) return t.error();
-      layer.backward += *t;
-    }
-    out.times.push_back(layer);
-
-    // The profiled block keeps everything for backward: its bytes are this
-    // config's only without recompute (with full recompute the model's stay).
-    int64_t activation = 0, weight_grad = 0;
-    if (recompute == Recompute::kNone) {
-      for (auto [field, key, result] :
-           {std::tuple{&KernelSample::activation_bytes, "activation_bytes", &activation},
-            std::tuple{&KernelSample::weight_grad_bytes, "weight_grad_bytes", &weight_grad}}) {
-        const Result<int64_t> bytes = measured_bytes(profile, shape, slice, field, key);
-        if (!bytes.ok()) return Error{fmt::format("{}: {}", path, bytes.error().message)};
-        *result = *bytes;
-      }
-    }
-    out.activation_bytes.push_back(activation);
-    out.weight_grad_bytes.push_back(weight_grad);
   }
   for (const LinkFit& link : profile.links) {
     if (link.name != kThreadCopyLink) continue;
@@ -128,23 +140,35 @@ Result<ProfiledLayers> profiled_layers(const Config& config, const std::vector<S
 void apply_profile(const Config& config, const std::vector<int>& layers,
                    const std::vector<int>& stage_rank, const ProfiledLayers& profiled,
                    CostTable& table) {
-  const int k = static_cast<int>(profiled.times.size());
-  for (int s = 0; s < config.num_stages(); ++s) {
+  const int k = static_cast<int>(profiled.layer.size());
+  const int last = config.num_stages() - 1;
+  for (int s = 0; s <= last; ++s) {
     for (int j = 0; j < k; ++j) {
       StageCost& cost = table.stages[s * k + j];
-      // With hardware, fill_times timed the layers from the profile already,
-      // next to the analytic embedding and logits; without, layers are all.
+      const MeasuredPiece& layer = profiled.layer[j];
+      // The layers' bytes replace the model's where measured.
+      if (layer.activation_bytes > 0) cost.activation_bytes = layers[s] * layer.activation_bytes;
+      if (layer.weight_grad_bytes > 0) {
+        cost.weight_grad_bytes = layers[s] * layer.weight_grad_bytes;
+      }
+      // With hardware, fill_times timed the stage from the profile already
+      // (and the pieces it lacks analytically); without, the profile's
+      // pieces are all.
       if (!config.hardware) {
-        const LayerTimes& layer = profiled.times[j];
         cost.forward = layers[s] * layer.forward;
         cost.backward = layers[s] * layer.backward;
         cost.weight_grad = layers[s] * layer.weight_grad;
       }
-      if (profiled.activation_bytes[j] > 0) {
-        cost.activation_bytes = layers[s] * profiled.activation_bytes[j];
-      }
-      if (profiled.weight_grad_bytes[j] > 0) {
-        cost.weight_grad_bytes = layers[s] * profiled.weight_grad_bytes[j];
+      // The model counts neither the embedding's nor the head's bytes.
+      for (const MeasuredPiece* piece : {s == 0 ? profiled.embedding_at(j) : nullptr,
+                                         s == last ? profiled.head_at(j) : nullptr}) {
+        if (piece == nullptr) continue;
+        cost.activation_bytes += piece->activation_bytes;
+        cost.weight_grad_bytes += piece->weight_grad_bytes;
+        if (config.hardware) continue;
+        cost.forward += piece->forward;
+        cost.backward += piece->backward;
+        cost.weight_grad += piece->weight_grad;
       }
     }
   }

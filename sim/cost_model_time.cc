@@ -182,16 +182,26 @@ struct StagePieces {
 
 // Forward, backward and W of one slice of a microbatch on one stage: the one
 // place both build_cost_table and slice_cost_function time a stage. With
-// `measured` (costs.profile) its layers take the measured times; the
-// embedding and logits stay analytic, since the profile does not time them.
+// `measured` (costs.profile, slice j) each piece the profile timed (the
+// layers always, the embedding and the logits and loss where it has them)
+// takes the measured times instead of the analytic ones.
 Block stage_block(const BlockTimer& timer, const StagePieces& stage, const Slice& slice,
-                  const LayerTimes* measured = nullptr) {
-  const Block layer = measured != nullptr
-                          ? Block{measured->forward, measured->backward, measured->weight_grad}
-                          : timer.layer(slice, stage.tp_link);
-  Block block = repeat(layer, stage.layers);
-  if (stage.embedding) block += timer.embedding(slice, stage.tp_link);
-  if (stage.logits) block += timer.logits(slice, stage.tp_link);
+                  const ProfiledLayers* measured = nullptr, int j = 0) {
+  const auto piece = [](const MeasuredPiece* m, auto analytic) {
+    return m != nullptr ? Block{m->forward, m->backward, m->weight_grad} : analytic();
+  };
+  const Link& link = stage.tp_link;
+  Block block = repeat(piece(measured != nullptr ? &measured->layer[j] : nullptr,
+                             [&] { return timer.layer(slice, link); }),
+                       stage.layers);
+  if (stage.embedding) {
+    block += piece(measured != nullptr ? measured->embedding_at(j) : nullptr,
+                   [&] { return timer.embedding(slice, link); });
+  }
+  if (stage.logits) {
+    block += piece(measured != nullptr ? measured->head_at(j) : nullptr,
+                   [&] { return timer.logits(slice, link); });
+  }
   return block;
 }
 
@@ -211,7 +221,7 @@ Result<StagePieces> stage_pieces(const Config& config, const std::vector<int>& l
 
 Status fill_stage_times(const Config& config, const std::vector<int>& layers,
                         const std::vector<int>& stage_rank, const Placement& placement,
-                        const std::vector<Slice>& slices, const std::vector<LayerTimes>* measured,
+                        const std::vector<Slice>& slices, const ProfiledLayers* measured,
                         CostTable& table) {
   const BlockTimer timer(config);
   const int k = static_cast<int>(slices.size());
@@ -219,8 +229,7 @@ Status fill_stage_times(const Config& config, const std::vector<int>& layers,
     const Result<StagePieces> pieces = stage_pieces(config, layers, stage_rank, placement, s);
     if (!pieces.ok()) return pieces.error();
     for (int j = 0; j < k; ++j) {
-      const Block block =
-          stage_block(timer, *pieces, slices[j], measured != nullptr ? &(*measured)[j] : nullptr);
+      const Block block = stage_block(timer, *pieces, slices[j], measured, j);
       StageCost& cost = table.stages[s * k + j];
       cost.forward = block.forward;
       cost.backward = block.backward;
@@ -235,7 +244,7 @@ Status fill_stage_times(const Config& config, const std::vector<int>& layers,
 // Figures that need the hardware too: every duration.
 Status fill_times(const Config& config, const std::vector<int>& layers,
                   const std::vector<int>& stage_rank, const std::vector<Slice>& slices,
-                  CostTable& table, const std::vector<LayerTimes>* measured) {
+                  CostTable& table, const ProfiledLayers* measured) {
   if (Status s = check_hardware(config); !s.ok()) return s;
   const Placement placement(config.parallel, config.hardware->gpus_per_node);
   if (Status s = fill_stage_times(config, layers, stage_rank, placement, slices, measured, table);

@@ -23,7 +23,7 @@
 #include <utility>
 #include <vector>
 
-#include "sim/yaml_util.h"
+#include "sim/yaml_reader.h"
 
 namespace ppsim {
 namespace {
@@ -60,169 +60,69 @@ std::string quoted(std::string_view text) {
 
 // ---- Reading ----
 
-// The walker throws to unwind from deep in the tree; parse_profile is the one
-// place that catches, and turns it into an Error.
-struct ProfileError {
-  std::string message;
-};
-
-// A value in the tree with its key path, and where to point when it is wrong.
-struct Value {
-  std::string path;
-  YAML::Node node;  // undefined when the key is absent
-  YAML::Mark mark;  // its own, or its map's when absent or null
-
-  bool present() const { return node.IsDefined() && !node.IsNull(); }
-};
-
+using yaml_util::Map;
 using yaml_util::render;
+using yaml_util::Value;
 
-std::string child_path(std::string_view path, std::string_view key) {
-  return path.empty() ? std::string(key) : fmt::format("{}.{}", path, key);
-}
-
-template <typename T>
-bool parse_whole(const std::string& text, T& value) {
-  const char* end = text.data() + text.size();
-  auto [ptr, ec] = std::from_chars(text.data(), end, value);
-  return ec == std::errc() && ptr == end;
-}
-
-// The entries of a map whose keys have been checked against those allowed.
-struct Map {
-  Value self;
-  std::vector<std::pair<std::string, Value>> entries;
-
-  const Value* find(std::string_view key) const {
-    for (const auto& [name, value] : entries) {
-      if (name == key) return &value;
-    }
-    return nullptr;
-  }
-  Value get(std::string_view key) const {
-    const Value* value = find(key);
-    return value != nullptr ? *value : Value{child_path(self.path, key), YAML::Node(), self.mark};
-  }
-};
-
-class Reader {
+class Reader : public yaml_util::TreeReader {
  public:
-  explicit Reader(std::string_view source) : source_(source) {}
+  using TreeReader::TreeReader;
 
   CostProfile read(const YAML::Node& root) const;
 
  private:
-  [[noreturn]] void fail(const YAML::Mark& mark, std::string_view path,
-                         std::string_view what) const {
-    std::string where =
-        mark.is_null() ? source_ : fmt::format("{}:{}:{}", source_, mark.line + 1, mark.column + 1);
-    throw ProfileError{path.empty() ? fmt::format("{}: {}", where, what)
-                                    : fmt::format("{}: {}: {}", where, path, what)};
-  }
-  [[noreturn]] void fail_expected(const Value& value, std::string_view expected) const {
-    std::string got =
-        value.present() ? fmt::format("got \"{}\"", render(value.node)) : "got nothing";
-    fail(value.mark, value.path, fmt::format("expected {}, {}", expected, got));
-  }
-
-  Map map(const Value& value, const std::vector<std::string_view>& keys) const {
-    Map map{value, {}};
-    std::string allowed = fmt::format("{}", fmt::join(keys, ", "));
-    if (!value.node.IsMap()) fail_expected(value, fmt::format("a map with keys {}", allowed));
-    for (auto it = value.node.begin(); it != value.node.end(); ++it) {
-      std::string key = render(it->first);
-      std::string path = child_path(value.path, key);
-      if (!it->first.IsScalar() || std::find(keys.begin(), keys.end(), key) == keys.end()) {
-        fail(it->first.Mark(), path, fmt::format("unknown key, expected one of {}", allowed));
-      }
-      if (map.find(key) != nullptr) fail(it->first.Mark(), path, "duplicate key");
-      // A null value's own mark points at whatever follows it; its key's does not.
-      YAML::Mark mark = it->second.IsNull() ? it->first.Mark() : it->second.Mark();
-      map.entries.emplace_back(key, Value{path, it->second, mark});
-    }
-    return map;
-  }
-  Value required(const Map& map, std::string_view key) const {
-    const Value* value = map.find(key);
-    if (value == nullptr) fail(map.self.mark, child_path(map.self.path, key), "missing");
-    return *value;
-  }
-  // The elements of a list; an absent or empty value is an empty list.
-  std::vector<Value> list(const Value& value) const {
-    std::vector<Value> elements;
-    if (!value.present()) return elements;
-    if (!value.node.IsSequence()) fail_expected(value, "a list");
-    for (size_t i = 0; i < value.node.size(); ++i) {
-      YAML::Node element = value.node[i];
-      elements.push_back(Value{fmt::format("{}[{}]", value.path, i), element,
-                               element.IsNull() ? value.mark : element.Mark()});
-    }
-    return elements;
-  }
-
-  template <typename Int>
-  Int to_int(const Value& value, Int min) const {
-    Int result = 0;
-    if (!value.present() || !value.node.IsScalar() || !parse_whole(value.node.Scalar(), result) ||
-        result < min) {
-      fail_expected(value, min == 1   ? std::string("a positive integer")
-                           : min == 0 ? std::string("an integer >= 0")
-                                      : std::string("an integer"));
-    }
-    return result;
-  }
-  double to_number(const Value& value, bool positive = false) const {
-    double result = 0;
-    bool ok = value.present() && value.node.IsScalar() &&
-              parse_whole(value.node.Scalar(), result) && std::isfinite(result);
-    if (!ok || result < 0 || (positive && result == 0)) {
-      fail_expected(value, positive ? "a positive number" : "a number >= 0");
-    }
-    return result;
-  }
-  std::string to_string(const Value& value, bool non_empty = false) const {
-    if (!value.present() || !value.node.IsScalar() || (non_empty && value.node.Scalar().empty())) {
-      fail_expected(value, non_empty ? "a non-empty string" : "a string");
+  // One of `names`, or an error listing them.
+  template <size_t N>
+  std::string one_of(const Value& value, const std::array<std::string_view, N>& names) const {
+    if (!value.node.IsScalar() ||
+        std::find(names.begin(), names.end(), value.node.Scalar()) == names.end()) {
+      fail_expected(value, fmt::format("one of {}", fmt::join(names, ", ")));
     }
     return value.node.Scalar();
   }
 
   ProfileProvenance read_provenance(const Value& value) const;
-  KernelSample read_kernel(const Value& value) const;
+  KernelSample read_kernel(const Value& value, int version) const;
   LinkFit read_link(const Value& value) const;
-
-  std::string source_;
+  Calibration read_calibration(const Value& value) const;
 };
 
 CostProfile Reader::read(const YAML::Node& root) const {
   Value top{"", root, root.Mark()};
   if (!top.present()) fail(top.mark, "version", "missing");  // an empty file
   // The version first: a newer file is "upgrade ppsim", not a list of unknown keys.
+  int version = 0;
   if (root.IsMap()) {
     for (auto it = root.begin(); it != root.end(); ++it) {
       if (!it->first.IsScalar() || it->first.Scalar() != "version") continue;
-      Value version{"version", it->second,
-                    it->second.IsNull() ? it->first.Mark() : it->second.Mark()};
-      if (int v = to_int(version, INT_MIN); v != kProfileVersion) {
-        fail(version.mark, version.path,
-             fmt::format("unsupported profile version {}; this build reads version {}", v,
-                         kProfileVersion));
+      Value value{"version", it->second,
+                  it->second.IsNull() ? it->first.Mark() : it->second.Mark()};
+      version = to_int(value, INT_MIN);
+      if (version < kOldestProfileVersion || version > kProfileVersion) {
+        fail(value.mark, value.path,
+             fmt::format("unsupported profile version {}; this build reads versions {} to {}",
+                         version, kOldestProfileVersion, kProfileVersion));
       }
     }
   }
-  Map tree = map(top, {"version", "provenance", "kernels", "links"});
+  // Version 1 has no calibration section: an unknown key there.
+  Map tree = version == 1 ? map(top, {"version", "provenance", "kernels", "links"})
+                          : map(top, {"version", "provenance", "kernels", "links", "calibration"});
   required(tree, "version");  // its value was checked above
 
   CostProfile profile;
+  profile.version = version;
   if (tree.get("provenance").present())
     profile.provenance = read_provenance(tree.get("provenance"));
 
-  std::map<std::tuple<std::string, int, int, int, int, int, int, int>, std::string> shapes;
+  std::map<std::tuple<std::string, std::string, int, int, int, int, int, int, int, int>,
+           std::string>
+      shapes;
   for (const Value& element : list(tree.get("kernels"))) {
-    KernelSample k = read_kernel(element);
-    auto [it, fresh] = shapes.try_emplace(
-        {k.kind, k.micro_batch, k.tokens, k.context, k.hidden, k.ffn, k.heads, k.tensor},
-        element.path);
+    KernelSample k = read_kernel(element, version);
+    auto [it, fresh] = shapes.try_emplace({k.kind, k.part, k.micro_batch, k.tokens, k.context,
+                                           k.hidden, k.ffn, k.heads, k.vocab, k.tensor},
+                                          element.path);
     if (!fresh)
       fail(element.mark, element.path, fmt::format("same kind and shape as {}", it->second));
     profile.kernels.push_back(std::move(k));
@@ -235,7 +135,30 @@ CostProfile Reader::read(const YAML::Node& root) const {
     if (!fresh) fail(element.mark, element.path, fmt::format("same name as {}", it->second));
     profile.links.push_back(std::move(link));
   }
+  if (tree.get("calibration").present()) {
+    profile.calibration = read_calibration(tree.get("calibration"));
+  }
   return profile;
+}
+
+// Every entry may be left out; one that is given needs both of its figures.
+Calibration Reader::read_calibration(const Value& value) const {
+  Map m = map(value, {"forward", "backward", "backward_input", "backward_weight", "optimizer_step",
+                      "link"});
+  Calibration c;
+  for (const auto& [key, entry] : kCalibratedKinds) {
+    const Value* given = m.find(key);
+    if (given == nullptr) continue;
+    Map k = map(*given, {"scale", "overhead_s"});
+    c.*entry =
+        KindCalibration{to_number(required(k, "scale")), to_number(required(k, "overhead_s"))};
+  }
+  if (const Value* given = m.find("link")) {
+    Map l = map(*given, {"latency_s", "bandwidth_Bps"});
+    c.link = LinkCalibration{to_number(required(l, "latency_s")),
+                             to_number(required(l, "bandwidth_Bps"), /*positive=*/true)};
+  }
+  return c;
 }
 
 // Every field may be left out: a hand-written profile need not know them.
@@ -252,23 +175,40 @@ ProfileProvenance Reader::read_provenance(const Value& value) const {
   return p;
 }
 
-KernelSample Reader::read_kernel(const Value& value) const {
-  Map m = map(value, {"kind", "micro_batch", "tokens", "context", "hidden", "ffn", "heads",
-                      "tensor", "median_s", "min_s", "max_s", "repetitions", "activation_bytes",
-                      "weight_grad_bytes"});
+KernelSample Reader::read_kernel(const Value& value, int version) const {
+  // Version 1 has blocks only: `part` and `vocab` are unknown keys there.
+  Map m = version == 1
+              ? map(value, {"kind", "micro_batch", "tokens", "context", "hidden", "ffn", "heads",
+                            "tensor", "median_s", "min_s", "max_s", "repetitions",
+                            "activation_bytes", "weight_grad_bytes"})
+              : map(value, {"kind", "part", "micro_batch", "tokens", "context", "hidden", "ffn",
+                            "heads", "vocab", "tensor", "median_s", "min_s", "max_s", "repetitions",
+                            "activation_bytes", "weight_grad_bytes"});
   KernelSample k;
-  Value kind = required(m, "kind");
-  if (!kind.node.IsScalar() || std::find(kKernelKinds.begin(), kKernelKinds.end(),
-                                         kind.node.Scalar()) == kKernelKinds.end()) {
-    fail_expected(kind, fmt::format("one of {}", fmt::join(kKernelKinds, ", ")));
-  }
-  k.kind = kind.node.Scalar();
+  k.kind = one_of(required(m, "kind"), kKernelKinds);
+  if (m.find("part") != nullptr) k.part = one_of(m.get("part"), kKernelParts);
   k.micro_batch = to_int(required(m, "micro_batch"), 1);
   k.tokens = to_int(required(m, "tokens"), 1);
   k.context = to_int(required(m, "context"), 0);
   k.hidden = to_int(required(m, "hidden"), 1);
-  k.ffn = to_int(required(m, "ffn"), 1);
-  k.heads = to_int(required(m, "heads"), 1);
+  // A block's shape has ffn and heads, the embedding's and head's a vocabulary.
+  const bool block = k.part == kBlockPart;
+  for (const char* key : {"ffn", "heads", "vocab"}) {
+    const bool wanted = block == (std::string_view(key) != "vocab");
+    if (wanted) continue;
+    if (const Value* extra = m.find(key)) {
+      fail(extra->mark, extra->path,
+           fmt::format("a {} kernel has no {}: ffn and heads are a block's, vocab the embedding's "
+                       "and the head's",
+                       k.part, key));
+    }
+  }
+  if (block) {
+    k.ffn = to_int(required(m, "ffn"), 1);
+    k.heads = to_int(required(m, "heads"), 1);
+  } else {
+    k.vocab = to_int(required(m, "vocab"), 1);
+  }
   k.tensor = to_int(required(m, "tensor"), 1);
   k.median_s = to_number(required(m, "median_s"));
   k.min_s = to_number(required(m, "min_s"));
@@ -316,11 +256,19 @@ std::string profile_to_yaml(const CostProfile& profile) {
   // One kernel per line: profiles hold thousands, and lines diff and grep well.
   out += profile.kernels.empty() ? "kernels: []\n" : "kernels:\n";
   for (const KernelSample& k : profile.kernels) {
+    // A block's shape as in version 1; the other parts name themselves and their vocabulary.
+    const std::string shape =
+        k.part == kBlockPart
+            ? fmt::format(
+                  "micro_batch: {}, tokens: {}, context: {}, hidden: {}, ffn: {}, heads: {}",
+                  k.micro_batch, k.tokens, k.context, k.hidden, k.ffn, k.heads)
+            : fmt::format(
+                  "part: {}, micro_batch: {}, tokens: {}, context: {}, hidden: {}, vocab: {}",
+                  quoted(k.part), k.micro_batch, k.tokens, k.context, k.hidden, k.vocab);
     out += fmt::format(
-        "  - {{kind: {}, micro_batch: {}, tokens: {}, context: {}, hidden: {}, ffn: {}, "
-        "heads: {}, tensor: {}, median_s: {}, min_s: {}, max_s: {}, repetitions: {}",
-        quoted(k.kind), k.micro_batch, k.tokens, k.context, k.hidden, k.ffn, k.heads, k.tensor,
-        number(k.median_s), number(k.min_s), number(k.max_s), k.repetitions);
+        "  - {{kind: {}, {}, tensor: {}, median_s: {}, min_s: {}, max_s: {}, repetitions: {}",
+        quoted(k.kind), shape, k.tensor, number(k.median_s), number(k.min_s), number(k.max_s),
+        k.repetitions);
     // Written only when measured: 0 is what a missing key reads as.
     if (k.activation_bytes != 0) out += fmt::format(", activation_bytes: {}", k.activation_bytes);
     if (k.weight_grad_bytes != 0) {
@@ -337,35 +285,32 @@ std::string profile_to_yaml(const CostProfile& profile) {
       out += fmt::format("      - {{bytes: {}, seconds: {}}}\n", s.bytes, number(s.seconds));
     }
   }
+  if (const std::optional<Calibration>& c = profile.calibration) {
+    const bool empty = *c == Calibration{};
+    out += empty ? "calibration: {}\n" : "calibration:\n";
+    for (const auto& [key, entry] : kCalibratedKinds) {
+      if (const std::optional<KindCalibration>& k = *c.*entry) {
+        out += fmt::format("  {}: {{scale: {}, overhead_s: {}}}\n", key, number(k->scale),
+                           number(k->overhead_s));
+      }
+    }
+    if (c->link) {
+      out += fmt::format("  link: {{latency_s: {}, bandwidth_Bps: {}}}\n",
+                         number(c->link->latency_s), number(c->link->bandwidth_Bps));
+    }
+  }
   return out;
 }
 
 Result<CostProfile> parse_profile(std::string_view yaml, std::string_view source) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(std::string(yaml));
-  } catch (const YAML::ParserException& e) {
-    return Error{fmt::format("{}:{}:{}: invalid YAML: {}", source, e.mark.line + 1,
-                             e.mark.column + 1, e.msg)};
-  } catch (const std::exception& e) {
-    return Error{fmt::format("{}: {}", source, e.what())};
-  }
-  try {
-    return Reader(source).read(root);
-  } catch (const ProfileError& e) {
-    return Error{e.message};
-  } catch (const std::exception& e) {  // yaml-cpp's own, or allocation: never a crash
-    return Error{fmt::format("{}: {}", source, e.what())};
-  }
+  return yaml_util::read_document<CostProfile>(
+      yaml, source, [&](const YAML::Node& root) { return Reader(source).read(root); });
 }
 
 Result<CostProfile> load_profile(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file) return Error{fmt::format("{}: cannot open: {}", path, std::strerror(errno))};
-  std::ostringstream text;
-  text << file.rdbuf();
-  if (file.bad()) return Error{fmt::format("{}: cannot read", path)};
-  return parse_profile(text.str(), path);
+  const Result<std::string> text = yaml_util::read_text_file(path);
+  if (!text.ok()) return text.error();
+  return parse_profile(*text, path);
 }
 
 Result<LinkFit> fit_link(std::string name, std::vector<LinkSample> samples) {

@@ -18,9 +18,11 @@ struct StageCost {
   Picos forward = 0;
   Picos backward = 0;     // full backward (B); I takes backward - weight_grad
   Picos weight_grad = 0;  // W, part of backward
-  // Kept from the start of F(mb) until its B ends; with a split backward, I
-  // gives back all but weight_grad_bytes (the inputs of the linear layers,
-  // which W reads) and W the rest.
+  // Taken when F(mb) starts and kept until its B ends. With a split
+  // backward, I leaves weight_grad_bytes held until W gives them back: the
+  // inputs of the linear layers, which W reads, and whatever gradients I
+  // stashes for W. That may be more than F took (I then allocates the
+  // difference rather than freeing it).
   int64_t activation_bytes = 0;
   int64_t weight_grad_bytes = 0;
 };
@@ -52,7 +54,8 @@ struct CostTable {
   int num_stages() const { return static_cast<int>(stages.size()) / num_slices; }
 };
 
-// Activation bytes an action of `kind` gives back when it ends.
+// Activation bytes an action of `kind` gives back when it ends; negative
+// for an I that leaves more than its F took.
 int64_t freed_bytes(const StageCost& cost, ActionKind kind);
 
 // A cost table with the same figures for every (stage, slice) and nothing at

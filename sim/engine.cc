@@ -201,7 +201,11 @@ void Engine::finish_action(int32_t rank, int32_t node, Picos now) {
   RankState& r = ranks_[rank];
   const Node& nd = nodes_[node];
   out_->busy[rank] += nd.duration;
-  r.activation -= freed_bytes(costs_->stages[nd.cost], nd.kind);
+  const int64_t freed = freed_bytes(costs_->stages[nd.cost], nd.kind);
+  r.activation -= freed;
+  if (freed < 0) {  // an I that leaves more than its F took
+    out_->peak_activation_bytes[rank] = std::max(out_->peak_activation_bytes[rank], r.activation);
+  }
   const int32_t iteration_base = r.iteration * nodes_per_iteration_;
   const int32_t record = iteration_base + r.begin + r.pos - 1;
   for (const int32_t target : nd.out) {

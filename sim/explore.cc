@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "schedules/generators.h"
+#include "sim/calibration.h"
 #include "sim/cost_model.h"
 #include "sim/json.h"
 #include "sim/partition.h"
@@ -18,11 +19,22 @@ namespace {
 
 constexpr double kGiB = 1ull << 30;
 
-// The stage -> rank map a kind uses for p ranks and v stages each, from a
-// small instance of it (the layout does not depend on m).
-std::vector<int> stage_layout(const std::string& kind, int p, int v) {
+// The stage -> rank map and the backward forms a kind uses for p ranks and
+// v stages each, from a small instance of it (neither depends on m).
+// zb-auto lays its stages out as 1F1B does and splits every backward.
+struct Layout {
+  std::vector<int> stage_rank;
+  std::vector<BackwardForm> forms;
+};
+Layout stage_layout(const std::string& kind, int p, int v) {
+  if (kind == "zb-auto") {
+    return {stage_layout("1f1b", p, v).stage_rank, uniform_forms(p * v, BackwardForm::kSplit)};
+  }
   const Result<Schedule> s = make_schedule(kind, {p, p, v, 1, p});
-  return s.ok() ? s->stage_rank : interleaved_stage_rank(p * v, p);
+  if (!s.ok()) {
+    return {interleaved_stage_rank(p * v, p), uniform_forms(p * v, BackwardForm::kWhole)};
+  }
+  return {s->stage_rank, backward_forms(*s)};
 }
 
 // No schedule can finish an iteration before its busiest rank has done its
@@ -71,14 +83,20 @@ void prepare(Candidate& cand, Config& config, double cap_bytes) {
   }
   config.parallel.layers_per_stage = std::move(*split);
   cand.parallel.layers_per_stage = config.parallel.layers_per_stage;
-  const std::vector<int> layout =
-      stage_layout(config.schedule.kind == "zb-auto" ? "1f1b" : config.schedule.kind,
-                   config.parallel.pipeline, config.parallel.virtual_stages);
-  const Result<CostTable> costs = build_cost_table(config, layout);
+  const Layout layout =
+      stage_layout(config.schedule.kind, config.parallel.pipeline, config.parallel.virtual_stages);
+  Result<CostTable> costs = build_cost_table(config, layout.stage_rank);
   if (!costs) {
     cand.reason = costs.error().message;
     return;
   }
+  // The bound is a bound only on the figures simulate() will use.
+  const Result<Calibration> calibration = calibration_for(config, nullptr);
+  if (!calibration) {
+    cand.reason = calibration.error().message;
+    return;
+  }
+  apply_calibration(*calibration, layout.stage_rank, layout.forms, config.fixed, *costs);
   const int64_t fixed = max_static_bytes(*costs);
   if (fixed > cap_bytes) {
     cand.status = CandidateStatus::kPrunedMemory;
@@ -90,8 +108,9 @@ void prepare(Candidate& cand, Config& config, double cap_bytes) {
   }
   // Token slices change the per-slice costs; a bound from the unsliced
   // table would not be a bound, so terapipe is never pruned by it.
-  cand.lower_bound_s =
-      config.schedule.kind == "terapipe" ? 0 : compute_lower_bound(config, *costs, layout);
+  cand.lower_bound_s = config.schedule.kind == "terapipe"
+                           ? 0
+                           : compute_lower_bound(config, *costs, layout.stage_rank);
   cand.status = CandidateStatus::kSimulated;  // provisional: to be simulated
 }
 

@@ -45,9 +45,21 @@ double curve_at(const Curve& curve, int tokens, bool& extrapolated) {
 
 }  // namespace
 
+bool KernelShape::matches(const KernelSample& k) const {
+  return k.part == part && k.micro_batch == micro_batch && k.hidden == hidden && k.ffn == ffn &&
+         k.heads == heads && k.vocab == vocab && k.tensor == tensor;
+}
+
 Result<Interpolated> kernel_time(const CostProfile& profile, std::string_view kind, int micro_batch,
                                  int hidden, int ffn, int heads, int tensor, int tokens,
                                  int context) {
+  return kernel_time(profile, kind,
+                     KernelShape{kBlockPart, micro_batch, hidden, ffn, heads, 0, tensor}, tokens,
+                     context);
+}
+
+Result<Interpolated> kernel_time(const CostProfile& profile, std::string_view kind,
+                                 const KernelShape& wanted, int tokens, int context) {
   if (std::find(kKernelKinds.begin(), kKernelKinds.end(), kind) == kKernelKinds.end()) {
     return Error{fmt::format("unknown kernel kind \"{}\", expected one of {}", kind,
                              fmt::join(kKernelKinds, ", "))};
@@ -58,35 +70,40 @@ Result<Interpolated> kernel_time(const CostProfile& profile, std::string_view ki
                     "and context >= 0",
                     tokens, context)};
   }
-  auto shape_of = [](const KernelSample& k) {
-    return std::tuple{k.micro_batch, k.hidden, k.ffn, k.heads, k.tensor};
+  const bool block = wanted.part == kBlockPart;
+  // "forward" for a block, "head forward" for the other parts.
+  const std::string what = block ? std::string(kind) : fmt::format("{} {}", wanted.part, kind);
+  auto name = [block](const KernelShape& s) {
+    return block ? fmt::format("(micro_batch {}, hidden {}, ffn {}, heads {}, tensor {})",
+                               s.micro_batch, s.hidden, s.ffn, s.heads, s.tensor)
+                 : fmt::format("(micro_batch {}, hidden {}, vocab {}, tensor {})", s.micro_batch,
+                               s.hidden, s.vocab, s.tensor);
   };
-  const auto wanted = std::tuple{micro_batch, hidden, ffn, heads, tensor};
   std::map<int, Curve> curves;  // by context
-  std::set<std::tuple<int, int, int, int, int>> shapes;
+  std::set<std::tuple<int, int, int, int, int, int>> shapes;
   for (const KernelSample& k : profile.kernels) {
-    if (k.kind != kind) continue;
-    shapes.insert(shape_of(k));
-    if (shape_of(k) == wanted) curves[k.context].emplace_back(k.tokens, k.median_s);
+    if (k.kind != kind || k.part != wanted.part) continue;
+    shapes.emplace(k.micro_batch, k.hidden, k.ffn, k.heads, k.vocab, k.tensor);
+    if (wanted.matches(k)) curves[k.context].emplace_back(k.tokens, k.median_s);
   }
   if (curves.empty()) {
-    auto name = [](const std::tuple<int, int, int, int, int>& s) {
-      return fmt::format("(micro_batch {}, hidden {}, ffn {}, heads {}, tensor {})", std::get<0>(s),
-                         std::get<1>(s), std::get<2>(s), std::get<3>(s), std::get<4>(s));
-    };
     std::vector<std::string> available;
-    for (const auto& s : shapes) available.push_back(name(s));
+    for (const auto& [b, h, f, a, v, t] : shapes) {
+      available.push_back(name(KernelShape{wanted.part, b, h, f, a, v, t}));
+    }
     if (available.empty()) {
       std::vector<std::string_view> kinds;
       for (const KernelSample& k : profile.kernels) {
+        if (k.part != wanted.part) continue;
         if (std::find(kinds.begin(), kinds.end(), k.kind) == kinds.end()) kinds.push_back(k.kind);
       }
-      return Error{
-          fmt::format("no {} kernel in the profile; it has {}", kind,
-                      kinds.empty() ? "no kernels" : fmt::format("{}", fmt::join(kinds, ", ")))};
+      const std::string has = !kinds.empty()            ? fmt::format("{}", fmt::join(kinds, ", "))
+                              : profile.kernels.empty() ? std::string("no kernels")
+                                                        : fmt::format("no {} kernels", wanted.part);
+      return Error{fmt::format("no {} kernel in the profile; it has {}", what, has)};
     }
-    return Error{fmt::format("no {} kernel of shape {} in the profile; it has {} at {}", kind,
-                             name(wanted), kind, fmt::join(available, ", "))};
+    return Error{fmt::format("no {} kernel of shape {} in the profile; it has {} at {}", what,
+                             name(wanted), what, fmt::join(available, ", "))};
   }
   for (auto& [c, curve] : curves) {
     // A hand-built profile may repeat a point, which parse_profile rejects; the first wins.

@@ -9,6 +9,7 @@
 #include "schedules/generators.h"
 #include "schedules/token_slicing.h"
 #include "schedules/validate.h"
+#include "sim/calibration.h"
 #include "sim/cost_model.h"
 #include "sim/engine.h"
 #include "sim/zb_auto.h"
@@ -69,7 +70,8 @@ namespace {
 
 // zb-auto's memory limit: the config's, else what the device has left after
 // the tightest rank's static bytes, else 1F1B's peak (p microbatches of the
-// largest stage).
+// largest stage, each counted at the most it holds: after F, or after I
+// where I leaves more).
 int64_t zb_auto_limit(const Config& config, const CostTable& costs) {
   constexpr double kGiB = 1ull << 30;
   if (config.schedule.memory_limit_gib > 0) {
@@ -80,19 +82,27 @@ int64_t zb_auto_limit(const Config& config, const CostTable& costs) {
     return static_cast<int64_t>(config.hardware->memory_gib * kGiB) - fullest;
   }
   int64_t largest = 0;
-  for (const StageCost& c : costs.stages) largest = std::max(largest, c.activation_bytes);
+  for (const StageCost& c : costs.stages) {
+    largest = std::max({largest, c.activation_bytes, c.weight_grad_bytes});
+  }
   return config.parallel.pipeline * largest;
 }
 
-Result<Schedule> make_zb_auto_for(const Config& config) {
+Result<Schedule> make_zb_auto_for(const Config& config, const Calibration* calibration) {
   const int p = config.parallel.pipeline;
   if (config.parallel.virtual_stages != 1) {
     return Error{fmt::format(
         "{}: schedule zb-auto runs one stage per rank: virtual_stages must be 1, got {}",
         config.source, config.parallel.virtual_stages)};
   }
-  Result<CostTable> costs = build_cost_table(config, interleaved_stage_rank(p, p));
+  const std::vector<int> stage_rank = interleaved_stage_rank(p, p);
+  Result<CostTable> costs = build_cost_table(config, stage_rank);
   if (!costs) return costs.error();
+  // Its candidates all split their backwards.
+  const Result<Calibration> calibrated = calibration_for(config, calibration);
+  if (!calibrated) return calibrated.error();
+  apply_calibration(*calibrated, stage_rank, uniform_forms(p, BackwardForm::kSplit), config.fixed,
+                    *costs);
   // Judge the candidates the way simulate() will measure the winner.
   RunOptions judge;
   if (config.training.optimizer_step == OptimizerStep::kPostValidation) {
@@ -106,9 +116,9 @@ Result<Schedule> make_zb_auto_for(const Config& config) {
 
 }  // namespace
 
-Result<Schedule> schedule_for(const Config& config, int slices) {
+Result<Schedule> schedule_for(const Config& config, int slices, const Calibration* calibration) {
   if (config.schedule.kind == "custom") return load_schedule_csv(config.schedule.file, config);
-  if (config.schedule.kind == "zb-auto") return make_zb_auto_for(config);
+  if (config.schedule.kind == "zb-auto") return make_zb_auto_for(config, calibration);
   const int m = config.num_microbatches();
   // An asynchronous schedule never flushes: simulate a stream of several
   // batches and measure the batches in its middle.
@@ -121,36 +131,52 @@ Result<Schedule> schedule_for(const Config& config, int slices) {
   return schedule;
 }
 
-namespace {
-
-// An asynchronous stream's batches, as iterations: batch k ends when every
-// stage has stepped after its last microbatch (k + 1) m - 1. The last batch
-// drains the pipeline and is left out, so the period is a steady one.
-void batch_ends(int m, Timeline* t) {
-  std::vector<Picos> ends(kAsyncBatches - 1, 0);
-  for (const ActionRecord& a : t->actions) {
-    if (a.action.kind != ActionKind::kStep || (a.action.microbatch + 1) % m != 0) continue;
+std::vector<Picos> stream_batch_ends(const Timeline& timeline, int iteration, int m) {
+  std::vector<Picos> ends;
+  for (const ActionRecord& a : timeline.actions) {
+    if (a.iteration != iteration || a.action.kind != ActionKind::kStep ||
+        (a.action.microbatch + 1) % m != 0) {
+      continue;
+    }
     const size_t batch = static_cast<size_t>((a.action.microbatch + 1) / m - 1);
-    if (batch < ends.size()) ends[batch] = std::max(ends[batch], a.end);
+    if (ends.size() <= batch) ends.resize(batch + 1, 0);
+    ends[batch] = std::max(ends[batch], a.end);
   }
-  t->iteration_end = std::move(ends);
-  t->iterations = kAsyncBatches;
+  return ends;
 }
 
-}  // namespace
+void batches_as_iterations(int m, Timeline* t) {
+  std::vector<Picos> ends;
+  int batches = 0;
+  for (int k = 0; k < t->iterations; ++k) {
+    std::vector<Picos> run = stream_batch_ends(*t, k, m);
+    batches += static_cast<int>(run.size());
+    if (!run.empty()) run.pop_back();  // drains the pipeline
+    ends.insert(ends.end(), run.begin(), run.end());
+  }
+  t->iteration_end = std::move(ends);
+  t->iterations = batches;
+}
 
-Result<Simulation> simulate(const Config& config, Engine* shared_engine) {
+Result<Simulation> simulate(const Config& config, Engine* shared_engine,
+                            const Calibration* calibration) {
   Simulation sim;
   Result<std::vector<int>> lengths = slice_lengths_for(config);
   if (!lengths) return lengths.error();
   sim.slice_lengths = std::move(*lengths);
+  const Result<Calibration> calibrated = calibration_for(config, calibration);
+  if (!calibrated) return calibrated.error();
   Result<Schedule> schedule =
-      schedule_for(config, std::max(1, static_cast<int>(sim.slice_lengths.size())));
+      schedule_for(config, std::max(1, static_cast<int>(sim.slice_lengths.size())), &*calibrated);
   if (!schedule) return schedule.error();
   sim.schedule = std::move(*schedule);
   Result<CostTable> costs = build_cost_table(config, sim.schedule.stage_rank, sim.slice_lengths);
   if (!costs) return costs.error();
   sim.costs = std::move(*costs);
+  if (*calibrated != Calibration{}) {  // the scan of every action is not free at p = 64
+    apply_calibration(*calibrated, sim.schedule.stage_rank, backward_forms(sim.schedule),
+                      config.fixed, sim.costs);
+  }
   // With a synchronous step every iteration after the first starts from the
   // same state (all ranks leave one barrier), so two iterations give the
   // steady period. Without the barrier iterations overlap and the pipeline
@@ -164,7 +190,7 @@ Result<Simulation> simulate(const Config& config, Engine* shared_engine) {
   if (is_asynchronous(sim.schedule.name)) {
     options.iterations = 1;
     engine.run(sim.schedule, sim.costs, &sim.timeline, options);
-    batch_ends(config.num_microbatches(), &sim.timeline);
+    batches_as_iterations(config.num_microbatches(), &sim.timeline);
   } else {
     engine.run(sim.schedule, sim.costs, &sim.timeline, options);
   }

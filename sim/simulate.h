@@ -9,6 +9,7 @@
 
 #include "schedules/schedule.h"
 #include "schedules/status.h"
+#include "sim/cost_profile.h"
 #include "sim/costs.h"
 #include "sim/engine.h"
 #include "sim/metrics.h"
@@ -33,18 +34,35 @@ inline constexpr int kMaxIterations = 32;
 // first fills the pipeline, the last drains it, the ones between are steady.
 inline constexpr int kAsyncBatches = 4;
 
+// The ends of the batches of m microbatches in iteration `iteration` of a
+// timeline of an asynchronous stream: batch b ends when every stage has
+// stepped after its microbatch (b + 1) m - 1. The first batch fills the
+// pipeline, the last drains it, the ones between are steady.
+std::vector<Picos> stream_batch_ends(const Timeline& timeline, int iteration, int m);
+// Makes an asynchronous stream's batches the timeline's iterations, as
+// simulate() reports them: `iteration_end` gets every run's batch ends but
+// its last (the drain), so that period() is a steady batch of the last run,
+// and `iterations` counts batches.
+void batches_as_iterations(int m, Timeline* timeline);
+
 // The token slices of a terapipe config, in tokens (in equal units when
 // there is no model): schedule.slices equal ones, or TeraPipe's optimal cut
 // for the model's costs. Empty for other kinds.
 Result<std::vector<int>> slice_lengths_for(const Config& config);
 // The config's schedule, validated: generated for its kind and (p, m, v)
 // with `slices` token slices, or read from schedule.file for kind "custom".
-Result<Schedule> schedule_for(const Config& config, int slices = 1);
+// zb-auto judges its candidates with `calibration` applied (as simulate()
+// takes it: null for the profile's own).
+Result<Schedule> schedule_for(const Config& config, int slices = 1,
+                              const Calibration* calibration = nullptr);
 // Reads a CSV schedule (one row per rank) and checks that it has the
 // config's ranks, stages and microbatches, and that it is valid.
 Result<Schedule> load_schedule_csv(const std::string& path, const Config& config);
 // `engine`, when given, is reused (its buffers survive between calls): the
-// explorer passes one per thread.
-Result<Simulation> simulate(const Config& config, Engine* engine = nullptr);
+// explorer passes one per thread. The cost table is the profile's
+// calibration applied (sim/calibration.h), or `calibration` instead when
+// given (`ppsim calibrate` cross-validating a fit); `costs` holds it so.
+Result<Simulation> simulate(const Config& config, Engine* engine = nullptr,
+                            const Calibration* calibration = nullptr);
 
 }  // namespace ppsim

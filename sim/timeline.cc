@@ -42,10 +42,12 @@ std::vector<MemoryEvent> memory_events(const Timeline& t) {
       events.push_back({a.end, a.rank, -freed});
     }
   }
-  std::sort(events.begin(), events.end(), [](const MemoryEvent& x, const MemoryEvent& y) {
-    if (x.time != y.time) return x.time < y.time;
-    if ((x.delta_bytes < 0) != (y.delta_bytes < 0)) return x.delta_bytes < 0;
-    return x.rank < y.rank;
+  // A rank runs its actions one after another, so its events in program
+  // order (the order of the records) are already in time order; at equal
+  // times that order is the one that happened (an I that raises the level,
+  // then a W of no duration that lowers it).
+  std::stable_sort(events.begin(), events.end(), [](const MemoryEvent& x, const MemoryEvent& y) {
+    return x.time != y.time ? x.time < y.time : x.rank < y.rank;
   });
   return events;
 }

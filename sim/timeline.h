@@ -63,9 +63,11 @@ struct Timeline {
   std::vector<TransferRecord> transfers;  // per link in order of start
   std::vector<int64_t> static_bytes;      // per rank, held throughout
   // Per (stage, slice), at stage * num_slices + slice: the activation bytes
-  // one microbatch takes when its F starts and gives back when its B ends (I
-  // gives back all but `weight_grad`, W the rest). The memory events follow
-  // from the action records (memory_events below).
+  // one microbatch takes when its F starts and gives back when its B ends;
+  // with a split backward, I leaves `weight_grad` held (more than
+  // `activation` where I allocates more than it frees) and W gives that
+  // back. The memory events follow from the action records (memory_events
+  // below).
   int num_slices = 1;
   struct StageMemory {
     int64_t activation = 0;
@@ -92,8 +94,9 @@ struct Timeline {
   int64_t bytes(const TransferRecord& x) const;
 };
 
-// The activation memory events of a timeline, sorted by time (at equal
-// times, frees before allocations, ranks in order).
+// The activation memory events of a timeline: F's allocation at its start,
+// and the net change of B, I and W at their end (an I's may be positive).
+// Sorted by time; at equal times by rank, and a rank's in program order.
 std::vector<MemoryEvent> memory_events(const Timeline& timeline);
 
 }  // namespace ppsim

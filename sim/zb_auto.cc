@@ -17,6 +17,11 @@ namespace {
 
 constexpr Picos kUnknown = -1;
 
+// The most one microbatch holds on a stage at any time: what its F takes, or
+// what its I leaves for W where that is more. The greedy reserves this much
+// at F, so that no later I can take a rank past the limit.
+int64_t most_held(const StageCost& c) { return std::max(c.activation_bytes, c.weight_grad_bytes); }
+
 // The most microbatches a rank may hold between F and I (the activations an
 // I reads), whatever memory would allow. A deep warm-up covers the round trip
 // to the last rank and back; a shallow one leaves memory to W's deferred into
@@ -139,7 +144,9 @@ class Greedy {
     int input_grads = 0;
     int weight_grads = 0;
     int cap = 1;
-    int64_t memory = 0;  // as the engine counts it when this rank is idle
+    // As the engine counts it when this rank is idle, but with each
+    // microbatch between F and I counted at most_held.
+    int64_t memory = 0;
     Picos busy_until = 0;
     Picos next_link_free = 0;  // activations to rank + 1
     Picos prev_link_free = 0;  // gradients to rank - 1
@@ -178,8 +185,7 @@ class Greedy {
     const int ni = rank.input_grads;
     const bool i_known = ni < nf && g_arrival[ni] != kUnknown;
     const bool i_ready = i_known && g_arrival[ni] <= now;
-    const bool f_allowed =
-        nf < m_ && nf - ni < rank.cap && rank.memory + c.activation_bytes <= limit_;
+    const bool f_allowed = nf < m_ && nf - ni < rank.cap && rank.memory + most_held(c) <= limit_;
     const bool f_known = f_allowed && f_arrival[nf] != kUnknown;
     const bool f_ready = f_known && f_arrival[nf] <= now;
     const bool w_ready = rank.weight_grads < ni;
@@ -211,7 +217,7 @@ class Greedy {
       case ActionKind::kForward:
         mb = rank.forwards++;
         end += c.forward;
-        rank.memory += c.activation_bytes;
+        rank.memory += most_held(c);
         if (r + 1 < p_) {
           const Picos arrival = std::max(end, rank.next_link_free) + costs_.p2p_forward[r];
           rank.next_link_free = arrival;
@@ -226,8 +232,9 @@ class Greedy {
         mb = rank.input_grads++;
         end += c.backward - c.weight_grad;
         // Frees here rather than at the end: this rank decides again only
-        // once the action has ended, which is when the engine frees.
-        rank.memory -= freed_bytes(c, kind);
+        // once the action has ended, which is when the engine frees. What
+        // stays is W's part, reserved at F.
+        rank.memory -= most_held(c) - c.weight_grad_bytes;
         if (r > 0) {
           const Picos arrival = std::max(end, rank.prev_link_free) + costs_.p2p_backward[r - 1];
           rank.prev_link_free = arrival;
@@ -277,12 +284,12 @@ Result<Schedule> make_zb_auto(int ranks, int microbatches, const CostTable& cost
   PPSIM_CHECK(costs.p2p_forward.size() == static_cast<size_t>(ranks - 1));
   PPSIM_CHECK(costs.p2p_backward.size() == static_cast<size_t>(ranks - 1));
   for (int stage = 0; stage < ranks; ++stage) {
-    const int64_t one = costs.stages[stage].activation_bytes;
+    const int64_t one = most_held(costs.stages[stage]);
     if (one > memory_limit_bytes) {
-      return Error{fmt::format(
-          "schedule zb-auto: the memory limit of {} bytes per rank is below one microbatch's "
-          "activations on stage {} ({} bytes), so nothing can run there",
-          memory_limit_bytes, stage, one)};
+      return Error{
+          fmt::format("schedule zb-auto: the memory limit of {} bytes per rank is below what one "
+                      "microbatch holds on stage {} ({} bytes), so nothing can run there",
+                      memory_limit_bytes, stage, one)};
     }
   }
 

@@ -31,16 +31,16 @@ namespace ppsim {
 
 // A schedule named "zb-auto" for `ranks` ranks, one stage each (stage s on
 // rank s), and `microbatches` microbatches, whose activation memory on every
-// rank (the engine's peak_activation_bytes: F takes activation_bytes, I gives
-// back all but weight_grad_bytes, W the rest) stays within
+// rank (the engine's peak_activation_bytes: F takes activation_bytes, I
+// leaves weight_grad_bytes, which may be more, W gives those back) stays within
 // `memory_limit_bytes`. Among the candidates that fit, the one with the
 // smallest simulated iteration time (Timeline::period() when replayed with
 // `judge`: one iteration's makespan by default, the steady period when
 // several post-validated iterations are asked for); ties go to the first in
 // a fixed order (ZB-H1 first), so the result is deterministic.
 // REQUIRES: costs for `ranks` stages and ranks, num_slices == 1.
-// Errors: ranks < 1, microbatches < 1, and a limit below one microbatch's
-// activations on some stage (nothing can run there).
+// Errors: ranks < 1, microbatches < 1, and a limit below what one
+// microbatch holds at most on some stage (nothing can run there).
 Result<Schedule> make_zb_auto(int ranks, int microbatches, const CostTable& costs,
                               int64_t memory_limit_bytes, const RunOptions& judge = {});
 

@@ -45,19 +45,6 @@ Result<Config> load(const ConfigArgs& args) {
   return load_config(args.config, *overrides);
 }
 
-// Writes `text` to FILE, or to stdout for "-".
-Status write_output(const std::string& path, const std::string& text) {
-  if (path == "-") {
-    std::cout << text;
-    return {};
-  }
-  std::ofstream file(path, std::ios::binary);
-  file << text;
-  file.close();
-  if (!file) return Error{fmt::format("cannot write {}", path)};
-  return {};
-}
-
 // The file's text, for a report's "config" section (empty when unreadable:
 // the report is still worth writing).
 std::string file_text(const std::string& path) {

@@ -12,5 +12,6 @@ int run_simulate(const std::vector<std::string>& args);
 int run_schedule(const std::vector<std::string>& args);
 int run_compare(const std::vector<std::string>& args);
 int run_explore(const std::vector<std::string>& args);
+int run_calibrate(const std::vector<std::string>& args);  // calibrate.cc
 
 }  // namespace ppsim::cli

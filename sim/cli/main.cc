@@ -26,6 +26,7 @@ constexpr const char* kUsage =
     "  compare CONFIG    the same workload under several schedules, in one table\n"
     "  explore SWEEP     search layouts and schedules under a memory cap, ranked\n"
     "  schedule CONFIG   print (or write/read as CSV) each rank's program\n"
+    "  calibrate RUNS... fit a profile's calibration to predicted and measured runs\n"
     "  help [COMMAND]    this help, or a command's\n"
     "\n"
     "  profile CONFIG    time this CPU's kernels, write a cost profile (ppsim-profile)\n"
@@ -83,5 +84,6 @@ int main(int argc, char** argv) {
   if (command == "schedule") return ppsim::cli::run_schedule(args);
   if (command == "compare") return ppsim::cli::run_compare(args);
   if (command == "explore") return ppsim::cli::run_explore(args);
+  if (command == "calibrate") return ppsim::cli::run_calibrate(args);
   return dispatch_external(self_path(argv[0]), command, std::move(args));
 }

@@ -1,5 +1,6 @@
 #include "sim/cli/options.h"
 
+#include <fstream>
 #include <iostream>
 
 namespace po = boost::program_options;
@@ -11,11 +12,23 @@ int fail(const std::string& message) {
   return 1;
 }
 
+Status write_output(const std::string& path, const std::string& text) {
+  if (path == "-") {
+    std::cout << text;
+    return {};
+  }
+  std::ofstream file(path, std::ios::binary);
+  file << text;
+  file.close();
+  if (!file) return Error{"cannot write " + path};
+  return {};
+}
+
 int parse_command_line(const std::vector<std::string>& args, const po::options_description& desc,
-                       const std::string& command, const std::string& usage,
-                       po::variables_map* vm) {
+                       const std::string& command, const std::string& usage, po::variables_map* vm,
+                       int positional_max, const std::string& positional_name) {
   po::positional_options_description positional;
-  positional.add("config", 1);
+  positional.add("config", positional_max);
   try {
     po::store(po::command_line_parser(args).options(desc).positional(positional).run(), *vm);
     po::notify(*vm);
@@ -28,8 +41,8 @@ int parse_command_line(const std::vector<std::string>& args, const po::options_d
     return 0;
   }
   if (!vm->count("config")) {
-    std::cerr << "ppsim: error: missing the CONFIG argument. See 'ppsim " << command
-              << " --help'.\n";
+    std::cerr << "ppsim: error: missing the " << positional_name << " argument. See 'ppsim "
+              << command << " --help'.\n";
     return 2;
   }
   return -1;

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "schedules/status.h"
+
 namespace ppsim::cli {
 
 // Parses a command's arguments (without the program and command names)
@@ -18,9 +20,17 @@ namespace ppsim::cli {
 // Prints "ppsim: error: MESSAGE" and returns 1, the exit code of bad input.
 int fail(const std::string& message);
 
+// Writes `text` to FILE, or to stdout for "-".
+Status write_output(const std::string& path, const std::string& text);
+
+// A command that takes several positional arguments (`ppsim calibrate
+// RUNS...`) passes `positional_max` (-1: any number), stores them in a
+// vector option "config", and names them in the missing-argument message by
+// `positional_name`.
 int parse_command_line(const std::vector<std::string>& args,
                        const boost::program_options::options_description& desc,
                        const std::string& command, const std::string& usage,
-                       boost::program_options::variables_map* vm);
+                       boost::program_options::variables_map* vm, int positional_max = 1,
+                       const std::string& positional_name = "CONFIG");
 
 }  // namespace ppsim::cli

@@ -72,7 +72,7 @@ TEST(CostProfileTest, WritesTheDocumentedLayout) {
   profile.links = {{"nvlink", 1e-6, 2.5e11, {{1024, 1.0000041e-6}}}};
   EXPECT_EQ(profile_to_yaml(profile), yaml(R"(
 # ppsim cost profile; the format is described in docs/cost_profile.md
-version: 1
+version: 2
 provenance:
   host: ""
   cpu: ""
@@ -98,9 +98,13 @@ TEST(CostProfileTest, EmptyListsAndMinimalProfile) {
   ASSERT_TRUE(read.ok()) << read.error().message;
   EXPECT_EQ(*read, empty);
   // Provenance, kernels and links may all be left out.
-  Result<CostProfile> minimal = parse_profile("version: 1\n", "prof.yaml");
+  Result<CostProfile> minimal = parse_profile("version: 2\n", "prof.yaml");
   ASSERT_TRUE(minimal.ok()) << minimal.error().message;
   EXPECT_EQ(*minimal, empty);
+  // A version-1 file still reads, and says which version it was.
+  Result<CostProfile> old = parse_profile("version: 1\n", "prof.yaml");
+  ASSERT_TRUE(old.ok()) << old.error().message;
+  EXPECT_EQ(old->version, 1);
 }
 
 TEST(CostProfileTest, LoadsAFileAndNamesAMissingOne) {
@@ -174,9 +178,10 @@ TEST(CostProfileTest, WrongTypeIsAnError) {
             "prof.yaml:4:16: links[0].latency_s: expected a number >= 0, got \"[1]\"");
   EXPECT_EQ(error_of("version: 1\nkernels: {}\n"),
             "prof.yaml:2:10: kernels: expected a list, got \"{}\"");
+  // Without a version the keys listed are the current version's.
   EXPECT_EQ(error_of("- 1\n"),
-            "prof.yaml:1:1: expected a map with keys version, provenance, kernels, links, got "
-            "\"[1]\"");
+            "prof.yaml:1:1: expected a map with keys version, provenance, kernels, links, "
+            "calibration, got \"[1]\"");
 }
 
 TEST(CostProfileTest, MissingRequiredKeyIsAnError) {
@@ -191,8 +196,12 @@ TEST(CostProfileTest, MissingRequiredKeyIsAnError) {
 
 TEST(CostProfileTest, OtherVersionsAreRefusedFirst) {
   // The unknown key would be an error too; the version is what the user must hear.
-  EXPECT_EQ(error_of("future_key: 1\nversion: 2\n"),
-            "prof.yaml:2:10: version: unsupported profile version 2; this build reads version 1");
+  EXPECT_EQ(error_of("future_key: 1\nversion: 3\n"),
+            "prof.yaml:2:10: version: unsupported profile version 3; this build reads versions 1 "
+            "to 2");
+  EXPECT_EQ(error_of("version: 0\n"),
+            "prof.yaml:1:10: version: unsupported profile version 0; this build reads versions 1 "
+            "to 2");
   EXPECT_EQ(error_of("version: one\n"),
             "prof.yaml:1:10: version: expected an integer, got \"one\"");
 }
@@ -221,6 +230,81 @@ TEST(CostProfileTest, RejectsValuesThatCannotBeRight) {
             "prof.yaml:3:65: links[0].samples[0].bytes: expected an integer >= 0, got \"-1\"");
   EXPECT_EQ(error_of("version: 1\nprovenance: {host: a, host: b}\n"),
             "prof.yaml:2:23: provenance.host: duplicate key");
+}
+
+// ---- the embedding and the head (version 2) ----
+
+KernelSample head(std::string kind, int tokens, double median_s) {
+  KernelSample k = kernel(std::move(kind), tokens, 0, median_s);
+  k.part = "head";
+  k.ffn = k.heads = 0;
+  k.vocab = 50257;
+  return k;
+}
+
+TEST(CostProfileTest, EmbeddingAndHeadKernelsRoundTrip) {
+  CostProfile profile;
+  profile.kernels = {kernel("forward", 512, 0, 1e-5), head("forward", 512, 2e-5),
+                     head("backward_input", 512, 3e-5)};
+  profile.kernels[1].activation_bytes = 7;
+  profile.kernels[1].weight_grad_bytes = 9;  // more than after F: I may grow memory
+  KernelSample embedding = head("backward_weight", 512, 4e-5);
+  embedding.part = "embedding";
+  profile.kernels.push_back(embedding);
+  const std::string text = profile_to_yaml(profile);
+  // A block is written as in version 1; the other parts name themselves and
+  // their vocabulary instead of ffn and heads.
+  EXPECT_NE(text.find("\n  - {kind: \"forward\", micro_batch: 1, tokens: 512, context: 0, "
+                      "hidden: 1024, ffn: 4096, heads: 16, tensor: 1, "),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("\n  - {kind: \"forward\", part: \"head\", micro_batch: 1, tokens: 512, "
+                      "context: 0, hidden: 1024, vocab: 50257, tensor: 1, median_s: 2.0e-05, "
+                      "min_s: 2.0e-05, max_s: 2.0e-05, repetitions: 5, activation_bytes: 7, "
+                      "weight_grad_bytes: 9}\n"),
+            std::string::npos)
+      << text;
+  const Result<CostProfile> read = parse_profile(text, "prof.yaml");
+  ASSERT_TRUE(read.ok()) << read.error().message << "\n" << text;
+  EXPECT_EQ(*read, profile);
+  EXPECT_EQ(read->kernels[0].part, "block");
+  EXPECT_EQ(read->kernels[3].part, "embedding");
+  // The same kind and tokens in another part is another kernel; in the same part, a repeat.
+  profile.kernels.push_back(head("forward", 512, 2e-5));
+  const Result<CostProfile> repeated = parse_profile(profile_to_yaml(profile), "prof.yaml");
+  ASSERT_FALSE(repeated.ok());
+  EXPECT_EQ(repeated.error().message,
+            "prof.yaml:16:5: kernels[4]: same kind and shape as kernels[1]");
+}
+
+TEST(CostProfileTest, APartHasItsOwnShapeKeys) {
+  const std::string block = "version: 2\nkernels:\n  - {" + std::string(kKernelLine);
+  EXPECT_EQ(error_of(block + ", vocab: 100}\n"),
+            "prof.yaml:3:180: kernels[0].vocab: a block kernel has no vocab: ffn and heads are a "
+            "block's, vocab the embedding's and the head's");
+  EXPECT_EQ(error_of(block + ", part: tail}\n"),
+            "prof.yaml:3:179: kernels[0].part: expected one of block, embedding, head, got "
+            "\"tail\"");
+  // The head's shape: a vocabulary, and no ffn or heads.
+  std::string head_line = block + ", part: head}\n";
+  EXPECT_EQ(error_of(head_line),
+            "prof.yaml:3:81: kernels[0].ffn: a head kernel has no ffn: ffn and heads are a "
+            "block's, vocab the embedding's and the head's");
+  head_line.replace(head_line.find("ffn: 4096, heads: 16, "), 22, "");
+  EXPECT_EQ(error_of(head_line), "prof.yaml:3:5: kernels[0].vocab: missing");
+  head_line.replace(head_line.find("part: head"), 10, "part: head, vocab: 0");
+  EXPECT_EQ(error_of(head_line),
+            "prof.yaml:3:170: kernels[0].vocab: expected a positive integer, got \"0\"");
+  head_line.replace(head_line.find("vocab: 0"), 8, "vocab: 8");
+  const Result<CostProfile> read = parse_profile(head_line, "prof.yaml");
+  ASSERT_TRUE(read.ok()) << read.error().message;
+  EXPECT_EQ(read->kernels[0].vocab, 8);
+  EXPECT_EQ(read->kernels[0].ffn, 0);
+  // Version 1 had blocks only.
+  EXPECT_EQ(error_of("version: 1\nkernels:\n  - {" + std::string(kKernelLine) + ", part: block}\n"),
+            "prof.yaml:3:173: kernels[0].part: unknown key, expected one of kind, micro_batch, "
+            "tokens, context, hidden, ffn, heads, tensor, median_s, min_s, max_s, repetitions, "
+            "activation_bytes, weight_grad_bytes");
 }
 
 // ---- fit_link ----
@@ -353,6 +437,30 @@ TEST(KernelTimeTest, OneMeasuredPointScalesWithTokens) {
   ASSERT_TRUE(c.ok()) << c.error().message;
   EXPECT_EQ(c->seconds, 4e-3);
   EXPECT_TRUE(c->extrapolated);
+}
+
+TEST(KernelTimeTest, PartsAreLookedUpByTheirOwnShape) {
+  CostProfile profile = grid_profile();
+  for (int tokens : {512, 1024}) {
+    KernelSample k = head("forward", tokens, tokens * 1e-6);
+    profile.kernels.push_back(k);
+  }
+  const KernelShape shape{"head", 1, 1024, 0, 0, 50257, 1};
+  Result<Interpolated> t = kernel_time(profile, "forward", shape, 768, 0);
+  ASSERT_TRUE(t.ok()) << t.error().message;
+  EXPECT_DOUBLE_EQ(t->seconds, 768e-6);  // the head's line, not the block's 2 ms
+  EXPECT_FALSE(t->extrapolated);
+  KernelShape other = shape;
+  other.vocab = 32000;
+  EXPECT_EQ(kernel_time(profile, "forward", other, 512, 0).error().message,
+            "no head forward kernel of shape (micro_batch 1, hidden 1024, vocab 32000, tensor 1) "
+            "in the profile; it has head forward at (micro_batch 1, hidden 1024, vocab 50257, "
+            "tensor 1)");
+  EXPECT_EQ(kernel_time(profile, "backward", shape, 512, 0).error().message,
+            "no head backward kernel in the profile; it has forward");
+  other.part = "embedding";
+  EXPECT_EQ(kernel_time(profile, "forward", other, 512, 0).error().message,
+            "no embedding forward kernel in the profile; it has no embedding kernels");
 }
 
 TEST(KernelTimeTest, MissingShapeNamesWhatThereIs) {

@@ -50,6 +50,48 @@ TEST(CpuProfiler, EveryKernelAtEveryShapeWithItsSpread) {
   EXPECT_EQ(*back, *p);
 }
 
+// With a vocabulary, the two ends of the model at every shape: the
+// embedding's F, B and W (B is its W: its input is token ids) and the
+// head's F, B, I and W, with the bytes each holds per microbatch as
+// profiler/gpt_head.h counts them.
+TEST(CpuProfiler, WithAVocabularyTheEmbeddingAndHeadToo) {
+  ProfileRequest r = tiny();
+  r.vocab = 11;
+  const Result<CostProfile> p = profile_cpu(r);
+  ASSERT_TRUE(p.ok()) << p.error().message;
+  ASSERT_EQ(p->kernels.size(), 2u * (kKernelKinds.size() + 3 + 4));
+  for (const auto& [tokens, context] : r.shapes) {
+    const int64_t n = 2 * tokens;  // micro_batch 2
+    int embedding = 0, head = 0;
+    for (const KernelSample& s : p->kernels) {
+      if (s.tokens != tokens || s.context != context || s.part == "block") continue;
+      EXPECT_EQ(s.vocab, 11);
+      EXPECT_EQ(s.ffn, 0);
+      EXPECT_EQ(s.heads, 0);
+      EXPECT_LE(s.min_s, s.median_s);
+      EXPECT_LE(s.median_s, s.max_s);
+      ++(s.part == "embedding" ? embedding : head);
+      if (s.kind != "forward") continue;
+      if (s.part == "embedding") {
+        // Nothing after F; the input gradient, n x hidden fp32, from I to W.
+        EXPECT_EQ(s.activation_bytes, 0);
+        EXPECT_EQ(s.weight_grad_bytes, 4 * n * 8);
+      } else {
+        // After F: xhat (n h), the softmax (n V), rstd (n) and the int32
+        // targets (n); after I: xhat, the logits' gradient in the softmax's
+        // place, the final norm's gain and bias gradients (2 h), the targets.
+        EXPECT_EQ(s.activation_bytes, 4 * (n * 8 + n * 11 + n) + 4 * n);
+        EXPECT_EQ(s.weight_grad_bytes, 4 * (n * 8 + n * 11 + 2 * 8) + 4 * n);
+      }
+    }
+    EXPECT_EQ(embedding, 3);
+    EXPECT_EQ(head, 4);
+  }
+  const Result<CostProfile> back = parse_profile(profile_to_yaml(*p), "p.yaml");
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(*back, *p);
+}
+
 TEST(CpuProfiler, RejectsImpossibleShapes) {
   ProfileRequest r = tiny();
   r.heads = 3;  // does not divide hidden 8
@@ -73,6 +115,7 @@ TEST(CpuProfiler, RequestFollowsTheTokenSlices) {
   EXPECT_EQ(r->shapes, (std::vector<std::pair<int, int>>{{32, 0}, {32, 32}, {32, 64}}));
   EXPECT_EQ(r->micro_batch, 2);
   EXPECT_EQ(r->ffn, 256);
+  EXPECT_EQ(r->vocab, 100);
 }
 
 }  // namespace

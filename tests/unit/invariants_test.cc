@@ -58,6 +58,8 @@ Case random_case(std::mt19937_64& rng, const std::string& kind) {
     s.backward = s.forward + uniform(0, 2000) * 1000;
     s.weight_grad = uniform(0, 10) * (s.backward / 20);
     s.activation_bytes = uniform(1, 100);
+    // What I leaves for W: less or more than F took (the level may rise at I).
+    s.weight_grad_bytes = uniform(0, 100);
   }
   for (size_t b = 0; b < c.costs.p2p_forward.size(); ++b) {
     c.costs.p2p_forward[b] = uniform(0, 3000) * 100;

@@ -38,16 +38,53 @@ std::string kernel_line(const char* kind, int tokens, int context, double median
          ", min_s: 0.0, max_s: 1.0, repetitions: 3" + extra + "}\n";
 }
 
-// One whole sequence of 16 tokens, bytes measured on the forward sample.
+// The layer's kernels at one whole sequence of 16 tokens, bytes measured on
+// the forward sample.
+std::string layer_lines(int weight_grad_bytes) {
+  return kernel_line(
+             "forward", 16, 0, kForward,
+             ", activation_bytes: 1000, weight_grad_bytes: " + std::to_string(weight_grad_bytes)) +
+         kernel_line("backward", 16, 0, kBackward) +
+         kernel_line("backward_weight", 16, 0, kWeight) +
+         kernel_line("recompute", 16, 0, kRecompute);
+}
+
 std::string whole_sequence_profile(bool link = true) {
-  std::string text = "version: 1\nkernels:\n";
-  text +=
-      kernel_line("forward", 16, 0, kForward, ", activation_bytes: 1000, weight_grad_bytes: 400");
-  text += kernel_line("backward", 16, 0, kBackward);
-  text += kernel_line("backward_weight", 16, 0, kWeight);
-  text += kernel_line("recompute", 16, 0, kRecompute);
+  std::string text = "version: 1\nkernels:\n" + layer_lines(400);
   if (link)
     text += "links:\n  - {name: \"thread-copy\", latency_s: 1.0e-06, bandwidth_Bps: 1.0e9}\n";
+  return text;
+}
+
+// Medians of the two ends, and the bytes they hold after F and after I.
+constexpr double kEmbedForward = 0.1234567e-3;
+constexpr double kEmbedWeight = 0.2345678e-3;
+constexpr double kHeadForward = 0.3456789e-3;
+constexpr double kHeadBackward = 0.5678901e-3;
+constexpr double kHeadWeight = 0.1987654e-3;
+
+// A kernel of the embedding or the head at vocabulary `vocab`.
+std::string part_line(const char* part, const char* kind, double median, int vocab = 32,
+                      const std::string& extra = "") {
+  return "  - {kind: " + std::string(kind) + ", part: " + part +
+         ", micro_batch: 1, tokens: 16, context: 0, hidden: 8, vocab: " + std::to_string(vocab) +
+         ", tensor: 1, median_s: " + fmt::format("{}", median) +
+         ", min_s: 0.0, max_s: 1.0, repetitions: 3" + extra + "}\n";
+}
+
+// The whole-sequence profile plus the embedding and the head (version 2).
+// The layer's I leaves more than its F took, as the CPU profiler measures.
+std::string profile_with_ends(bool embedding = true, int vocab = 32) {
+  std::string text = "version: 2\nkernels:\n" + layer_lines(1300);
+  if (embedding) {
+    text += part_line("embedding", "forward", kEmbedForward, vocab, ", weight_grad_bytes: 512");
+    text += part_line("embedding", "backward", kEmbedWeight, vocab);
+    text += part_line("embedding", "backward_weight", kEmbedWeight, vocab);
+  }
+  text += part_line("head", "forward", kHeadForward, vocab,
+                    ", activation_bytes: 2200, weight_grad_bytes: 2100");
+  text += part_line("head", "backward", kHeadBackward, vocab);
+  text += part_line("head", "backward_weight", kHeadWeight, vocab);
   return text;
 }
 
@@ -109,6 +146,68 @@ TEST_F(ProfileCosts, StageTimesAreLayersTimesTheMedians) {
   // No hardware: no end-of-iteration work.
   EXPECT_EQ(table->grad_sync, (std::vector<Picos>{0, 0}));
   EXPECT_EQ(table->optimizer_step, (std::vector<Picos>{0, 0}));
+}
+
+// Without hardware the profile times everything: the first stage adds the
+// embedding, the last the head, each piece's median rounded on its own.
+TEST_F(ProfileCosts, TheEmbeddingAndHeadJoinTheFirstAndLastStage) {
+  write(dir / "prof.yaml", profile_with_ends());
+  const Result<Config> config = config_in(dir, kConfig);
+  ASSERT_TRUE(config.ok()) << config.error().message;
+  const Result<CostTable> table = table_for(*config);
+  ASSERT_TRUE(table.ok()) << table.error().message;
+  const StageCost& first = table->stages[0];
+  const StageCost& last = table->stages[1];
+  EXPECT_EQ(first.forward, 2 * seconds_to_picos(kForward) + seconds_to_picos(kEmbedForward));
+  EXPECT_EQ(first.backward, 2 * seconds_to_picos(kBackward) + seconds_to_picos(kEmbedWeight));
+  EXPECT_EQ(first.weight_grad, 2 * seconds_to_picos(kWeight) + seconds_to_picos(kEmbedWeight));
+  EXPECT_EQ(last.forward, 2 * seconds_to_picos(kForward) + seconds_to_picos(kHeadForward));
+  EXPECT_EQ(last.backward, 2 * seconds_to_picos(kBackward) + seconds_to_picos(kHeadBackward));
+  EXPECT_EQ(last.weight_grad, 2 * seconds_to_picos(kWeight) + seconds_to_picos(kHeadWeight));
+  // Bytes: the layers', plus the embedding's input gradient kept from I to
+  // W on the first stage and the head's on the last. What I leaves is more
+  // than F took, and stays so (the table shows memory growing at I).
+  EXPECT_EQ(first.activation_bytes, 2 * 1000);
+  EXPECT_EQ(first.weight_grad_bytes, 2 * 1300 + 512);
+  EXPECT_EQ(last.activation_bytes, 2 * 1000 + 2200);
+  EXPECT_EQ(last.weight_grad_bytes, 2 * 1300 + 2100);
+  // Under full recompute the layers' backward adds their recompute, the
+  // ends' does not; the bytes are the model's (which counts no ends).
+  const Result<Config> full = config_in(dir, kConfig, {{"training.recompute", "full"}});
+  ASSERT_TRUE(full.ok()) << full.error().message;
+  const Result<CostTable> recomputed = table_for(*full);
+  ASSERT_TRUE(recomputed.ok()) << recomputed.error().message;
+  EXPECT_EQ(recomputed->stages[1].backward,
+            2 * (seconds_to_picos(kBackward) + seconds_to_picos(kRecompute)) +
+                seconds_to_picos(kHeadBackward));
+  EXPECT_EQ(recomputed->stages[1].activation_bytes,
+            2 * layer_activation_bytes(*full->model, 1, full->parallel, Recompute::kFull));
+}
+
+// With hardware the analytic model times what the profile lacks: here the
+// embedding, while the profile's head replaces the analytic logits and loss.
+TEST_F(ProfileCosts, WithHardwareTheProfiledEndsReplaceTheAnalyticOnes) {
+  const std::string with_hardware =
+      std::string(kConfig) + "hardware: {preset: a100-80gb, gpus_per_node: 2, nodes: 1}\n";
+  write(dir / "prof.yaml", profile_with_ends(/*embedding=*/false));
+  const Result<Config> config = config_in(dir, with_hardware);
+  ASSERT_TRUE(config.ok()) << config.error().message;
+  const Result<CostTable> ends = table_for(*config);
+  ASSERT_TRUE(ends.ok()) << ends.error().message;
+  write(dir / "prof.yaml", whole_sequence_profile(/*link=*/false));
+  const Result<CostTable> layers_only = table_for(*config);
+  ASSERT_TRUE(layers_only.ok()) << layers_only.error().message;
+  EXPECT_EQ(ends->stages[1].forward,
+            2 * seconds_to_picos(kForward) + seconds_to_picos(kHeadForward));
+  EXPECT_EQ(ends->stages[1].backward,
+            2 * seconds_to_picos(kBackward) + seconds_to_picos(kHeadBackward));
+  EXPECT_EQ(ends->stages[1].weight_grad,
+            2 * seconds_to_picos(kWeight) + seconds_to_picos(kHeadWeight));
+  EXPECT_NE(layers_only->stages[1].forward, ends->stages[1].forward);  // analytic logits there
+  // Stage 0: the same layers and the same analytic embedding either way.
+  EXPECT_EQ(ends->stages[0].forward, layers_only->stages[0].forward);
+  EXPECT_GT(ends->stages[0].forward, 2 * seconds_to_picos(kForward));
+  EXPECT_EQ(ends->stages[0].weight_grad_bytes, 2 * 1300);
 }
 
 TEST_F(ProfileCosts, FullRecomputeAddsTheRecomputeKernelAndKeepsTheModelsBytes) {
@@ -227,6 +326,16 @@ TEST_F(ProfileCosts, AShapeNotInTheProfileNamesWhatIsThere) {
                 ": no forward kernel of shape (micro_batch 1, hidden 16, ffn 16, heads 2, tensor "
                 "1) in the profile; it has forward at (micro_batch 1, hidden 8, ffn 16, heads 2, "
                 "tensor 1)");
+  // The ends' shape has the vocabulary: a profile with an embedding at
+  // another one is an error too, not a silent fallback to the analytic one.
+  write(dir / "prof.yaml", profile_with_ends(/*embedding=*/true, /*vocab=*/64));
+  const Result<CostTable> other = table_for(*config_in(dir, kConfig));
+  ASSERT_FALSE(other.ok());
+  EXPECT_EQ(other.error().message,
+            (dir / "c.yaml").string() + ": " + (dir / "prof.yaml").string() +
+                ": no embedding forward kernel of shape (micro_batch 1, hidden 8, vocab 32, "
+                "tensor 1) in the profile; it has embedding forward at (micro_batch 1, hidden 8, "
+                "vocab 64, tensor 1)");
 }
 
 TEST_F(ProfileCosts, AnUnreadableProfileNamesBothFiles) {

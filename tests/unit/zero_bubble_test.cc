@@ -168,6 +168,17 @@ TEST_P(Shapes, ZbH1Peaks) {
     }
     EXPECT_EQ(peak, std::min(p - rank, m)) << "rank " << rank;
   }
+  // When W needs more than F kept (G = 2A: I stashes gradients for W), the
+  // level rises at every I. For m >= p rank i runs p-1-i warm-up F's, then
+  // i (F, I) pairs whose W's it holds back, each raising the level by G,
+  // then F, I, W: the peak is at that first I, (p-1-i) A + (i+1) G.
+  if (m < p) return;
+  const Timeline costly_w = run_uniform(s, 2 * kStageActivation);
+  for (int rank = 0; rank < p; ++rank) {
+    EXPECT_EQ(costly_w.peak_activation_bytes[rank],
+              (p - 1 - rank) * kStageActivation + (rank + 1) * 2 * kStageActivation)
+        << "rank " << rank;
+  }
 }
 
 TEST_P(Shapes, ZbH2MakespanAndPeak) {

@@ -1,0 +1,133 @@
+// The Lawson-Hanson solver: hand-solvable systems, one with an active
+// constraint, and random ones checked against the optimum found by trying
+// every set of free variables.
+#include "sim/nnls.h"
+
+#include <gtest/gtest.h>
+
+#include <limits>
+#include <random>
+
+namespace ppsim {
+namespace {
+
+Eigen::MatrixXd matrix(int rows, int cols, std::initializer_list<double> values) {
+  Eigen::MatrixXd a(rows, cols);
+  auto it = values.begin();
+  for (int i = 0; i < rows; ++i) {
+    for (int j = 0; j < cols; ++j) a(i, j) = *it++;
+  }
+  return a;
+}
+
+// Interior optimum: the least-squares solution of A x = b is (1, 2), both
+// positive, so NNLS is plain least squares (normal equations
+// [[2, 1], [1, 2]] x = [4, 5]).
+TEST(Nnls, InteriorSolutionIsLeastSquares) {
+  const Eigen::MatrixXd a = matrix(3, 2, {1, 0, 0, 1, 1, 1});
+  const Eigen::Vector3d b(1, 2, 3);
+  const Result<Eigen::VectorXd> x = nnls(a, b);
+  ASSERT_TRUE(x.ok());
+  EXPECT_NEAR((*x)[0], 1.0, 1e-12);
+  EXPECT_NEAR((*x)[1], 2.0, 1e-12);
+}
+
+// b = 4 - t at t = 1, 2, 3: the best line has slope -1. With the slope held
+// at >= 0 the optimum is slope 0 and the mean, 2, as intercept; there the
+// slope's gradient A_2^T (b - A x) = 1 + 0 - 3 = -2 < 0 (KKT).
+TEST(Nnls, ActiveConstraintHoldsTheSlopeAtZero) {
+  const Eigen::MatrixXd a = matrix(3, 2, {1, 1, 1, 2, 1, 3});
+  const Eigen::Vector3d b(3, 2, 1);
+  const Result<Eigen::VectorXd> x = nnls(a, b);
+  ASSERT_TRUE(x.ok());
+  EXPECT_NEAR((*x)[0], 2.0, 1e-12);
+  EXPECT_EQ((*x)[1], 0.0);
+}
+
+TEST(Nnls, EveryVariableHeldWhenNoneHelps) {
+  const Result<Eigen::VectorXd> x = nnls(Eigen::Matrix2d::Identity(), Eigen::Vector2d(-1, -2));
+  ASSERT_TRUE(x.ok());
+  EXPECT_EQ(*x, Eigen::Vector2d::Zero());
+}
+
+// Columns in seconds and in bytes, ten orders of magnitude apart: the
+// exact solution (3e-4 s latency, 1e-9 s per byte) comes back.
+TEST(Nnls, ColumnsOfVeryDifferentSizes) {
+  Eigen::MatrixXd a(4, 2);
+  Eigen::VectorXd b(4);
+  const double bytes[] = {1e3, 1e5, 1e7, 1e9};
+  for (int i = 0; i < 4; ++i) {
+    a(i, 0) = 1;
+    a(i, 1) = bytes[i];
+    b(i) = 3e-4 + 1e-9 * bytes[i];
+  }
+  const Result<Eigen::VectorXd> x = nnls(a, b);
+  ASSERT_TRUE(x.ok());
+  EXPECT_NEAR((*x)[0], 3e-4, 1e-15);
+  EXPECT_NEAR((*x)[1], 1e-9, 1e-20);
+}
+
+TEST(Nnls, ZeroColumnGetsZero) {
+  const Eigen::MatrixXd a = matrix(2, 2, {1, 0, 1, 0});
+  const Result<Eigen::VectorXd> x = nnls(a, Eigen::Vector2d(2, 4));
+  ASSERT_TRUE(x.ok());
+  EXPECT_NEAR((*x)[0], 3.0, 1e-12);
+  EXPECT_EQ((*x)[1], 0.0);
+}
+
+TEST(Nnls, NonFiniteInputIsAnError) {
+  Eigen::Matrix2d a = Eigen::Matrix2d::Identity();
+  a(1, 0) = std::numeric_limits<double>::quiet_NaN();
+  const Result<Eigen::VectorXd> x = nnls(a, Eigen::Vector2d(1, 1));
+  ASSERT_FALSE(x.ok());
+  EXPECT_NE(x.error().message.find("non-finite"), std::string::npos) << x.error().message;
+}
+
+// The NNLS optimum is the least-squares solution on its own support, so the
+// best of the least-squares solutions over every subset of columns that come
+// out >= 0 is the optimum. Random 8 x 4 systems, seeded; many have several
+// variables at 0, and some need a variable to leave the free set again.
+TEST(Nnls, MatchesTheBestOfEverySupport) {
+  std::mt19937 rng(12345);
+  std::normal_distribution<double> normal;
+  int with_zeros = 0;
+  for (int trial = 0; trial < 200; ++trial) {
+    Eigen::MatrixXd a(8, 4);
+    Eigen::VectorXd b(8);
+    for (int i = 0; i < 8; ++i) {
+      for (int j = 0; j < 4; ++j) a(i, j) = normal(rng);
+      b(i) = normal(rng);
+    }
+    double best = std::numeric_limits<double>::infinity();
+    Eigen::VectorXd best_x = Eigen::VectorXd::Zero(4);
+    for (int mask = 0; mask < 16; ++mask) {
+      Eigen::VectorXd x = Eigen::VectorXd::Zero(4);
+      std::vector<int> cols;
+      for (int j = 0; j < 4; ++j) {
+        if (mask & (1 << j)) cols.push_back(j);
+      }
+      if (!cols.empty()) {
+        Eigen::MatrixXd sub(8, static_cast<Eigen::Index>(cols.size()));
+        for (size_t k = 0; k < cols.size(); ++k) sub.col(k) = a.col(cols[k]);
+        const Eigen::VectorXd z = sub.colPivHouseholderQr().solve(b);
+        if ((z.array() < 0).any()) continue;
+        for (size_t k = 0; k < cols.size(); ++k) x[cols[k]] = z[k];
+      }
+      const double residual = (a * x - b).norm();
+      if (residual < best) {
+        best = residual;
+        best_x = x;
+      }
+    }
+    const Result<Eigen::VectorXd> x = nnls(a, b);
+    ASSERT_TRUE(x.ok()) << trial;
+    EXPECT_TRUE(((*x).array() >= 0).all()) << trial;
+    EXPECT_NEAR((a * *x - b).norm(), best, 1e-10) << trial;
+    EXPECT_LT((*x - best_x).norm(), 1e-8) << trial;
+    if ((best_x.array() == 0).any()) ++with_zeros;
+  }
+  EXPECT_GT(with_zeros, 50);  // the constraints did bind, often
+}
+
+}  // namespace
+}  // namespace ppsim
