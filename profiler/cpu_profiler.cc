@@ -319,7 +319,7 @@ Result<CostProfile> profile_cpu(const ProfileRequest& r,
   k::retain_freed_memory();  // as the runtime does
   CostProfile profile;
   profile.provenance = provenance(r);
-  const int total = static_cast<int>(r.shapes.size()) + 1;
+  const int total = static_cast<int>(r.shapes.size()) + (r.link_sizes.empty() ? 0 : 1);
   int done = 0;
   for (const auto& [tokens, context] : r.shapes) {
     for (KernelSample& s : time_block(r, tokens, context)) profile.kernels.push_back(std::move(s));
@@ -328,6 +328,7 @@ Result<CostProfile> profile_cpu(const ProfileRequest& r,
     }
     if (progress) progress(++done, total);
   }
+  if (r.link_sizes.empty()) return profile;  // kernels only
   // A busy machine can delay one hand-off by more than a large copy takes;
   // measure again before calling the link unmeasurable.
   Result<LinkFit> link = fit_link("thread-copy", time_thread_copies(r));

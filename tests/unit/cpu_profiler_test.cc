@@ -50,6 +50,17 @@ TEST(CpuProfiler, EveryKernelAtEveryShapeWithItsSpread) {
   EXPECT_EQ(*back, *p);
 }
 
+TEST(CpuProfiler, NoLinkSizesMeansKernelsOnly) {
+  ProfileRequest r = tiny();
+  r.link_sizes.clear();
+  int last_total = 0;
+  const Result<CostProfile> p = profile_cpu(r, [&](int, int total) { last_total = total; });
+  ASSERT_TRUE(p.ok()) << p.error().message;
+  EXPECT_EQ(last_total, 2);  // the two shapes, no sweep
+  EXPECT_EQ(p->kernels.size(), 2u * kKernelKinds.size());
+  EXPECT_TRUE(p->links.empty());
+}
+
 // With a vocabulary, the two ends of the model at every shape: the
 // embedding's F, B and W (B is its W: its input is token ids) and the
 // head's F, B, I and W, with the bytes each holds per microbatch as

@@ -118,7 +118,9 @@ TEST(ValidateRuntime, PeakActivationBytesArePredictedExactly) {
     ASSERT_EQ(request.vocab, 32);  // the embedding and head are profiled too
     request.repetitions = 1;
     request.warmup = 0;
-    request.link_sizes = {1 << 20, 1 << 22};
+    // Bytes do not depend on the link, whose fit a loaded machine can
+    // spoil: kernels only.
+    request.link_sizes.clear();
     const Result<CostProfile> profile = profile_cpu(request);
     ASSERT_TRUE(profile.ok()) << profile.error().message;
     const std::string path =
