@@ -1,13 +1,20 @@
 // `ppsim-profile CONFIG -o PROFILE.yaml` (also `ppsim profile ...`): measures
 // the GPT block's kernels on this CPU at the config's shapes, and the cost of
-// handing a buffer to another thread, and writes a cost profile.
+// handing a buffer to another thread, and writes a cost profile. Launched by
+// mpirun (`mpirun -np 2 ppsim profile ...`), every process first takes part
+// in a ping-pong between ranks 0 and 1 (real_runtime/mpi.h), then rank 0
+// alone profiles the kernels and writes the profile, with the link "mpi".
 #include <fmt/format.h>
 
 #include <boost/program_options.hpp>
 #include <fstream>
 #include <iostream>
+#include <optional>
 
 #include "profiler/cpu_profiler.h"
+#ifdef PPSIM_HAVE_MPI
+#include "real_runtime/mpi.h"
+#endif
 #include "sim/cli/options.h"
 #include "sim/config.h"
 #include "sim/cost_profile.h"
@@ -37,8 +44,13 @@ int main(int argc, char** argv) {
       "vocabulary, with the bytes each holds for backward, and a buffer hand-off between\n"
       "threads at several sizes, fitted to latency + bytes / bandwidth. Writes a versioned cost\n"
       "profile (docs/cost_profile.md).\n\n"
-      "example:\n  ppsim profile configs/examples/gpt3-1.3b-8gpu.yaml --set model.layers=4 -o "
-      "prof.yaml\n\n";
+      "Launched by mpirun with 2 or more processes, it first times an MPI ping-pong between\n"
+      "ranks 0 and 1 at the same sizes (one way = half the median round trip) and adds the\n"
+      "link \"mpi\" (with one process it fails); rank 0 alone then times the kernels and\n"
+      "writes the profile.\n\n"
+      "examples:\n  ppsim profile configs/examples/gpt3-1.3b-8gpu.yaml --set model.layers=4 -o "
+      "prof.yaml\n"
+      "  mpirun -np 2 ppsim profile configs/validate/cpu-small.yaml -o prof.yaml\n\n";
   po::variables_map vm;
   if (int code = ppsim::cli::parse_command_line(std::vector<std::string>(argv + 1, argv + argc),
                                                 desc, "profile", usage, &vm);
@@ -49,22 +61,48 @@ int main(int argc, char** argv) {
     std::cerr << "ppsim: error: missing -o PROFILE.yaml. See 'ppsim profile --help'.\n";
     return 2;
   }
-  const ppsim::Result<std::vector<ppsim::ConfigOverride>> overrides = ppsim::parse_overrides(sets);
-  if (!overrides) return ppsim::cli::fail(overrides.error().message);
-  const ppsim::Result<ppsim::Config> config = ppsim::load_config(config_path, *overrides);
-  if (!config) return ppsim::cli::fail(config.error().message);
-  if (!config->model) {
-    return ppsim::cli::fail(config_path + ": profiling needs a model section");
+  // Under mpirun every process reads the same config and fails alike up
+  // to the ping-pong: only rank 0 reports.
+  int rank = 0;
+#ifdef PPSIM_HAVE_MPI
+  ppsim::runtime::MpiSession mpi;
+  if (ppsim::runtime::mpi_launched()) {
+    if (ppsim::Status st = mpi.start(&argc, &argv); !st) return ppsim::cli::fail(st.message());
+    rank = mpi.rank();
   }
+#endif
+  const auto fail = [&](const std::string& message) {
+    return rank == 0 ? ppsim::cli::fail(message) : 1;
+  };
+  const ppsim::Result<std::vector<ppsim::ConfigOverride>> overrides = ppsim::parse_overrides(sets);
+  if (!overrides) return fail(overrides.error().message);
+  const ppsim::Result<ppsim::Config> config = ppsim::load_config(config_path, *overrides);
+  if (!config) return fail(config.error().message);
+  if (!config->model) return fail(config_path + ": profiling needs a model section");
   ppsim::Result<ppsim::ProfileRequest> request = ppsim::request_for(*config);
-  if (!request) return ppsim::cli::fail(request.error().message);
+  if (!request) return fail(request.error().message);
   request->repetitions = repetitions;
   request->warmup = warmup;
-  const ppsim::Result<ppsim::CostProfile> profile =
-      ppsim::profile_cpu(*request, [](int done, int total) {
-        std::cerr << fmt::format("profile: {}/{} measurements\n", done, total);
-      });
+  std::optional<ppsim::LinkFit> mpi_link;
+#ifdef PPSIM_HAVE_MPI
+  if (mpi.started() && !request->link_sizes.empty()) {
+    if (rank == 0 && ppsim::runtime::mpi_size() >= 2) {
+      std::cerr << fmt::format("profile: MPI ping-pong between ranks 0 and 1 ({} processes)\n",
+                               ppsim::runtime::mpi_size());
+    }
+    ppsim::Result<ppsim::LinkFit> link = ppsim::runtime::measure_mpi_link(
+        "mpi", request->link_sizes, request->warmup, request->repetitions);
+    if (!link) return fail(fmt::format("profile: mpi ping-pong: {}", link.error().message));
+    if (rank != 0) return 0;  // rank 0 alone times the kernels
+    mpi_link = std::move(*link);
+  }
+#endif
+  if (rank != 0) return 0;
+  ppsim::Result<ppsim::CostProfile> profile = ppsim::profile_cpu(*request, [](int done, int total) {
+    std::cerr << fmt::format("profile: {}/{} measurements\n", done, total);
+  });
   if (!profile) return ppsim::cli::fail(profile.error().message);
+  if (mpi_link) profile->links.push_back(std::move(*mpi_link));
   std::ofstream file(output, std::ios::binary);
   file << ppsim::profile_to_yaml(*profile);
   file.close();

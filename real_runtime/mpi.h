@@ -21,13 +21,22 @@
 //   ends.
 #pragma once
 
+#include <cstdint>
+#include <vector>
+
 #include "real_runtime/runtime.h"
+#include "sim/cost_profile.h"
 
 namespace ppsim::runtime {
 
 // The exit code with which mpi_abort ends a job after a rank failed.
 inline constexpr int kRankFailedExitCode = 3;
 
+// Whether this process was started by mpirun (or another MPI launcher): the
+// launcher's environment (OMPI_COMM_WORLD_SIZE for OpenMPI, PMI_SIZE or
+// PMIX_RANK for others). Needs no mpi_init; a tool that starts MPI only when
+// launched so, and otherwise runs alone, asks this first.
+bool mpi_launched();
 // MPI_Init. Error when MPI cannot start.
 Status mpi_init(int* argc, char*** argv);
 // MPI_Finalize, when mpi_init succeeded.
@@ -37,6 +46,30 @@ void mpi_finalize();
 // This process's rank and the number of processes. REQUIRES: mpi_init.
 int mpi_rank();
 int mpi_size();
+
+// MPI's lifetime in a tool: `start` (mpi_init) after the options are
+// parsed, mpi_finalize when the session ends, if it started.
+class MpiSession {
+ public:
+  MpiSession() = default;
+  ~MpiSession() {
+    if (started_) mpi_finalize();
+  }
+  MpiSession(const MpiSession&) = delete;
+  MpiSession& operator=(const MpiSession&) = delete;
+
+  Status start(int* argc, char*** argv) {
+    Status st = mpi_init(argc, argv);
+    started_ = st.ok();
+    return st;
+  }
+  // mpi_rank() once started; 0 (the one that reports) before.
+  int rank() const { return started_ ? mpi_rank() : 0; }
+  bool started() const { return started_; }
+
+ private:
+  bool started_ = false;
+};
 
 // The checks run_mpi makes before any message: what plan_run checks (a
 // valid synchronous schedule, a model it splits, ...), a world size equal
@@ -64,5 +97,26 @@ Status check_mpi_run(const Schedule& schedule, const RuntimeModel& model,
 // REQUIRES: mpi_init.
 Result<RunResult> run_mpi(const Schedule& schedule, const RuntimeModel& model,
                           const RunSettings& settings);
+
+// The MPI link (real_runtime/mpi_link.cc): a ping-pong between world ranks 0
+// and 1. For each of `sizes` (bytes), after max(warmup, 1) untimed round
+// trips, `repetitions` round trips of a message of that size (MPI_Send, then
+// MPI_Recv of the echo, blocking); one sample's time is half the median
+// round trip. Rank 0 returns one sample per size, in order; rank 1 returns
+// none; ranks above 1 only join the barriers around the sweep. Collective
+// over MPI_COMM_WORLD. Error, on every rank alike and before any message,
+// when the world has fewer than 2 ranks, repetitions < 1, or a size is
+// negative or above INT_MAX. REQUIRES: mpi_init.
+Result<std::vector<LinkSample>> mpi_ping_pong(const std::vector<int64_t>& sizes, int warmup,
+                                              int repetitions);
+
+// mpi_ping_pong, fitted on rank 0 by fit_link as the link `name`; when the
+// fit fails (noise), the sweep is measured again, up to three times in all,
+// as the profiler does for its thread copies. Rank 0 returns the fit, with
+// its samples, or the last fit's error; the other ranks return a LinkFit
+// with only the name, or an Error when rank 0 could not fit (rank 0 reports
+// it). Collective over MPI_COMM_WORLD. REQUIRES: mpi_init.
+Result<LinkFit> measure_mpi_link(const std::string& name, const std::vector<int64_t>& sizes,
+                                 int warmup, int repetitions);
 
 }  // namespace ppsim::runtime

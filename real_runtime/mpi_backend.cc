@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <list>
 #include <new>
@@ -460,6 +461,13 @@ Result<RunResult> run_rank(const RunPlan& plan) {
 }
 
 }  // namespace
+
+bool mpi_launched() {
+  for (const char* variable : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"}) {
+    if (std::getenv(variable) != nullptr) return true;
+  }
+  return false;
+}
 
 Status mpi_init(int* argc, char*** argv) {
   if (MPI_Init(argc, argv) != MPI_SUCCESS) return Error{"MPI_Init failed"};

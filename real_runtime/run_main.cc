@@ -60,17 +60,11 @@ Result<runtime::FailAt> parse_fail_at(const std::string& option, const std::stri
 class MpiScope {
  public:
   explicit MpiScope(bool active) : active_(active) {}
-  ~MpiScope() {
-#ifdef PPSIM_HAVE_MPI
-    if (started_) runtime::mpi_finalize();
-#endif
-  }
   Status start(int* argc, char*** argv) {
     if (!active_) return {};
 #ifdef PPSIM_HAVE_MPI
-    if (Status st = runtime::mpi_init(argc, argv); !st) return st;
-    started_ = true;
-    rank_ = runtime::mpi_rank();
+    if (Status st = session_.start(argc, argv); !st) return st;
+    rank_ = session_.rank();
     return {};
 #else
     (void)argc;
@@ -84,7 +78,9 @@ class MpiScope {
 
  private:
   bool active_;
-  bool started_ = false;
+#ifdef PPSIM_HAVE_MPI
+  runtime::MpiSession session_;
+#endif
   int rank_ = 0;
 };
 

@@ -3,7 +3,8 @@
 // asserting on the whole run it got back. Pipelined training over MPI
 // reproduces sequential training; the measured timeline has the threads
 // backend's layout, transfers and memory figures; the checks before a run
-// fail on every rank alike. The failure cases (a rank that throws, a rank
+// fail on every rank alike; the MPI link's ping-pong gives rank 0 one sample
+// per size, which fit_link fits. The failure cases (a rank that throws, a rank
 // that is killed) end the job, so fault_test.sh runs them through ppsim-run.
 #include <gtest/gtest.h>
 
@@ -142,6 +143,45 @@ TEST(MpiRuntimeTest, ChecksFailAlikeOnEveryRankBeforeAnyMessage) {
   ASSERT_FALSE(uneven.ok());
   EXPECT_NE(uneven.error().message.find("split evenly"), std::string::npos);
   EXPECT_TRUE(check_mpi_run(schedule_of("1f1b", 2, 4), tiny_model(), three_iterations()).ok());
+}
+
+TEST(MpiLinkTest, PingPongGivesRankZeroOneSamplePerSizeThatFits) {
+  // Large enough sizes that time grows with size despite noise; no bound
+  // on the times themselves (the machines vary).
+  const std::vector<int64_t> sizes = {1 << 20, 1 << 22, 1 << 24};
+  Result<std::vector<LinkSample>> samples = mpi_ping_pong(sizes, 1, 5);
+  ASSERT_TRUE(samples.ok()) << samples.error().message;
+  if (mpi_rank() != 0) {
+    EXPECT_TRUE(samples->empty());
+  } else {
+    ASSERT_EQ(samples->size(), sizes.size());
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      EXPECT_EQ((*samples)[i].bytes, sizes[i]);
+      EXPECT_GT((*samples)[i].seconds, 0.0);
+    }
+    Result<LinkFit> fit = fit_link("mpi", *samples);
+    EXPECT_TRUE(fit.ok()) << fit.error().message;
+  }
+
+  Result<LinkFit> link = measure_mpi_link("mpi", sizes, 1, 5);
+  ASSERT_TRUE(link.ok()) << link.error().message;
+  EXPECT_EQ(link->name, "mpi");
+  if (mpi_rank() == 0) {
+    EXPECT_EQ(link->samples.size(), sizes.size());
+    EXPECT_GT(link->bandwidth_Bps, 0.0);
+    EXPECT_GE(link->latency_s, 0.0);
+  } else {
+    EXPECT_TRUE(link->samples.empty());
+  }
+}
+
+TEST(MpiLinkTest, BadArgumentsFailAlikeOnEveryRankBeforeAnyMessage) {
+  Result<std::vector<LinkSample>> none = mpi_ping_pong({1024}, 1, 0);
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.error().message.find("repetitions"), std::string::npos);
+  Result<std::vector<LinkSample>> huge = mpi_ping_pong({int64_t{1} << 40}, 1, 1);
+  ASSERT_FALSE(huge.ok());
+  EXPECT_NE(huge.error().message.find("size"), std::string::npos);
 }
 
 }  // namespace
