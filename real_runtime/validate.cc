@@ -46,6 +46,8 @@ void compare_runs(ScheduleValidation& v, size_t n, int stream_m, int warmup, int
     }
   }
   v.measured_iteration_s = median(periods);
+  const auto [fastest, slowest] = std::minmax_element(periods.begin(), periods.end());
+  v.measured_spread = (*slowest - *fastest) / v.measured_iteration_s;
   v.measured_bubble =
       bubble(measured, warmup, warmup + iterations, v.measured_iteration_s * batches);
   v.measured_peak_activation_bytes = measured.peak_activation_bytes;

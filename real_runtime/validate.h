@@ -28,11 +28,20 @@ struct KindError {
   double median_relative_error = 0;  // |measured - predicted| / predicted, median over actions
 };
 
+// The measured spread above which `ppsim validate` warns that the machine
+// was not quiet: iterations that differ by more than the 5 % accuracy
+// target cannot check a prediction to that target.
+inline constexpr double kUnsteadySpread = 0.05;
+
 struct ScheduleValidation {
   std::string schedule;
   std::string reason;  // why it could not be validated; empty when it was
   double predicted_iteration_s = 0;
   double measured_iteration_s = 0;  // median over the measured iterations
+  // (slowest - fastest) / median of the measured iterations: how steady the
+  // machine was. Above kUnsteadySpread, the timings say more about other
+  // load than about the schedule.
+  double measured_spread = 0;
   double predicted_bubble = 0;
   double measured_bubble = 0;
   std::vector<int64_t> predicted_peak_activation_bytes;  // per rank

@@ -40,6 +40,7 @@ std::string results_json(const std::vector<runtime::ScheduleValidation>& results
     }
     w.field("predicted_iteration_s", v.predicted_iteration_s);
     w.field("measured_iteration_s", v.measured_iteration_s);
+    w.field("measured_spread", v.measured_spread);
     w.field("relative_error", v.relative_error());
     w.field("predicted_bubble_fraction", v.predicted_bubble);
     w.field("measured_bubble_fraction", v.measured_bubble);
@@ -192,6 +193,14 @@ int main(int argc, char** argv) {
           v.schedule, 1e3 * v.predicted_iteration_s, 1e3 * v.measured_iteration_s,
           100 * v.relative_error(), 100 * v.predicted_bubble, 100 * v.measured_bubble,
           predicted_peak / 1048576.0, measured_peak / 1048576.0, kinds);
+    }
+  }
+  for (const runtime::ScheduleValidation& v : results) {
+    if (v.ok() && v.measured_spread > runtime::kUnsteadySpread) {
+      std::cerr << fmt::format(
+          "ppsim: warning: {}: its measured iterations differ by {:.0f}% from fastest to "
+          "slowest: the machine was busy with other work, and its timings are unreliable\n",
+          v.schedule, 100 * v.measured_spread);
     }
   }
   if (!json_path.empty()) {

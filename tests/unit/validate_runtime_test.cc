@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -29,7 +30,7 @@ TEST(ValidateRuntime, PredictsRunsAndJoinsEverySchedule) {
   ProfileRequest request = *request_for(*config);
   request.repetitions = 3;
   request.warmup = 1;
-  request.link_sizes = {1 << 20, 1 << 22};
+  request.link_sizes.clear();  // the preset's link: a loaded machine can spoil a fit
   const Result<CostProfile> profile = profile_cpu(request);
   ASSERT_TRUE(profile.ok()) << profile.error().message;
   const std::string path = ::testing::TempDir() + "/validate_tiny.profile.yaml";
@@ -56,6 +57,12 @@ TEST(ValidateRuntime, PredictsRunsAndJoinsEverySchedule) {
     EXPECT_EQ(v.predicted_peak_activation_bytes.size(), 2u);
     EXPECT_EQ(v.measured_peak_activation_bytes.size(), 2u);
     EXPECT_FALSE(v.kinds.empty());
+    // The spread of the two measured iterations (after the warm-up one).
+    const std::vector<Picos>& ends = v.measured.iteration_end;
+    ASSERT_EQ(ends.size(), 3u);
+    const double a = picos_to_seconds(ends[1] - ends[0]);
+    const double b = picos_to_seconds(ends[2] - ends[1]);
+    EXPECT_NEAR(v.measured_spread, std::abs(a - b) / v.measured_iteration_s, 1e-12);
   }
   // 1F1B: the profile's per-block bytes times the blocks a rank holds at
   // once on rank 0 (which has no loss head) are what the run keeps there.
