@@ -26,7 +26,7 @@ class Buffer {
   Status read(ActivityLog* log) {
     // CUPTI requires 8-byte alignment; a vector<uint64_t> gives it.
     std::vector<uint64_t> aligned((bytes_.size() + 7) / 8);
-    std::memcpy(aligned.data(), bytes_.data(), bytes_.size());
+    if (!bytes_.empty()) std::memcpy(aligned.data(), bytes_.data(), bytes_.size());
     return read_activity_buffer(reinterpret_cast<uint8_t*>(aligned.data()), bytes_.size(), log);
   }
 
