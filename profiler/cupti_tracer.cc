@@ -18,12 +18,18 @@ namespace {
 
 constexpr size_t kBufferBytes = size_t{8} << 20;
 constexpr size_t kBufferAlign = 8;  // CUPTI's requirement
+// CUPTI writes an external-correlation record along with the record of the
+// runtime or driver API call it tags, and only while those API kinds are
+// enabled: without them a trace has kernels but no correlation records (seen
+// on an H200 with CUDA 13). Their own records are counted as `other`.
 constexpr CUpti_ActivityKind kKinds[] = {
     CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
     CUPTI_ACTIVITY_KIND_MEMCPY,
     CUPTI_ACTIVITY_KIND_MEMCPY2,
     CUPTI_ACTIVITY_KIND_MEMSET,
     CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
+    CUPTI_ACTIVITY_KIND_RUNTIME,
+    CUPTI_ACTIVITY_KIND_DRIVER,
 };
 constexpr CUpti_ExternalCorrelationKind kCorrelationKind = CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0;
 
