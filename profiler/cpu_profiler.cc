@@ -27,26 +27,6 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-// Median, min and max of `samples` as one KernelSample of `kind`.
-KernelSample summarize(std::string kind, const ProfileRequest& r, int tokens, int context,
-                       std::vector<double> samples) {
-  std::sort(samples.begin(), samples.end());
-  KernelSample s;
-  s.kind = std::move(kind);
-  s.micro_batch = r.micro_batch;
-  s.tokens = tokens;
-  s.context = context;
-  s.hidden = r.hidden;
-  s.ffn = r.ffn;
-  s.heads = r.heads;
-  s.tensor = 1;
-  s.median_s = samples[samples.size() / 2];
-  s.min_s = samples.front();
-  s.max_s = samples.back();
-  s.repetitions = static_cast<int>(samples.size());
-  return s;
-}
-
 // Times F, I, W, B and a recompute (a forward whose result only feeds a
 // backward: the same kernel) for one slice shape. The context is filled by a
 // forward over `context` earlier tokens that is not timed.
@@ -96,20 +76,20 @@ std::vector<KernelSample> time_block(const ProfileRequest& r, int tokens, int co
     recompute.push_back(recompute_s);
     full.push_back(backward_s);
   }
-  KernelSample forward = summarize("forward", r, tokens, context, f);
+  KernelSample forward = summarize_samples("forward", r, tokens, context, f);
   forward.activation_bytes = after_forward;
   forward.weight_grad_bytes = after_input;
-  return {std::move(forward), summarize("backward", r, tokens, context, full),
-          summarize("backward_input", r, tokens, context, i),
-          summarize("backward_weight", r, tokens, context, w),
-          summarize("recompute", r, tokens, context, recompute)};
+  return {std::move(forward), summarize_samples("backward", r, tokens, context, full),
+          summarize_samples("backward_input", r, tokens, context, i),
+          summarize_samples("backward_weight", r, tokens, context, w),
+          summarize_samples("recompute", r, tokens, context, recompute)};
 }
 
 // A sample of the embedding or the head: its part and vocabulary in place
 // of a block's ffn and heads.
 KernelSample part_sample(std::string kind, std::string_view part, const ProfileRequest& r,
                          int tokens, int context, std::vector<double> samples) {
-  KernelSample s = summarize(std::move(kind), r, tokens, context, std::move(samples));
+  KernelSample s = summarize_samples(std::move(kind), r, tokens, context, std::move(samples));
   s.part = part;
   s.vocab = r.vocab;
   s.ffn = s.heads = 0;
@@ -259,7 +239,41 @@ std::string cpu_model() {
   return "unknown";
 }
 
-ProfileProvenance provenance(const ProfileRequest& r) {
+}  // namespace
+
+Status check_request(const ProfileRequest& r) {
+  if (r.hidden < 1 || r.heads < 1 || r.hidden % r.heads != 0 || r.ffn < 1 || r.micro_batch < 1 ||
+      r.vocab < 0 || r.shapes.empty() || r.repetitions < 1 || r.warmup < 0) {
+    return Error{fmt::format(
+        "profile: needs hidden, ffn, heads and micro_batch >= 1 with heads dividing hidden, "
+        "vocab >= 0, at least one shape and one repetition (hidden {}, ffn {}, heads {}, "
+        "micro_batch {}, vocab {}, {} shapes, {} repetitions)",
+        r.hidden, r.ffn, r.heads, r.micro_batch, r.vocab, r.shapes.size(), r.repetitions)};
+  }
+  return {};
+}
+
+KernelSample summarize_samples(std::string kind, const ProfileRequest& r, int tokens, int context,
+                               std::vector<double> samples) {
+  PPSIM_CHECK(!samples.empty());
+  std::sort(samples.begin(), samples.end());
+  KernelSample s;
+  s.kind = std::move(kind);
+  s.micro_batch = r.micro_batch;
+  s.tokens = tokens;
+  s.context = context;
+  s.hidden = r.hidden;
+  s.ffn = r.ffn;
+  s.heads = r.heads;
+  s.tensor = 1;
+  s.median_s = samples[samples.size() / 2];
+  s.min_s = samples.front();
+  s.max_s = samples.back();
+  s.repetitions = static_cast<int>(samples.size());
+  return s;
+}
+
+ProfileProvenance profile_provenance(const ProfileRequest& r, std::string tool) {
   ProfileProvenance p;
   char host[256] = {};
   gethostname(host, sizeof host - 1);
@@ -274,13 +288,22 @@ ProfileProvenance provenance(const ProfileRequest& r) {
   char date[32];
   std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
   p.date = date;
-  p.tool = "ppsim-profile 0.1.0 (CPU, fp32, steady clock)";
+  p.tool = std::move(tool);
   p.repetitions = r.repetitions;
   p.warmup = r.warmup;
   return p;
 }
 
-}  // namespace
+Result<LinkFit> measure_link(const std::string& name,
+                             const std::function<Result<std::vector<LinkSample>>()>& measure) {
+  Result<LinkFit> link = Error{"not measured"};
+  for (int attempt = 0; attempt < 3 && !link; ++attempt) {
+    Result<std::vector<LinkSample>> samples = measure();
+    if (!samples) return samples.error();
+    link = fit_link(name, std::move(*samples));
+  }
+  return link;
+}
 
 Result<ProfileRequest> request_for(const Config& config) {
   PPSIM_CHECK(config.model.has_value());
@@ -308,17 +331,10 @@ Result<ProfileRequest> request_for(const Config& config) {
 
 Result<CostProfile> profile_cpu(const ProfileRequest& r,
                                 const std::function<void(int, int)>& progress) {
-  if (r.hidden < 1 || r.heads < 1 || r.hidden % r.heads != 0 || r.ffn < 1 || r.micro_batch < 1 ||
-      r.vocab < 0 || r.shapes.empty() || r.repetitions < 1 || r.warmup < 0) {
-    return Error{fmt::format(
-        "profile: needs hidden, ffn, heads and micro_batch >= 1 with heads dividing hidden, "
-        "vocab >= 0, at least one shape and one repetition (hidden {}, ffn {}, heads {}, "
-        "micro_batch {}, vocab {}, {} shapes, {} repetitions)",
-        r.hidden, r.ffn, r.heads, r.micro_batch, r.vocab, r.shapes.size(), r.repetitions)};
-  }
+  if (Status st = check_request(r); !st) return Error{st.message()};
   k::retain_freed_memory();  // as the runtime does
   CostProfile profile;
-  profile.provenance = provenance(r);
+  profile.provenance = profile_provenance(r, "ppsim-profile 0.1.0 (CPU, fp32, steady clock)");
   const int total = static_cast<int>(r.shapes.size()) + (r.link_sizes.empty() ? 0 : 1);
   int done = 0;
   for (const auto& [tokens, context] : r.shapes) {
@@ -329,12 +345,8 @@ Result<CostProfile> profile_cpu(const ProfileRequest& r,
     if (progress) progress(++done, total);
   }
   if (r.link_sizes.empty()) return profile;  // kernels only
-  // A busy machine can delay one hand-off by more than a large copy takes;
-  // measure again before calling the link unmeasurable.
-  Result<LinkFit> link = fit_link("thread-copy", time_thread_copies(r));
-  for (int attempt = 1; !link && attempt < 3; ++attempt) {
-    link = fit_link("thread-copy", time_thread_copies(r));
-  }
+  Result<LinkFit> link = measure_link(
+      "thread-copy", [&]() -> Result<std::vector<LinkSample>> { return time_thread_copies(r); });
   if (!link) return Error{fmt::format("profile: thread copies: {}", link.error().message)};
   profile.links.push_back(std::move(*link));
   if (progress) progress(++done, total);

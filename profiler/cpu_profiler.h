@@ -45,4 +45,22 @@ Result<ProfileRequest> request_for(const Config& config);
 Result<CostProfile> profile_cpu(const ProfileRequest& request,
                                 const std::function<void(int, int)>& progress = {});
 
+// Shared with the GPU profiler (profiler/gpu_profiler.h).
+
+// An Error naming what is wrong unless hidden, ffn, heads and micro_batch
+// are >= 1 with heads dividing hidden, vocab >= 0, and there are a shape and
+// a repetition.
+Status check_request(const ProfileRequest& request);
+// Median, min and max of `samples` (seconds) as one block sample of `kind`
+// at the request's shape, tensor 1. REQUIRES: samples not empty.
+KernelSample summarize_samples(std::string kind, const ProfileRequest& request, int tokens,
+                               int context, std::vector<double> samples);
+// This host, its CPU, the build and the date, the request's counts, and `tool`.
+ProfileProvenance profile_provenance(const ProfileRequest& request, std::string tool);
+// fit_link over what `measure` returns. A busy machine can delay one
+// transfer by more than a large one takes: when the fit fails it measures
+// again, three times in all, before giving up with the fit's error.
+Result<LinkFit> measure_link(const std::string& name,
+                             const std::function<Result<std::vector<LinkSample>>()>& measure);
+
 }  // namespace ppsim

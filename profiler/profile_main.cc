@@ -4,6 +4,8 @@
 // mpirun (`mpirun -np 2 ppsim profile ...`), every process first takes part
 // in a ping-pong between ranks 0 and 1 (real_runtime/mpi.h), then rank 0
 // alone profiles the kernels and writes the profile, with the link "mpi".
+// With `--device cuda` it times the GPU block and the GPU's copy links
+// instead (profiler/gpu_profiler.h).
 #include <fmt/format.h>
 
 #include <boost/program_options.hpp>
@@ -12,6 +14,9 @@
 #include <optional>
 
 #include "profiler/cpu_profiler.h"
+#ifdef PPSIM_HAVE_CUDA
+#include "profiler/gpu_profiler.h"
+#endif
 #ifdef PPSIM_HAVE_MPI
 #include "real_runtime/mpi.h"
 #endif
@@ -27,6 +32,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> sets;
   int repetitions = 5;
   int warmup = 2;
+  std::string device = "cpu";
   po::options_description desc("Options");
   desc.add_options()("help,h", "show this help")(
       "config", po::value(&config_path)->value_name("CONFIG"), "YAML config (positional)")(
@@ -34,10 +40,12 @@ int main(int argc, char** argv) {
       "set", po::value(&sets)->composing()->value_name("KEY.PATH=VALUE"),
       "override one config value (repeatable)")(
       "repetitions", po::value(&repetitions)->value_name("N"), "timed runs per kernel (5)")(
-      "warmup", po::value(&warmup)->value_name("N"), "untimed runs first (2)");
+      "warmup", po::value(&warmup)->value_name("N"), "untimed runs first (2)")(
+      "device", po::value(&device)->value_name("cpu|cuda"),
+      "what to time: this CPU (cpu, the default) or CUDA device 0 (cuda)");
   const std::string usage =
-      "usage: ppsim profile CONFIG -o PROFILE.yaml [--repetitions N] [--warmup N] [--set "
-      "KEY.PATH=VALUE]...\n\n"
+      "usage: ppsim profile CONFIG -o PROFILE.yaml [--device cpu|cuda] [--repetitions N] "
+      "[--warmup N] [--set KEY.PATH=VALUE]...\n\n"
       "Times the GPT block's forward, backward, input-gradient, weight-gradient and recompute\n"
       "kernels on this CPU (fp32, Eigen) at the config's micro-batch, hidden size and sequence\n"
       "(or each token slice of a terapipe config) and the embedding's and loss head's at its\n"
@@ -48,9 +56,19 @@ int main(int argc, char** argv) {
       "ranks 0 and 1 at the same sizes (one way = half the median round trip) and adds the\n"
       "link \"mpi\" (with one process it fails); rank 0 alone then times the kernels and\n"
       "writes the profile.\n\n"
+      "With --device cuda (a build with CUDA) it times the GPU block (cuBLAS, the model's\n"
+      "bf16 or fp16) at the model's real sizes on CUDA device 0 instead, each action the span\n"
+      "of its GPU work (CUPTI; CUDA events when CUPTI is unavailable); with tensor parallelism\n"
+      "t it runs heads / t and ffn / t at the full hidden size (an upper bound on one shard;\n"
+      "profiler/README.md). The embedding and head are not timed. Links, each fitted to\n"
+      "latency + bytes / bandwidth: device-to-device, host-to-device and device-to-host\n"
+      "(pinned), and with two or more devices peer (device 0 to 1) and nccl (send/receive).\n"
+      "PPSIM_TRACER=events times each action with CUDA events instead of CUPTI.\n\n"
       "examples:\n  ppsim profile configs/examples/gpt3-1.3b-8gpu.yaml --set model.layers=4 -o "
       "prof.yaml\n"
-      "  mpirun -np 2 ppsim profile configs/validate/cpu-small.yaml -o prof.yaml\n\n";
+      "  mpirun -np 2 ppsim profile configs/validate/cpu-small.yaml -o prof.yaml\n"
+      "  ppsim profile configs/examples/gpt3-175b-64gpu.yaml --device cuda -o "
+      "gpt3-175b-h200.yaml\n\n";
   po::variables_map vm;
   if (int code = ppsim::cli::parse_command_line(std::vector<std::string>(argv + 1, argv + argc),
                                                 desc, "profile", usage, &vm);
@@ -61,6 +79,16 @@ int main(int argc, char** argv) {
     std::cerr << "ppsim: error: missing -o PROFILE.yaml. See 'ppsim profile --help'.\n";
     return 2;
   }
+  if (device != "cpu" && device != "cuda") {
+    std::cerr << "ppsim: error: --device: expected cpu or cuda, got '" << device
+              << "'. See 'ppsim profile --help'.\n";
+    return 2;
+  }
+#ifndef PPSIM_HAVE_CUDA
+  if (device == "cuda") {
+    return ppsim::cli::fail("--device cuda: this ppsim was built without CUDA");
+  }
+#endif
   // Under mpirun every process reads the same config and fails alike up
   // to the ping-pong: only rank 0 reports.
   int rank = 0;
@@ -98,9 +126,21 @@ int main(int argc, char** argv) {
   }
 #endif
   if (rank != 0) return 0;
-  ppsim::Result<ppsim::CostProfile> profile = ppsim::profile_cpu(*request, [](int done, int total) {
-    std::cerr << fmt::format("profile: {}/{} measurements\n", done, total);
-  });
+  ppsim::Result<ppsim::CostProfile> profile = ppsim::Error{"not profiled"};
+#ifdef PPSIM_HAVE_CUDA
+  if (device == "cuda") {
+    const ppsim::Result<ppsim::GpuProfileOptions> options = ppsim::gpu_options_for(*config);
+    if (!options) return ppsim::cli::fail(options.error().message);
+    profile = ppsim::profile_gpu(*request, *options, [](const std::string& line) {
+      std::cerr << "profile: " << line << "\n";
+    });
+  }
+#endif
+  if (device == "cpu") {
+    profile = ppsim::profile_cpu(*request, [](int done, int total) {
+      std::cerr << fmt::format("profile: {}/{} measurements\n", done, total);
+    });
+  }
   if (!profile) return ppsim::cli::fail(profile.error().message);
   if (mpi_link) profile->links.push_back(std::move(*mpi_link));
   std::ofstream file(output, std::ios::binary);

@@ -1,0 +1,494 @@
+#include "profiler/gpu_profiler.h"
+
+#include <cuda_runtime.h>
+#include <fmt/format.h>
+#ifdef PPSIM_HAVE_NCCL
+#include <nccl.h>
+#endif
+
+#include <algorithm>
+#include <array>
+#include <map>
+#include <memory>
+#include <tuple>
+#include <utility>
+
+#include "profiler/cupti_tracer.h"
+#include "profiler/gpt_block.h"
+#include "profiler/gpu_block_io.h"
+
+namespace ppsim {
+namespace {
+
+namespace k = kernels;
+
+Status cuda_status(cudaError_t e, std::string_view what) {
+  if (e == cudaSuccess) return {};
+  return Error{fmt::format("{}: {}", what, cudaGetErrorString(e))};
+}
+
+#define PPSIM_GPU_TRY(expr)                             \
+  do {                                                  \
+    if (::ppsim::Status st_ = (expr); !st_) return st_; \
+  } while (0)
+#define PPSIM_GPU_TRY_RESULT(expr)                                       \
+  do {                                                                   \
+    if (::ppsim::Status st_ = (expr); !st_) return Error{st_.message()}; \
+  } while (0)
+
+// The block's actions in the order one repetition issues them.
+enum Action { kForward, kInput, kWeight, kRecompute, kBackward, kNumActions };
+constexpr std::array<const char*, kNumActions> kActionKind = {
+    "forward", "backward_input", "backward_weight", "recompute", "backward"};
+
+// One shape's timed actions: the tracer's external id of each repetition,
+// per action, and the bytes held after F and after I.
+struct ShapeRun {
+  int tokens = 0, context = 0;
+  std::array<std::vector<uint64_t>, kNumActions> ids;
+  int64_t after_forward = 0, after_input = 0;
+};
+
+// What every shape's run shares: the device, the tracer, the block's
+// parameters and gradients (one shape of block for the whole profile).
+struct KernelBench {
+  gpu::GpuContext* ctx = nullptr;
+  gpu::GpuTracer* tracer = nullptr;
+  gpu::GpuBlockParams params;
+  gpu::GpuBlockGrads grads;
+  uint64_t next_id = 1;
+
+  // Issues `action` inside a tracer bracket; id 0 (a warm-up run): none.
+  template <typename F>
+  Status traced(uint64_t id, F&& action) {
+    if (id != 0) PPSIM_GPU_TRY(tracer->begin(id, ctx->stream()));
+    PPSIM_GPU_TRY(action());
+    if (id != 0) PPSIM_GPU_TRY(tracer->end(id, ctx->stream()));
+    return {};
+  }
+};
+
+// F, I, W, a recompute and B for one slice shape, as the CPU profiler runs
+// them; the context is filled by an untimed forward over `context` tokens.
+Status run_shape(KernelBench& bench, const ProfileRequest& r, const gpu::SliceShape& shape,
+                 DType storage, ShapeRun* run) {
+  gpu::GpuContext& ctx = *bench.ctx;
+  const int64_t n = shape.rows();
+  Result<gpu::DeviceMatrix> x =
+      gpu::to_device(ctx, k::Mat<float>::Random(n, shape.hidden), storage);
+  if (!x) return x.error();
+  Result<gpu::DeviceMatrix> dy =
+      gpu::to_device(ctx, k::Mat<float>::Random(n, shape.hidden), storage);
+  if (!dy) return dy.error();
+  Result<gpu::GpuKvCache> kv = gpu::GpuKvCache::create(ctx, shape.batch, shape.hidden,
+                                                       shape.context + shape.tokens, storage);
+  if (!kv) return kv.error();
+  Result<gpu::GpuKvGrad> kv_grad =
+      gpu::GpuKvGrad::create(ctx, shape.batch, shape.hidden, shape.context + shape.tokens);
+  if (!kv_grad) return kv_grad.error();
+  gpu::DeviceMatrix y, dx;
+  if (shape.context > 0) {
+    Result<gpu::DeviceMatrix> prefix = gpu::to_device(
+        ctx, k::Mat<float>::Random(static_cast<int64_t>(shape.batch) * shape.context, shape.hidden),
+        storage);
+    if (!prefix) return prefix.error();
+    gpu::GpuSaved unused;
+    PPSIM_GPU_TRY(gpu::forward(ctx, bench.params, *prefix, &*kv, &unused, &y));
+  }
+  const gpu::GpuBlockParams& p = bench.params;
+  for (int rep = -r.warmup; rep < r.repetitions; ++rep) {
+    std::array<uint64_t, kNumActions> id{};
+    if (rep >= 0) {
+      for (int a = 0; a < kNumActions; ++a) {
+        id[a] = bench.next_id++;
+        run->ids[a].push_back(id[a]);
+      }
+    }
+    gpu::GpuSaved saved, again;
+    PPSIM_GPU_TRY(
+        bench.traced(id[kForward], [&] { return gpu::forward(ctx, p, *x, &*kv, &saved, &y); }));
+    run->after_forward = saved.bytes();
+    PPSIM_GPU_TRY(bench.traced(id[kInput], [&] {
+      return gpu::backward_input(ctx, p, *dy, &*kv, &*kv_grad, &saved, &dx);
+    }));
+    run->after_input = saved.bytes();
+    PPSIM_GPU_TRY(bench.traced(id[kWeight],
+                               [&] { return gpu::backward_weight(ctx, p, &saved, &bench.grads); }));
+    PPSIM_GPU_TRY(
+        bench.traced(id[kRecompute], [&] { return gpu::forward(ctx, p, *x, &*kv, &again, &y); }));
+    PPSIM_GPU_TRY(bench.traced(id[kBackward], [&] {
+      return gpu::backward(ctx, p, *dy, &*kv, &*kv_grad, &again, &bench.grads, &dx);
+    }));
+  }
+  return ctx.synchronize();
+}
+
+// The samples of one shape from the trace's spans.
+Result<std::vector<KernelSample>> shape_samples(const ProfileRequest& r, int tensor,
+                                                const ShapeRun& run,
+                                                const std::map<uint64_t, double>& seconds) {
+  std::vector<KernelSample> out;
+  for (int a = 0; a < kNumActions; ++a) {
+    std::vector<double> times;
+    for (uint64_t id : run.ids[a]) {
+      const auto it = seconds.find(id);
+      if (it == seconds.end()) {
+        return Error{
+            fmt::format("profile: the tracer recorded no GPU work for {} (tokens {}, "
+                        "context {})",
+                        kActionKind[a], run.tokens, run.context)};
+      }
+      times.push_back(it->second);
+    }
+    KernelSample s = summarize_samples(kActionKind[a], r, run.tokens, run.context, times);
+    s.tensor = tensor;
+    if (a == kForward) {
+      s.activation_bytes = run.after_forward;
+      s.weight_grad_bytes = run.after_input;
+    }
+    out.push_back(std::move(s));
+  }
+  // In the CPU profiler's order: forward, backward, backward_input, ...
+  std::rotate(out.begin() + 1, out.begin() + kBackward, out.end());
+  return out;
+}
+
+// Times every shape on one tracer; `*tool` gets the clock used.
+Result<std::vector<KernelSample>> time_kernels(
+    const ProfileRequest& r, const GpuProfileOptions& o, gpu::GpuContext& ctx, std::string* clock,
+    const std::function<void(const std::string&)>& progress) {
+  const Result<gpu::SliceShape> first =
+      gpu_timed_shape(r, o.tensor, r.shapes[0].first, r.shapes[0].second);
+  if (!first) return first.error();
+  KernelBench bench;
+  bench.ctx = &ctx;
+  {
+    Result<gpu::GpuBlockParams> params = gpu::upload_params(
+        ctx, k::init_params<float>(first->hidden, first->ffn, first->heads, 1234), o.storage);
+    if (!params) return params.error();
+    bench.params = std::move(*params);
+  }
+  Result<gpu::GpuBlockGrads> grads = gpu::zero_grads(ctx, first->hidden, first->ffn, first->heads);
+  if (!grads) return grads.error();
+  bench.grads = std::move(*grads);
+  Result<std::unique_ptr<gpu::GpuTracer>> tracer = gpu::GpuTracer::start();
+  if (!tracer) return tracer.error();
+  bench.tracer = tracer->get();
+  std::vector<ShapeRun> runs;
+  for (const auto& [tokens, context] : r.shapes) {
+    Result<gpu::SliceShape> shape = gpu_timed_shape(r, o.tensor, tokens, context);
+    if (!shape) return shape.error();
+    ShapeRun& run = runs.emplace_back();
+    run.tokens = tokens;
+    run.context = context;
+    PPSIM_GPU_TRY_RESULT(run_shape(bench, r, *shape, o.storage, &run));
+    if (progress) {
+      progress(fmt::format("kernels: {}/{} shapes (tokens {}, context {})", runs.size(),
+                           r.shapes.size(), tokens, context));
+    }
+  }
+  Result<gpu::Trace> trace = (*tracer)->finish();
+  if (!trace) return trace.error();
+  if (trace->log.dropped > 0) {
+    return Error{fmt::format("profile: CUPTI dropped {} records; the spans would be short",
+                             trace->log.dropped)};
+  }
+  *clock = trace->mode == gpu::TraceMode::kCupti
+               ? std::string("CUPTI: span of each action's GPU work")
+               : fmt::format("CUDA events around each action ({})", trace->fallback_reason);
+  std::map<uint64_t, double> seconds;
+  for (const gpu::ActionSpan& span : trace->attribution.spans) {
+    seconds[span.external_id] = static_cast<double>(span.end_ns - span.start_ns) * 1e-9;
+  }
+  // CUPTI can collect records and yet tie none to the brackets (seen on an
+  // H200 with driver 580: no external correlation records came back).
+  const uint64_t actions = bench.next_id - 1;
+  if (trace->mode == gpu::TraceMode::kCupti && seconds.size() < actions) {
+    return Error{fmt::format(
+        "profile: the CUPTI trace tied GPU work to {} of {} timed actions ({}; {} external "
+        "correlations); PPSIM_TRACER=events times each action with CUDA events instead",
+        seconds.size(), actions, gpu::summary(trace->log), trace->log.correlations.size())};
+  }
+  std::vector<KernelSample> out;
+  for (const ShapeRun& run : runs) {
+    Result<std::vector<KernelSample>> samples = shape_samples(r, o.tensor, run, seconds);
+    if (!samples) return samples.error();
+    for (KernelSample& s : *samples) out.push_back(std::move(s));
+  }
+  return out;
+}
+
+// Owners of the CUDA objects a link sweep uses.
+struct DeviceMemory {
+  void* p = nullptr;
+  ~DeviceMemory() { cudaFree(p); }
+};
+struct HostMemory {
+  void* p = nullptr;
+  ~HostMemory() { cudaFreeHost(p); }
+};
+struct Stream {
+  cudaStream_t s = nullptr;
+  ~Stream() {
+    if (s != nullptr) cudaStreamDestroy(s);
+  }
+};
+struct Event {
+  cudaEvent_t e = nullptr;
+  ~Event() {
+    if (e != nullptr) cudaEventDestroy(e);
+  }
+};
+
+// `copy(bytes)`, issued on `stream` of `device`, at each size: untimed runs
+// first (at least one: the first touches fresh pages and connections), then
+// the median of `repetitions` event-timed ones.
+template <typename Copy>
+Result<std::vector<LinkSample>> sweep(const ProfileRequest& r, const std::vector<int64_t>& sizes,
+                                      int device, cudaStream_t stream, Copy&& copy) {
+  PPSIM_GPU_TRY_RESULT(cuda_status(cudaSetDevice(device), "cudaSetDevice"));
+  Event start, stop;
+  PPSIM_GPU_TRY_RESULT(cuda_status(cudaEventCreate(&start.e), "cudaEventCreate"));
+  PPSIM_GPU_TRY_RESULT(cuda_status(cudaEventCreate(&stop.e), "cudaEventCreate"));
+  std::vector<LinkSample> samples;
+  for (int64_t bytes : sizes) {
+    std::vector<double> times;
+    for (int rep = -std::max(r.warmup, 1); rep < r.repetitions; ++rep) {
+      PPSIM_GPU_TRY_RESULT(cuda_status(cudaEventRecord(start.e, stream), "cudaEventRecord"));
+      PPSIM_GPU_TRY_RESULT(copy(bytes));
+      PPSIM_GPU_TRY_RESULT(cuda_status(cudaEventRecord(stop.e, stream), "cudaEventRecord"));
+      PPSIM_GPU_TRY_RESULT(cuda_status(cudaEventSynchronize(stop.e), "cudaEventSynchronize"));
+      float ms = 0;
+      PPSIM_GPU_TRY_RESULT(
+          cuda_status(cudaEventElapsedTime(&ms, start.e, stop.e), "cudaEventElapsedTime"));
+      if (rep >= 0) times.push_back(ms * 1e-3);
+    }
+    std::sort(times.begin(), times.end());
+    samples.push_back({bytes, times[times.size() / 2]});
+  }
+  return samples;
+}
+
+// The copies within device `o.device` and between it and pinned host memory.
+Result<std::vector<LinkFit>> time_local_links(const ProfileRequest& r, const GpuProfileOptions& o) {
+  const int64_t most = *std::max_element(o.link_sizes.begin(), o.link_sizes.end());
+  PPSIM_GPU_TRY_RESULT(cuda_status(cudaSetDevice(o.device), "cudaSetDevice"));
+  DeviceMemory a, b;
+  HostMemory host;
+  Stream stream;
+  PPSIM_GPU_TRY_RESULT(cuda_status(cudaMalloc(&a.p, most), "cudaMalloc"));
+  PPSIM_GPU_TRY_RESULT(cuda_status(cudaMalloc(&b.p, most), "cudaMalloc"));
+  PPSIM_GPU_TRY_RESULT(cuda_status(cudaMallocHost(&host.p, most), "cudaMallocHost"));
+  PPSIM_GPU_TRY_RESULT(
+      cuda_status(cudaStreamCreateWithFlags(&stream.s, cudaStreamNonBlocking), "cudaStreamCreate"));
+  std::vector<LinkFit> fits;
+  for (auto [name, dst, src, kind] :
+       {std::tuple{kDeviceToDeviceLink, b.p, a.p, cudaMemcpyDeviceToDevice},
+        std::tuple{kHostToDeviceLink, a.p, host.p, cudaMemcpyHostToDevice},
+        std::tuple{kDeviceToHostLink, host.p, a.p, cudaMemcpyDeviceToHost}}) {
+    Result<LinkFit> fit = measure_link(std::string(name), [&] {
+      return sweep(r, o.link_sizes, o.device, stream.s, [&](int64_t bytes) {
+        return cuda_status(cudaMemcpyAsync(dst, src, bytes, kind, stream.s), "cudaMemcpyAsync");
+      });
+    });
+    if (!fit) return Error{fmt::format("profile: link {}: {}", name, fit.error().message)};
+    fits.push_back(std::move(*fit));
+  }
+  return fits;
+}
+
+// Device 0 to device 1 with cudaMemcpyPeerAsync.
+Result<LinkFit> time_peer(const ProfileRequest& r, const GpuProfileOptions& o,
+                          const std::function<void(const std::string&)>& progress) {
+  const int64_t most = *std::max_element(o.link_sizes.begin(), o.link_sizes.end());
+  int can = 0;
+  PPSIM_GPU_TRY_RESULT(cuda_status(cudaDeviceCanAccessPeer(&can, 0, 1), "cudaDeviceCanAccessPeer"));
+  DeviceMemory src, dst;
+  PPSIM_GPU_TRY_RESULT(cuda_status(cudaSetDevice(1), "cudaSetDevice"));
+  PPSIM_GPU_TRY_RESULT(cuda_status(cudaMalloc(&dst.p, most), "cudaMalloc"));
+  PPSIM_GPU_TRY_RESULT(cuda_status(cudaSetDevice(0), "cudaSetDevice"));
+  PPSIM_GPU_TRY_RESULT(cuda_status(cudaMalloc(&src.p, most), "cudaMalloc"));
+  if (can != 0) {
+    const cudaError_t e = cudaDeviceEnablePeerAccess(1, 0);
+    if (e != cudaErrorPeerAccessAlreadyEnabled) {
+      PPSIM_GPU_TRY_RESULT(cuda_status(e, "cudaDeviceEnablePeerAccess"));
+    }
+    cudaGetLastError();  // clears "already enabled"
+  } else if (progress) {
+    progress("link peer: devices 0 and 1 have no peer access; the driver stages the copies");
+  }
+  Stream stream;
+  PPSIM_GPU_TRY_RESULT(
+      cuda_status(cudaStreamCreateWithFlags(&stream.s, cudaStreamNonBlocking), "cudaStreamCreate"));
+  return measure_link(std::string(kPeerLink), [&] {
+    return sweep(r, o.link_sizes, 0, stream.s, [&](int64_t bytes) {
+      return cuda_status(cudaMemcpyPeerAsync(dst.p, 1, src.p, 0, bytes, stream.s),
+                         "cudaMemcpyPeerAsync");
+    });
+  });
+}
+
+#ifdef PPSIM_HAVE_NCCL
+Status nccl_status(ncclResult_t e, std::string_view what) {
+  if (e == ncclSuccess) return {};
+  return Error{fmt::format("{}: {}", what, ncclGetErrorString(e))};
+}
+
+struct Comms {
+  std::array<ncclComm_t, 2> c{};
+  ~Comms() {
+    for (ncclComm_t comm : c) {
+      if (comm != nullptr) ncclCommDestroy(comm);
+    }
+  }
+};
+
+// ncclSend on device 0 and ncclRecv on device 1, one process: the time from
+// device 0's start event until the receive is done (device 0's stream waits
+// for device 1's).
+Result<LinkFit> time_nccl(const ProfileRequest& r, const GpuProfileOptions& o) {
+  const int64_t most = *std::max_element(o.link_sizes.begin(), o.link_sizes.end());
+  Comms comms;
+  const std::array<int, 2> devices = {0, 1};
+  PPSIM_GPU_TRY_RESULT(
+      nccl_status(ncclCommInitAll(comms.c.data(), 2, devices.data()), "ncclCommInitAll"));
+  DeviceMemory src, dst;
+  Stream s0, s1;
+  Event received;
+  PPSIM_GPU_TRY_RESULT(cuda_status(cudaSetDevice(1), "cudaSetDevice"));
+  PPSIM_GPU_TRY_RESULT(cuda_status(cudaMalloc(&dst.p, most), "cudaMalloc"));
+  PPSIM_GPU_TRY_RESULT(
+      cuda_status(cudaStreamCreateWithFlags(&s1.s, cudaStreamNonBlocking), "cudaStreamCreate"));
+  PPSIM_GPU_TRY_RESULT(cuda_status(cudaEventCreateWithFlags(&received.e, cudaEventDisableTiming),
+                                   "cudaEventCreate"));
+  PPSIM_GPU_TRY_RESULT(cuda_status(cudaSetDevice(0), "cudaSetDevice"));
+  PPSIM_GPU_TRY_RESULT(cuda_status(cudaMalloc(&src.p, most), "cudaMalloc"));
+  PPSIM_GPU_TRY_RESULT(
+      cuda_status(cudaStreamCreateWithFlags(&s0.s, cudaStreamNonBlocking), "cudaStreamCreate"));
+  return measure_link(std::string(kNcclLink), [&] {
+    return sweep(r, o.link_sizes, 0, s0.s, [&](int64_t bytes) -> Status {
+      PPSIM_GPU_TRY(nccl_status(ncclGroupStart(), "ncclGroupStart"));
+      PPSIM_GPU_TRY(nccl_status(ncclSend(src.p, bytes, ncclInt8, 1, comms.c[0], s0.s), "ncclSend"));
+      PPSIM_GPU_TRY(nccl_status(ncclRecv(dst.p, bytes, ncclInt8, 0, comms.c[1], s1.s), "ncclRecv"));
+      PPSIM_GPU_TRY(nccl_status(ncclGroupEnd(), "ncclGroupEnd"));
+      PPSIM_GPU_TRY(cuda_status(cudaEventRecord(received.e, s1.s), "cudaEventRecord"));
+      return cuda_status(cudaStreamWaitEvent(s0.s, received.e, 0), "cudaStreamWaitEvent");
+    });
+  });
+}
+#endif
+
+std::string device_name(int device) {
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, device) != cudaSuccess) return "unknown GPU";
+  return prop.name;
+}
+
+}  // namespace
+
+Result<GpuProfileOptions> gpu_options_for(const Config& config) {
+  PPSIM_CHECK(config.model.has_value());
+  if (!gpu::is_storage_type(config.model->dtype)) {
+    return Error{fmt::format("profile: the GPU block stores bf16 or fp16, not model.dtype {}",
+                             to_string(config.model->dtype))};
+  }
+  GpuProfileOptions o;
+  o.tensor = config.parallel.tensor;
+  o.storage = config.model->dtype;
+  return o;
+}
+
+Result<gpu::SliceShape> gpu_timed_shape(const ProfileRequest& r, int tensor, int tokens,
+                                        int context) {
+  if (tensor < 1 || r.heads % tensor != 0 || r.ffn % tensor != 0) {
+    return Error{fmt::format(
+        "profile: the tensor-parallel degree {} must divide heads {} and ffn {} (the GPU block "
+        "runs a / t heads and f / t feed-forward columns)",
+        tensor, r.heads, r.ffn)};
+  }
+  return gpu::SliceShape{r.micro_batch, tokens,         context,
+                         r.hidden,      r.ffn / tensor, r.heads / tensor};
+}
+
+std::vector<std::string_view> gpu_link_names(int devices, bool nccl) {
+  std::vector<std::string_view> names = {kDeviceToDeviceLink, kHostToDeviceLink, kDeviceToHostLink};
+  if (devices >= 2) names.push_back(kPeerLink);
+  if (devices >= 2 && nccl) names.push_back(kNcclLink);
+  return names;
+}
+
+bool gpu_profiler_has_nccl() {
+#ifdef PPSIM_HAVE_NCCL
+  return true;
+#else
+  return false;
+#endif
+}
+
+Result<CostProfile> profile_gpu(const ProfileRequest& r, const GpuProfileOptions& o,
+                                const std::function<void(const std::string&)>& progress) {
+  PPSIM_GPU_TRY_RESULT(check_request(r));
+  if (!gpu::is_storage_type(o.storage)) {
+    return Error{
+        fmt::format("profile: the GPU block stores bf16 or fp16, not {}", to_string(o.storage))};
+  }
+  for (const auto& [tokens, context] : r.shapes) {
+    if (Result<gpu::SliceShape> s = gpu_timed_shape(r, o.tensor, tokens, context); !s) {
+      return s.error();
+    }
+  }
+  std::string why;
+  const int devices = gpu::device_count(&why);
+  if (devices == 0) return Error{fmt::format("profile: {}", why)};
+  if (o.device < 0 || o.device >= devices) {
+    return Error{fmt::format("profile: no CUDA device {} ({} usable)", o.device, devices)};
+  }
+  const auto say = [&](const std::string& line) {
+    if (progress) progress(line);
+  };
+  CostProfile profile;
+  std::string clock;
+  {
+    Result<std::unique_ptr<gpu::GpuContext>> ctx = gpu::GpuContext::create(o.device);
+    if (!ctx) return ctx.error();
+    Result<std::vector<KernelSample>> kernels = time_kernels(r, o, **ctx, &clock, progress);
+    if (!kernels) return kernels.error();
+    profile.kernels = std::move(*kernels);
+  }
+  if (r.vocab > 0) say("embedding and head: not timed (the GPU profiler has no kernels for them)");
+  const std::string shard = o.tensor == 1
+                                ? std::string("tensor 1")
+                                : fmt::format(
+                                      "tensor {}: hidden {}, ffn {}/{}, heads {}/{}, not an exact "
+                                      "shard (profiler/README.md)",
+                                      o.tensor, r.hidden, r.ffn, o.tensor, r.heads, o.tensor);
+  profile.provenance =
+      profile_provenance(r, fmt::format("ppsim-profile 0.1.0 (GPU {} {}, {}, {}; {})", o.device,
+                                        device_name(o.device), to_string(o.storage), shard, clock));
+  profile.provenance.build += fmt::format(", CUDA runtime {}", CUDART_VERSION);
+  if (o.link_sizes.empty()) return profile;
+  Result<std::vector<LinkFit>> local = time_local_links(r, o);
+  if (!local) return local.error();
+  profile.links = std::move(*local);
+  if (devices < 2) {
+    say("links peer and nccl: left out (one usable CUDA device)");
+  } else {
+    Result<LinkFit> peer = time_peer(r, o, progress);
+    if (!peer) return Error{fmt::format("profile: link peer: {}", peer.error().message)};
+    profile.links.push_back(std::move(*peer));
+#ifdef PPSIM_HAVE_NCCL
+    Result<LinkFit> nccl = time_nccl(r, o);
+    if (!nccl) return Error{fmt::format("profile: link nccl: {}", nccl.error().message)};
+    profile.links.push_back(std::move(*nccl));
+#else
+    say("link nccl: left out (this ppsim was built without NCCL)");
+#endif
+  }
+  for (const LinkFit& l : profile.links) {
+    say(fmt::format("link {}: latency {:.2f} us, bandwidth {:.2f} GB/s", l.name, l.latency_s * 1e6,
+                    l.bandwidth_Bps / 1e9));
+  }
+  return profile;
+}
+
+}  // namespace ppsim
