@@ -329,6 +329,21 @@ Result<ProfileRequest> request_for(const Config& config) {
   return r;
 }
 
+// The runtime's optimizer step (sgd_update) on one block's weights: the
+// same at every shape, so timed once and recorded at the first.
+KernelSample time_optimizer_step(const ProfileRequest& r) {
+  k::BlockParams<float> params = k::init_params<float>(r.hidden, r.ffn, r.heads, 1234);
+  k::BlockGrads<float> grads = k::zero_params<float>(r.hidden, r.ffn, r.heads);
+  std::vector<double> samples;
+  for (int rep = -r.warmup; rep < r.repetitions; ++rep) {
+    const Clock::time_point t = Clock::now();
+    k::sgd_update(params.tensors(), grads.tensors(), 1e-3);
+    if (rep >= 0) samples.push_back(seconds_since(t));
+  }
+  const auto [tokens, context] = r.shapes.front();
+  return summarize_samples(std::string(kOptimizerStepKind), r, tokens, context, samples);
+}
+
 Result<CostProfile> profile_cpu(const ProfileRequest& r,
                                 const std::function<void(int, int)>& progress) {
   if (Status st = check_request(r); !st) return Error{st.message()};
@@ -344,6 +359,7 @@ Result<CostProfile> profile_cpu(const ProfileRequest& r,
     }
     if (progress) progress(++done, total);
   }
+  profile.kernels.push_back(time_optimizer_step(r));
   if (r.link_sizes.empty()) return profile;  // kernels only
   Result<LinkFit> link = measure_link(
       "thread-copy", [&]() -> Result<std::vector<LinkSample>> { return time_thread_copies(r); });

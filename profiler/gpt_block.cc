@@ -250,6 +250,20 @@ Mat<S> backward(const BlockParams<S>& p, const Mat<S>& dy, KvCache<S>* kv, KvGra
   return dx;
 }
 
+template <typename S>
+void sgd_update(const std::vector<TensorView<S>>& params, const std::vector<TensorView<S>>& grads,
+                double learning_rate) {
+  PPSIM_CHECK(params.size() == grads.size());
+  const S lr = static_cast<S>(learning_rate);
+  for (size_t t = 0; t < params.size(); ++t) {
+    PPSIM_CHECK(params[t].size == grads[t].size);
+    for (int64_t i = 0; i < params[t].size; ++i) {
+      params[t].data[i] -= lr * grads[t].data[i];
+      grads[t].data[i] = 0;
+    }
+  }
+}
+
 #define PPSIM_INSTANTIATE_BLOCK(S)                                                                 \
   template struct BlockParams<S>;                                                                  \
   template class KvCache<S>;                                                                       \
@@ -262,7 +276,9 @@ Mat<S> backward(const BlockParams<S>& p, const Mat<S>& dy, KvCache<S>* kv, KvGra
                                     Saved<S>*);                                                    \
   template void backward_weight<S>(const BlockParams<S>&, Saved<S>*, BlockGrads<S>*);              \
   template Mat<S> backward<S>(const BlockParams<S>&, const Mat<S>&, KvCache<S>*, KvGrad<S>*,       \
-                              Saved<S>*, BlockGrads<S>*);
+                              Saved<S>*, BlockGrads<S>*);                                          \
+  template void sgd_update<S>(const std::vector<TensorView<S>>&,                                   \
+                              const std::vector<TensorView<S>>&, double);
 
 PPSIM_INSTANTIATE_BLOCK(float)
 PPSIM_INSTANTIATE_BLOCK(double)

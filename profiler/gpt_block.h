@@ -74,6 +74,13 @@ BlockParams<S> zero_params(int hidden, int ffn, int heads);
 template <typename S>
 BlockParams<S> init_params(int hidden, int ffn, int heads, uint64_t seed);
 
+// The runtime's optimizer step: params -= learning_rate * grads, then grads
+// = 0, tensor by tensor. REQUIRES: the two lists have the same shapes in the
+// same order (tensors() of a set of weights and of its gradients).
+template <typename S>
+void sgd_update(const std::vector<TensorView<S>>& params, const std::vector<TensorView<S>>& grads,
+                double learning_rate);
+
 // Keys and values of the tokens a block has seen so far in each sequence of a
 // microbatch: rows [0, length()) of k(i)/v(i). Forward of a slice appends its
 // rows; I of the slice gives them back (length() returns to the slice's

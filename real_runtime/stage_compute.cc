@@ -112,17 +112,6 @@ std::vector<int32_t> slice_ids(const RuntimeModel& m, const std::vector<int32_t>
   return out;
 }
 
-template <typename S>
-void axpy_and_zero(std::vector<kernels::TensorView<S>> params,
-                   std::vector<kernels::TensorView<S>> grads, double lr) {
-  for (size_t t = 0; t < params.size(); ++t) {
-    for (int64_t i = 0; i < params[t].size; ++i) {
-      params[t].data[i] -= static_cast<S>(lr) * grads[t].data[i];
-      grads[t].data[i] = 0;
-    }
-  }
-}
-
 [[noreturn]] void out_of_order(const char* what, int stage, int mb, int slice) {
   throw std::logic_error(
       fmt::format("stage {} microbatch {} slice {}: {}", stage, mb, slice, what));
@@ -325,9 +314,9 @@ template <typename S>
 void StageCompute<S>::sgd_step(double learning_rate) {
   Params& w = newest_for_update();
   for (size_t k = 0; k < w.blocks.size(); ++k) {
-    axpy_and_zero(w.blocks[k].tensors(), grads_->blocks[k].tensors(), learning_rate);
+    kernels::sgd_update(w.blocks[k].tensors(), grads_->blocks[k].tensors(), learning_rate);
   }
-  axpy_and_zero(w.head.tensors(), grads_->head.tensors(), learning_rate);
+  kernels::sgd_update(w.head.tensors(), grads_->head.tensors(), learning_rate);
 }
 
 template <typename S>

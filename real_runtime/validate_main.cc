@@ -119,6 +119,17 @@ int main(int argc, char** argv) {
       code >= 0) {
     return code;
   }
+  // Profiling and running take minutes: a place the results cannot go is
+  // said before, not after.
+  for (const auto& [flag, path] : {std::pair<std::string, std::string>{"--json", json_path},
+                                   {"--trace", trace_path},
+                                   {"--runs-out", runs_path}}) {
+    if (path.empty() || path == "-") continue;
+    const std::filesystem::path dir = std::filesystem::path(path).parent_path();
+    if (!dir.empty() && !std::filesystem::is_directory(dir)) {
+      return fail(fmt::format("{} {}: there is no directory {}", flag, path, dir.string()));
+    }
+  }
   Result<std::vector<ConfigOverride>> overrides = parse_overrides(sets);
   if (!overrides) return fail(overrides.error().message);
   Result<Config> config = load_config(config_path, *overrides);
@@ -162,7 +173,9 @@ int main(int argc, char** argv) {
         runs_path.empty()
             ? fmt::format("/tmp/ppsim-validate-{}.profile.yaml", getpid())
             : std::filesystem::path(runs_path).replace_extension(".profile.yaml").string();
-    std::ofstream(profile_path) << profile_to_yaml(*profile);
+    if (Status st = cli::write_output(profile_path, profile_to_yaml(*profile)); !st) {
+      return fail(st.message());
+    }
     std::cerr << "profile written to " << profile_path << "\n";
   }
   config->profile_path = profile_path;
@@ -205,11 +218,7 @@ int main(int argc, char** argv) {
   }
   if (!json_path.empty()) {
     const std::string json = results_json(results, profile_path);
-    if (json_path == "-") {
-      std::cout << json;
-    } else {
-      std::ofstream(json_path) << json;
-    }
+    if (Status st = cli::write_output(json_path, json); !st) return fail(st.message());
   }
   if (!trace_path.empty()) {
     std::vector<TraceRun> runs;
@@ -222,7 +231,9 @@ int main(int argc, char** argv) {
       labels.push_back(v.schedule + " measured");
       runs.push_back({labels.back(), &v.measured});
     }
-    std::ofstream(trace_path) << chrome_trace_json(runs);
+    if (Status st = cli::write_output(trace_path, chrome_trace_json(runs)); !st) {
+      return fail(st.message());
+    }
     std::cerr << "trace written to " << trace_path << "\n";
   }
   if (!runs_path.empty()) {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "schedules/status.h"
@@ -138,6 +139,8 @@ struct ProfiledLayers {
   std::vector<MeasuredPiece> head;
   bool has_link = false;
   Link link;
+  // One block's optimizer step, where the profile has one of this shape.
+  std::optional<Picos> block_step;
 
   // Slice j's embedding or head; null where the profile has none.
   const MeasuredPiece* embedding_at(int j) const {

@@ -129,6 +129,13 @@ Result<ProfiledLayers> profiled_layers(const Config& config, const std::vector<S
       pieces->push_back(*piece);
     }
   }
+  const KernelShape block{kBlockPart, b, model.hidden, ffn_of(model), model.heads, 0, t};
+  for (const KernelSample& k : profile.kernels) {
+    if (k.kind == kOptimizerStepKind && block.matches(k)) {
+      out.block_step = seconds_to_picos(k.median_s);
+      break;
+    }
+  }
   for (const LinkFit& link : profile.links) {
     if (link.name != kThreadCopyLink) continue;
     out.has_link = true;
@@ -170,6 +177,18 @@ void apply_profile(const Config& config, const std::vector<int>& layers,
         cost.backward += piece->backward;
         cost.weight_grad += piece->weight_grad;
       }
+    }
+  }
+  // A measured step replaces the model's: each rank updates its stages'
+  // blocks (the embedding's and head's weights are not in it), a 1/d share
+  // of them with ZeRO, as the model counts.
+  if (profiled.block_step) {
+    std::fill(table.optimizer_step.begin(), table.optimizer_step.end(), Picos{0});
+    for (int s = 0; s <= last; ++s) {
+      table.optimizer_step[stage_rank[s]] += layers[s] * *profiled.block_step;
+    }
+    if (config.training.zero_stage >= 1) {
+      for (Picos& step : table.optimizer_step) step /= config.parallel.data;
     }
   }
   if (!profiled.has_link) return;

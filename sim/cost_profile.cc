@@ -185,7 +185,7 @@ KernelSample Reader::read_kernel(const Value& value, int version) const {
                             "heads", "vocab", "tensor", "median_s", "min_s", "max_s", "repetitions",
                             "activation_bytes", "weight_grad_bytes"});
   KernelSample k;
-  k.kind = one_of(required(m, "kind"), kKernelKinds);
+  k.kind = one_of(required(m, "kind"), kProfileKinds);
   if (m.find("part") != nullptr) k.part = one_of(m.get("part"), kKernelParts);
   k.micro_batch = to_int(required(m, "micro_batch"), 1);
   k.tokens = to_int(required(m, "tokens"), 1);

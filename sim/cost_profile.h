@@ -42,6 +42,13 @@ struct ProfileProvenance {
 // The kinds of kernel a profile can time; per layer, like the stage costs.
 inline constexpr std::array<std::string_view, 5> kKernelKinds = {
     "forward", "backward", "backward_input", "backward_weight", "recompute"};
+// One block's optimizer step (the update of its weights from its
+// gradients), which no token count changes: timed once, at a profile's first
+// shape, and looked up whatever the tokens and context.
+inline constexpr std::string_view kOptimizerStepKind = "optimizer_step";
+// Every kind a profile's kernels may have.
+inline constexpr std::array<std::string_view, 6> kProfileKinds = {
+    "forward", "backward", "backward_input", "backward_weight", "recompute", kOptimizerStepKind};
 
 // The parts of a model a kernel stands for: one transformer block (per
 // layer), the first stage's token and position embedding, and the last

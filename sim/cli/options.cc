@@ -8,7 +8,9 @@ namespace po = boost::program_options;
 namespace ppsim::cli {
 
 int fail(const std::string& message) {
-  std::cerr << "ppsim: error: " << message << "\n";
+  // One write: under mpirun, whose own messages share the stream, a line
+  // written in pieces can arrive with another message between them.
+  std::cerr << ("ppsim: error: " + message + "\n") << std::flush;
   return 1;
 }
 

@@ -49,6 +49,8 @@ check error_interleaved_m 1 stderr -- simulate "$ideal" --set schedule.kind=inte
 check error_no_command 2 stderr -- frobnicate
 check error_calibrate_not_runs 1 stderr -- calibrate tests/cli/bad_unknown_key.yaml
 check error_calibrate_no_runs 2 stderr -- calibrate
+check error_validate_no_dir 1 stderr -- validate configs/validate/cpu-small.yaml \
+  --runs-out no-such-dir/runs.json
 
 # JSON: the fields DESIGN.md promises, with the closed-form values.
 "$ppsim" simulate "$ideal" --json - >"$tmp/summary.json" 2>"$tmp/stderr"

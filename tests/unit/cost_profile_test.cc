@@ -217,7 +217,7 @@ TEST(CostProfileTest, RejectsValuesThatCannotBeRight) {
   kind.replace(kind.find("kind: forward"), 13, "kind: fwd");
   EXPECT_EQ(error_of(kind),
             "prof.yaml:3:12: kernels[0].kind: expected one of forward, backward, "
-            "backward_input, backward_weight, recompute, got \"fwd\"");
+            "backward_input, backward_weight, recompute, optimizer_step, got \"fwd\"");
   EXPECT_EQ(error_of(line + "  - {" + std::string(kKernelLine) + "}\n"),
             "prof.yaml:4:5: kernels[1]: same kind and shape as kernels[0]");
   EXPECT_EQ(error_of("version: 1\nlinks:\n  - {name: a, latency_s: 0, bandwidth_Bps: 0}\n"),

@@ -30,7 +30,11 @@ TEST(CpuProfiler, EveryKernelAtEveryShapeWithItsSpread) {
   });
   ASSERT_TRUE(p.ok()) << p.error().message;
   EXPECT_EQ(calls, 3);
-  ASSERT_EQ(p->kernels.size(), 2u * kKernelKinds.size());
+  // Every kind at both shapes, and one block's optimizer step once, at the first.
+  ASSERT_EQ(p->kernels.size(), 2u * kKernelKinds.size() + 1);
+  EXPECT_EQ(p->kernels.back().kind, kOptimizerStepKind);
+  EXPECT_EQ(p->kernels.back().tokens, 4);
+  EXPECT_EQ(p->kernels.back().part, kBlockPart);
   for (const KernelSample& s : p->kernels) {
     EXPECT_EQ(s.repetitions, 3);
     EXPECT_LE(s.min_s, s.median_s);
@@ -57,7 +61,7 @@ TEST(CpuProfiler, NoLinkSizesMeansKernelsOnly) {
   const Result<CostProfile> p = profile_cpu(r, [&](int, int total) { last_total = total; });
   ASSERT_TRUE(p.ok()) << p.error().message;
   EXPECT_EQ(last_total, 2);  // the two shapes, no sweep
-  EXPECT_EQ(p->kernels.size(), 2u * kKernelKinds.size());
+  EXPECT_EQ(p->kernels.size(), 2u * kKernelKinds.size() + 1);
   EXPECT_TRUE(p->links.empty());
 }
 
@@ -70,7 +74,7 @@ TEST(CpuProfiler, WithAVocabularyTheEmbeddingAndHeadToo) {
   r.vocab = 11;
   const Result<CostProfile> p = profile_cpu(r);
   ASSERT_TRUE(p.ok()) << p.error().message;
-  ASSERT_EQ(p->kernels.size(), 2u * (kKernelKinds.size() + 3 + 4));
+  ASSERT_EQ(p->kernels.size(), 2u * (kKernelKinds.size() + 3 + 4) + 1);
   for (const auto& [tokens, context] : r.shapes) {
     const int64_t n = 2 * tokens;  // micro_batch 2
     int embedding = 0, head = 0;

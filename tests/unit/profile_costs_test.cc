@@ -418,12 +418,15 @@ TEST_F(ProfileCosts, EndToEndCpuProfileDrivesTheSimulation) {
 
   const KernelSample* forward = nullptr;
   const KernelSample* backward = nullptr;
+  const KernelSample* step = nullptr;
   for (const KernelSample& k : profile->kernels) {
     if (k.kind == "forward") forward = &k;
     if (k.kind == "backward") backward = &k;
+    if (k.kind == kOptimizerStepKind) step = &k;
   }
   ASSERT_NE(forward, nullptr);
   ASSERT_NE(backward, nullptr);
+  ASSERT_NE(step, nullptr);
   // Saved::bytes() in fp32 with n = b l = 16, h = 8, f = 16, a = 2, t = 16:
   // after F 6 n h + 2 n + n f + b a l t scalars (K/V rows included), after I
   // 8 n h + 2 n f + 4 h.
@@ -441,7 +444,11 @@ TEST_F(ProfileCosts, EndToEndCpuProfileDrivesTheSimulation) {
   const Picos tb = 2 * seconds_to_picos(backward->median_s);
   EXPECT_EQ(sim->costs.stages[0].forward, tf);
   EXPECT_EQ(sim->costs.stages[1].backward, tb);
-  EXPECT_DOUBLE_EQ(sim->summary.iteration_time_s, picos_to_seconds((m + p - 1) * (tf + tb)));
+  // Each rank steps its two blocks after the pipeline drains (no hardware:
+  // no gradient sync, no pipeline-wide all-reduce).
+  const Picos ts = 2 * seconds_to_picos(step->median_s);
+  EXPECT_EQ(sim->costs.optimizer_step, (std::vector<Picos>{ts, ts}));
+  EXPECT_DOUBLE_EQ(sim->summary.iteration_time_s, picos_to_seconds((m + p - 1) * (tf + tb) + ts));
 }
 
 }  // namespace
