@@ -57,7 +57,10 @@ int64_t max_static_bytes(const CostTable& costs) {
 
 // Decides everything about a candidate that needs no simulation: invalid
 // layouts, static memory over the cap, and the lower bound.
-void prepare(Candidate& cand, Config& config, double cap_bytes) {
+// `calibration`: the profile's, read once for the sweep (every candidate
+// is a copy of its base config, profile included).
+void prepare(Candidate& cand, Config& config, double cap_bytes,
+             const Result<Calibration>& calibration) {
   const int layers = config.model->layers;
   const int stages = config.num_stages();
   if (layers < stages) {
@@ -91,7 +94,6 @@ void prepare(Candidate& cand, Config& config, double cap_bytes) {
     return;
   }
   // The bound is a bound only on the figures simulate() will use.
-  const Result<Calibration> calibration = calibration_for(config, nullptr);
   if (!calibration) {
     cand.reason = calibration.error().message;
     return;
@@ -114,8 +116,9 @@ void prepare(Candidate& cand, Config& config, double cap_bytes) {
   cand.status = CandidateStatus::kSimulated;  // provisional: to be simulated
 }
 
-void run_simulation(Candidate& cand, const Config& config, double cap_bytes, Engine& engine) {
-  Result<Simulation> sim = simulate(config, &engine);
+void run_simulation(Candidate& cand, const Config& config, double cap_bytes,
+                    const Calibration& calibration, Engine& engine) {
+  Result<Simulation> sim = simulate(config, &engine, &calibration);
   if (!sim) {
     cand.status = CandidateStatus::kInvalid;
     cand.reason = sim.error().message;
@@ -247,10 +250,11 @@ ExploreResult explore(const Sweep& sweep, const ExploreOptions& options) {
     for (std::thread& t : pool) t.join();
   };
 
+  const Result<Calibration> calibration = calibration_for(sweep.base, nullptr);
   std::vector<size_t> all(n);
   for (size_t i = 0; i < n; ++i) all[i] = i;
   parallel_for(all, [&](size_t i, Engine&) {
-    prepare(work[i].first, work[i].second, result.memory_cap_bytes);
+    prepare(work[i].first, work[i].second, result.memory_cap_bytes, calibration);
   });
   size_t decided = 0;
   std::vector<size_t> queue;
@@ -284,7 +288,8 @@ ExploreResult explore(const Sweep& sweep, const ExploreOptions& options) {
       }
     }
     parallel_for(wave, [&](size_t i, Engine& engine) {
-      run_simulation(work[i].first, work[i].second, result.memory_cap_bytes, engine);
+      // Only candidates prepare() accepted get here, so the calibration was read.
+      run_simulation(work[i].first, work[i].second, result.memory_cap_bytes, *calibration, engine);
     });
     for (size_t i : wave) {
       const Candidate& cand = work[i].first;
