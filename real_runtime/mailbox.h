@@ -1,17 +1,24 @@
-// The links of the threads backend: one Mailbox per rank holds the tensors
-// sent to it, keyed by what they are for (MessageKey: an activation or a
+// The links of the backends whose ranks are threads of one process (the
+// threads and CUDA backends): one Mailbox per rank holds the tensors sent
+// to it, keyed by what they are for (MessageKey: an activation or a
 // gradient, the microbatch, the consuming stage and the slice); a receive
-// blocks until its key arrives. A RunControl is shared by all ranks of a run: the first
-// failure records its message and raises the abort flag, which wakes every
-// blocked receive and barrier, so a failing rank never leaves the others
-// hanging. Internal to real_runtime/.
+// blocks until its key arrives. A RunControl is shared by all ranks of a
+// run: the first failure records its message and raises the abort flag,
+// which wakes every blocked receive and barrier, so a failing rank never
+// leaves the others hanging. InProcessTransport puts them together; a
+// backend adds how a tensor is copied for another rank. Internal to
+// real_runtime/.
 #pragma once
+
+#include <fmt/format.h>
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -58,7 +65,7 @@ class RunControl {
 // should a wake-up be missed: bounds the time an abort takes to reach all.
 inline constexpr std::chrono::milliseconds kAbortPoll{20};
 
-template <typename S>
+template <typename T>
 class Mailbox : public Wakeable {
  public:
   using Key = MessageKey;
@@ -67,9 +74,34 @@ class Mailbox : public Wakeable {
 
   // Throws std::logic_error on a second message under one key (a schedule
   // bug: the first would be lost).
-  void put(const Key& key, Message<S> message);
+  void put(const Key& key, Message<T> message) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      const bool inserted = messages_.emplace(key, std::move(message)).second;
+      if (!inserted) {
+        throw std::logic_error(fmt::format(
+            "a second {} for microbatch {} stage {} slice {} arrived before the first was "
+            "received",
+            key.kind == MessageKind::kActivation ? "activation" : "gradient", key.microbatch,
+            key.stage, key.slice));
+      }
+    }
+    cv_.notify_all();
+  }
   // Blocks until `key` arrives; throws Aborted when the run is aborted.
-  Message<S> take(const Key& key);
+  Message<T> take(const Key& key) {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      if (control_->aborted()) throw Aborted{};
+      auto it = messages_.find(key);
+      if (it != messages_.end()) {
+        Message<T> m = std::move(it->second);
+        messages_.erase(it);
+        return m;
+      }
+      cv_.wait_for(lock, kAbortPoll);
+    }
+  }
   void wake() override {
     std::lock_guard<std::mutex> lock(mu_);
     cv_.notify_all();
@@ -79,7 +111,7 @@ class Mailbox : public Wakeable {
   const RunControl* control_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::map<Key, Message<S>> messages_;
+  std::map<Key, Message<T>> messages_;
 };
 
 // A barrier of n threads that an abort releases (std::barrier cannot be
@@ -101,6 +133,44 @@ class AbortableBarrier : public Wakeable {
   std::condition_variable cv_;
   int waiting_ = 0;
   int64_t generation_ = 0;
+};
+
+// In-process links: a mailbox per rank, a barrier that an abort releases.
+// A backend's send() makes the receiver's copy of a cross-rank tensor (as
+// a link would) and hands it on with deliver().
+template <typename T>
+class InProcessTransport : public Transport<T> {
+ public:
+  InProcessTransport(int num_ranks, const RunClock* clock) : clock_(clock) {
+    for (int r = 0; r < num_ranks; ++r) {
+      mailboxes_.push_back(std::make_unique<Mailbox<T>>(&control_));
+      control_.add(mailboxes_.back().get());
+    }
+    barrier_ = std::make_unique<AbortableBarrier>(num_ranks, &control_);
+    control_.add(barrier_.get());
+  }
+
+  Message<T> receive(int rank, const MessageKey& key) override {
+    return mailboxes_[rank]->take(key);
+  }
+  void barrier(int /*rank*/) override { barrier_->arrive_and_wait(); }
+  void fail(std::string message) override { control_.fail(std::move(message)); }
+
+  RunControl& control() { return control_; }
+
+ protected:
+  // The tensor is at the receiver now: stamps the message's end and puts it
+  // in `dst_rank`'s mailbox.
+  void deliver(int dst_rank, const MessageKey& key, Message<T> m) {
+    m.send_end = clock_->now();
+    mailboxes_[dst_rank]->put(key, std::move(m));
+  }
+
+ private:
+  const RunClock* clock_;
+  RunControl control_;
+  std::vector<std::unique_ptr<Mailbox<T>>> mailboxes_;
+  std::unique_ptr<AbortableBarrier> barrier_;
 };
 
 }  // namespace ppsim::runtime

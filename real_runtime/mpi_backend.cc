@@ -343,12 +343,12 @@ struct Header {
 };
 
 template <typename S>
-class MpiTransport : public Transport<S> {
+class MpiTransport : public Transport<kernels::Mat<S>> {
  public:
   MpiTransport(const Schedule& schedule, const RunClock* clock, DeathWatch* watch)
       : schedule_(schedule), clock_(clock), watch_(watch) {}
 
-  void send(int dst_rank, const MessageKey& key, Message<S> m) override {
+  void send(int dst_rank, const MessageKey& key, Message<kernels::Mat<S>> m) override {
     complete_sends(false);
     Header h{m.producer, m.src_rank, m.send_start, m.data.rows(), m.data.cols()};
     const size_t data_bytes = static_cast<size_t>(m.data.size()) * sizeof(S);
@@ -363,7 +363,7 @@ class MpiTransport : public Transport<S> {
               static_cast<int>(tag_of(schedule_, key)), MPI_COMM_WORLD, &p.request);
   }
 
-  Message<S> receive(int /*rank*/, const MessageKey& key) override {
+  Message<kernels::Mat<S>> receive(int /*rank*/, const MessageKey& key) override {
     // Exactly what the schedule expects: the producing stage's rank, this key.
     const int producer_stage = key.kind == MessageKind::kActivation ? key.stage - 1 : key.stage + 1;
     const int src = schedule_.stage_rank[producer_stage];
@@ -374,7 +374,7 @@ class MpiTransport : public Transport<S> {
     MPI_Get_count(&status, MPI_BYTE, &count);
     std::vector<char> bytes(count);
     MPI_Recv(bytes.data(), count, MPI_BYTE, src, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-    Message<S> m;
+    Message<kernels::Mat<S>> m;
     m.send_end = clock_->now();
     Header h;
     PPSIM_CHECK(bytes.size() >= sizeof(h));
@@ -443,7 +443,8 @@ Result<RunResult> run_rank(const RunPlan& plan) {
   DeathWatch watch;
   RunClock clock;
   MpiTransport<S> transport(schedule, &clock, &watch);
-  RankExecutor<S> executor(plan, rank, &transport, &clock);
+  RankExecutor<StageCompute<S>> executor(plan, rank, &transport, &clock,
+                                         cpu_stage_factory<S>(plan));
   // A common start: rank 0's clock after a barrier; see mpi.h.
   MPI_Barrier(MPI_COMM_WORLD);
   int64_t start_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(

@@ -1,14 +1,22 @@
 // The executor every backend runs on each rank: the rank's program, action
-// by action, iteration after iteration, against the StageComputes of the
-// stages it owns, then the synchronous optimizer step (asynchronous
-// schedules step in their S actions instead); and what it measured
-// (action records, transfers, epilogue, busy time, peak activation bytes,
-// losses, final weights). The backends differ only in the Transport
-// (transport.h) and in how they start ranks and collect their RankLogs.
-// Internal to real_runtime/.
+// by action, iteration after iteration, against the stages it owns, then
+// the synchronous optimizer step (asynchronous schedules step in their S
+// actions instead); and what it measured (action records, transfers,
+// epilogue, busy time, peak activation bytes, losses, final weights). The
+// backends differ only in the Transport (transport.h), in the stages' type
+// (StageCompute<S> on the CPU, GpuStage on a GPU) and in how they start
+// ranks and collect their RankLogs. Internal to real_runtime/.
+//
+// A Stage is what StageCompute<S> (stage_compute.h) offers: `Tensor`, the
+// type its activations and gradients travel as; forward, backward_input,
+// backward_weight, backward, sgd_step; held_bytes, activation_bytes,
+// weight_grad_bytes; weights, max_weight_versions, weight_bytes; first,
+// last. The member definitions are in rank_executor_impl.h, instantiated in
+// rank_executor.cc for the CPU stages and beside each other stage type.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -59,12 +67,17 @@ struct RankLog {
   std::vector<StageLog> stages;  // the rank's stages, after a run that did not fail
 };
 
-template <typename S>
+template <typename Stage>
 class RankExecutor {
  public:
+  using Tensor = typename Stage::Tensor;
+  // Makes stage `s` of the schedule (one the rank owns).
+  using StageFactory = std::function<std::unique_ptr<Stage>(int s)>;
+
   // Builds the rank's stages. REQUIRES: `plan` from plan_run; `transport`
   // and `clock` outlive the executor.
-  RankExecutor(const RunPlan& plan, int rank, Transport<S>* transport, const RunClock* clock);
+  RankExecutor(const RunPlan& plan, int rank, Transport<Tensor>* transport, const RunClock* clock,
+               const StageFactory& make_stage);
   ~RankExecutor();
   RankExecutor(const RankExecutor&) = delete;
   RankExecutor& operator=(const RankExecutor&) = delete;
@@ -77,22 +90,32 @@ class RankExecutor {
   RankLog& log() { return log_; }
 
  private:
-  kernels::Mat<S> receive(MessageKind kind, const Action& a, int32_t index);
-  void send(MessageKind kind, const Action& a, int to_stage, kernels::Mat<S> data, int32_t index);
+  Tensor receive(MessageKind kind, const Action& a, int32_t index);
+  void send(MessageKind kind, const Action& a, int to_stage, Tensor data, int32_t index);
   void execute(int it, const Action& a, int32_t index);
   void epilogue(int it);
 
   const RunPlan& plan_;
   const Schedule& schedule_;
   int rank_;
-  Transport<S>* transport_;
+  Transport<Tensor>* transport_;
   const RunClock* clock_;
-  std::vector<std::unique_ptr<StageCompute<S>>> stages_;  // by stage; null for other ranks'
+  std::vector<std::unique_ptr<Stage>> stages_;  // by stage; null for other ranks'
   RankLog log_;
 };
 
-extern template class RankExecutor<float>;
-extern template class RankExecutor<double>;
+// The CPU stages of a plan.
+template <typename S>
+typename RankExecutor<StageCompute<S>>::StageFactory cpu_stage_factory(const RunPlan& plan) {
+  return [&plan](int s) {
+    const Schedule& schedule = *plan.schedule;
+    return std::make_unique<StageCompute<S>>(plan.model, s, schedule.num_stages,
+                                             schedule.num_microbatches, plan.lengths);
+  };
+}
+
+extern template class RankExecutor<StageCompute<float>>;
+extern template class RankExecutor<StageCompute<double>>;
 
 // Runs `fn(S{})` (S: float or double, the model's precision); an exception
 // (allocating the model or the logs) becomes the Error "`what`: <what>".

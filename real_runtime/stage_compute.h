@@ -54,6 +54,7 @@ template <typename S>
 class StageCompute {
  public:
   using Mat = kernels::Mat<S>;
+  using Tensor = Mat;  // what travels between stages (rank_executor.h)
 
   // REQUIRES: check_model(model, num_stages) ok; lengths from slice_lengths.
   StageCompute(const RuntimeModel& model, int stage, int num_stages, int num_microbatches,

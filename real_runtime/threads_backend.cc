@@ -16,38 +16,16 @@
 namespace ppsim::runtime {
 namespace {
 
-// In-process links: a mailbox per rank, a barrier that an abort releases.
+// A cross-rank send copies the tensor, as a link would; the time it takes
+// is the transfer.
 template <typename S>
-class ThreadsTransport : public Transport<S> {
+class ThreadsTransport : public InProcessTransport<kernels::Mat<S>> {
  public:
-  ThreadsTransport(int num_ranks, const RunClock* clock) : clock_(clock) {
-    for (int r = 0; r < num_ranks; ++r) {
-      mailboxes_.push_back(std::make_unique<Mailbox<S>>(&control_));
-      control_.add(mailboxes_.back().get());
-    }
-    barrier_ = std::make_unique<AbortableBarrier>(num_ranks, &control_);
-    control_.add(barrier_.get());
-  }
-
-  void send(int dst_rank, const MessageKey& key, Message<S> m) override {
-    // A cross-rank send copies, as a link would; the time it takes is the transfer.
+  using InProcessTransport<kernels::Mat<S>>::InProcessTransport;
+  void send(int dst_rank, const MessageKey& key, Message<kernels::Mat<S>> m) override {
     if (dst_rank != m.src_rank) m.data = kernels::Mat<S>(m.data);
-    m.send_end = clock_->now();
-    mailboxes_[dst_rank]->put(key, std::move(m));
+    this->deliver(dst_rank, key, std::move(m));
   }
-  Message<S> receive(int rank, const MessageKey& key) override {
-    return mailboxes_[rank]->take(key);
-  }
-  void barrier(int /*rank*/) override { barrier_->arrive_and_wait(); }
-  void fail(std::string message) override { control_.fail(std::move(message)); }
-
-  RunControl& control() { return control_; }
-
- private:
-  const RunClock* clock_;
-  RunControl control_;
-  std::vector<std::unique_ptr<Mailbox<S>>> mailboxes_;
-  std::unique_ptr<AbortableBarrier> barrier_;
 };
 
 // Pins the calling thread to the `rank`-th CPU this process may use (round
@@ -76,9 +54,10 @@ Result<RunResult> run_ranks(const RunPlan& plan) {
   const int num_ranks = plan.schedule->num_ranks;
   RunClock clock;
   ThreadsTransport<S> transport(num_ranks, &clock);
-  std::vector<std::unique_ptr<RankExecutor<S>>> ranks;
+  std::vector<std::unique_ptr<RankExecutor<StageCompute<S>>>> ranks;
   for (int r = 0; r < num_ranks; ++r) {
-    ranks.push_back(std::make_unique<RankExecutor<S>>(plan, r, &transport, &clock));
+    ranks.push_back(std::make_unique<RankExecutor<StageCompute<S>>>(plan, r, &transport, &clock,
+                                                                    cpu_stage_factory<S>(plan)));
   }
   clock.start = std::chrono::steady_clock::now();
   std::vector<std::thread> threads;

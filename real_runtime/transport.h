@@ -1,8 +1,12 @@
 // What a backend supplies to the shared per-rank executor (rank_executor.h):
 // how a tensor reaches another rank, how a rank waits for one, the barrier
-// before the optimizer step, and where a failure goes. The threads backend
-// hands tensors between threads through mailboxes (mailbox.h); the MPI
-// backend sends them as MPI messages. Internal to real_runtime/.
+// before the optimizer step, where a failure goes, and, for devices that
+// compute asynchronously, the bracket around a rank's compute. The threads
+// backend hands tensors between threads through mailboxes (mailbox.h); the
+// MPI backend sends them as MPI messages; the CUDA backend copies device
+// tensors between streams or devices. `T` is the tensor type of the
+// backend's stages: kernels::Mat<S> on the CPU, gpu::DeviceMatrix on a GPU.
+// Internal to real_runtime/.
 #pragma once
 
 #include <chrono>
@@ -10,7 +14,6 @@
 #include <cstdint>
 #include <string>
 
-#include "profiler/block_kernels.h"
 #include "sim/time.h"
 
 namespace ppsim::runtime {
@@ -43,9 +46,9 @@ struct MessageKey {
   friend auto operator<=>(const MessageKey&, const MessageKey&) = default;
 };
 
-template <typename S>
+template <typename T>
 struct Message {
-  kernels::Mat<S> data;
+  T data;
   int32_t producer = 0;  // record index of the action that produced it
   int32_t src_rank = 0;
   // When the send began, and when the tensor was at the receiver (set by
@@ -53,22 +56,29 @@ struct Message {
   Picos send_start = 0, send_end = 0;
 };
 
-template <typename S>
+template <typename T>
 class Transport {
  public:
   virtual ~Transport() = default;
   // Hands `message` to `dst_rank` (possibly the sender itself) under `key`
   // and returns without waiting for the receiver, as the schedule's
   // dependency rules assume.
-  virtual void send(int dst_rank, const MessageKey& key, Message<S> message) = 0;
+  virtual void send(int dst_rank, const MessageKey& key, Message<T> message) = 0;
   // Blocks until the message under `key` for `rank` has arrived. Throws
   // Aborted when another rank failed.
-  virtual Message<S> receive(int rank, const MessageKey& key) = 0;
+  virtual Message<T> receive(int rank, const MessageKey& key) = 0;
   // Waits for every rank. Throws Aborted when another rank failed.
   virtual void barrier(int rank) = 0;
   // `rank` starts `what` (an action's text, "optimizer step") of
   // `iteration`; for reporting a rank that dies without a word.
   virtual void entering(int /*rank*/, int /*iteration*/, const std::string& /*what*/) {}
+  // Around what `rank` computes for one action (`id`: its record index + 1)
+  // or for the optimizer step (`id` 0): a device that computes
+  // asynchronously marks the work for its tracer in begin and waits for it
+  // in end, so that the record's end is when the device finished. Both
+  // throw (std::runtime_error) on a device error.
+  virtual void compute_begin(int /*rank*/, uint64_t /*id*/) {}
+  virtual void compute_end(int /*rank*/, uint64_t /*id*/) {}
   // A rank failed: "rank 1, 1F3: <what>". The first failure is the run's.
   virtual void fail(std::string message) = 0;
 };
