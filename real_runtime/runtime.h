@@ -59,9 +59,10 @@ struct RuntimeModel {
   int heads = 2;
   int seq_len = 8;
   int vocab = 32;
-  int micro_batch = 2;  // sequences per microbatch
-  uint64_t seed = 1;    // weights and data
-  Precision precision = Precision::kFloat32;
+  int micro_batch = 2;                        // sequences per microbatch
+  uint64_t seed = 1;                          // weights and data
+  Precision precision = Precision::kFloat32;  // of the CPU backends
+  DType dtype = DType::kBf16;                 // the CUDA backend's storage type: kBf16 or kFp16
   // Tokens per slice for token-sliced schedules (must sum to seq_len and
   // have Schedule::num_slices entries). Empty: an even cut, the first
   // seq_len % slices slices one token longer.

@@ -63,6 +63,7 @@ RuntimeModel model_for(const Config& config, const std::vector<int>& slice_lengt
   model.seq_len = config.model->seq_len;
   model.vocab = config.model->vocab;
   model.micro_batch = config.training.micro_batch;
+  model.dtype = config.model->dtype;
   model.slice_lengths = slice_lengths;
   return model;
 }

@@ -98,9 +98,11 @@ std::vector<int32_t> microbatch_tokens(const RuntimeModel& m, int iteration, int
   return tokens;
 }
 
-namespace {
+void throw_out_of_order(const char* what, int stage, int mb, int slice) {
+  throw std::logic_error(
+      fmt::format("stage {} microbatch {} slice {}: {}", stage, mb, slice, what));
+}
 
-// Ids [offset, offset + length) of each sequence, sequence-major.
 std::vector<int32_t> slice_ids(const RuntimeModel& m, const std::vector<int32_t>& tokens,
                                int offset, int length) {
   std::vector<int32_t> out;
@@ -111,13 +113,6 @@ std::vector<int32_t> slice_ids(const RuntimeModel& m, const std::vector<int32_t>
   }
   return out;
 }
-
-[[noreturn]] void out_of_order(const char* what, int stage, int mb, int slice) {
-  throw std::logic_error(
-      fmt::format("stage {} microbatch {} slice {}: {}", stage, mb, slice, what));
-}
-
-}  // namespace
 
 template <typename S>
 struct StageCompute<S>::Params {
@@ -192,7 +187,7 @@ template <typename S>
 typename StageCompute<S>::Slot& StageCompute<S>::slot(int mb, int slice) {
   if (mb < 0 || mb >= num_microbatches_ || slice < 0 ||
       slice >= static_cast<int>(lengths_.size())) {
-    out_of_order("no such microbatch or slice", stage_, mb, slice);
+    throw_out_of_order("no such microbatch or slice", stage_, mb, slice);
   }
   std::unique_ptr<Slot>& s = slots_[static_cast<size_t>(mb) * lengths_.size() + slice];
   if (!s) s = std::make_unique<Slot>();
@@ -203,7 +198,7 @@ template <typename S>
 typename StageCompute<S>::Mat StageCompute<S>::forward(int iteration, int mb, int slice,
                                                        const Mat& x_in, double* loss) {
   Slot& s = slot(mb, slice);
-  if (s.forward_done) out_of_order("forward twice", stage_, mb, slice);
+  if (s.forward_done) throw_out_of_order("forward twice", stage_, mb, slice);
   const int c = context(slice), l = lengths_[slice], b = model_.micro_batch;
   const size_t blocks = grads_->blocks.size();
   if (slice == 0) {
@@ -216,7 +211,7 @@ typename StageCompute<S>::Mat StageCompute<S>::forward(int iteration, int mb, in
   }
   Kv* kv = kv_[mb].get();
   if (kv == nullptr || (blocks > 0 && kv->cache[0].length() != c)) {
-    out_of_order("forward before the earlier slices' forward", stage_, mb, slice);
+    throw_out_of_order("forward before the earlier slices' forward", stage_, mb, slice);
   }
   // Slice 0 pins the newest version; the later slices (whose F came after
   // slice 0's, whose W comes after their I) find it in slice 0's slot.
@@ -226,7 +221,7 @@ typename StageCompute<S>::Mat StageCompute<S>::forward(int iteration, int mb, in
   if (first() || last()) tokens = microbatch_tokens(model_, iteration, mb);
   Mat x = first() ? kernels::embed_forward(w.head, slice_ids(model_, tokens, c, l), b, c) : x_in;
   if (x.rows() != static_cast<Eigen::Index>(b) * l || x.cols() != model_.hidden) {
-    out_of_order("input of the wrong shape", stage_, mb, slice);
+    throw_out_of_order("input of the wrong shape", stage_, mb, slice);
   }
   s.saved.resize(blocks);
   for (size_t k = 0; k < blocks; ++k) {
@@ -246,17 +241,17 @@ template <typename S>
 typename StageCompute<S>::Mat StageCompute<S>::backward_input(int mb, int slice, const Mat& dy_in) {
   Slot& s = slot(mb, slice);
   if (!s.forward_done || s.input_done)
-    out_of_order("input gradient without forward", stage_, mb, slice);
+    throw_out_of_order("input gradient without forward", stage_, mb, slice);
   Kv* kv = kv_[mb].get();
   const int c = context(slice), l = lengths_[slice];
   const Params& w = *s.weights;
   if (kv == nullptr || (!w.blocks.empty() && kv->cache[0].length() != c + l)) {
-    out_of_order("input gradient before the later slices' input gradient", stage_, mb, slice);
+    throw_out_of_order("input gradient before the later slices' input gradient", stage_, mb, slice);
   }
   Mat dy = last() ? kernels::loss_backward_input(w.head, &s.loss) : dy_in;
   if (dy.rows() != static_cast<Eigen::Index>(model_.micro_batch) * l ||
       dy.cols() != model_.hidden) {
-    out_of_order("gradient of the wrong shape", stage_, mb, slice);
+    throw_out_of_order("gradient of the wrong shape", stage_, mb, slice);
   }
   for (size_t k = w.blocks.size(); k-- > 0;) {
     dy = kernels::backward_input(w.blocks[k], dy, &kv->cache[k], &kv->grad[k], &s.saved[k]);
@@ -274,7 +269,7 @@ typename StageCompute<S>::Mat StageCompute<S>::backward_input(int mb, int slice,
 template <typename S>
 void StageCompute<S>::backward_weight(int iteration, int mb, int slice) {
   Slot& s = slot(mb, slice);
-  if (!s.input_done) out_of_order("weight gradient before input gradient", stage_, mb, slice);
+  if (!s.input_done) throw_out_of_order("weight gradient before input gradient", stage_, mb, slice);
   const Params& w = *s.weights;
   for (size_t k = 0; k < w.blocks.size(); ++k) {
     kernels::backward_weight(w.blocks[k], &s.saved[k], &grads_->blocks[k]);
@@ -340,16 +335,7 @@ void StageCompute<S>::for_each_tensor(const Params& params, Fn fn) const {
   // tensors() is non-const only because its views can write; callers that
   // were given const params only read through them.
   auto& p = const_cast<Params&>(params);
-  for (const auto& t : p.head.tensors()) {
-    const std::string name = t.name;
-    const bool embedding = name == "tok_emb" || name == "pos_emb";
-    if ((embedding && first()) || (!embedding && last())) fn(name, t);
-  }
-  for (size_t k = 0; k < p.blocks.size(); ++k) {
-    for (const auto& t : p.blocks[k].tensors()) {
-      fn(fmt::format("block{}.{}", first_block_ + static_cast<int>(k), t.name), t);
-    }
-  }
+  for_each_stage_tensor(p.blocks, p.head, first_block_, first(), last(), fn);
 }
 
 template <typename S>

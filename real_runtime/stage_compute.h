@@ -26,6 +26,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "profiler/gpt_block.h"
@@ -49,6 +50,36 @@ Result<bool> steps_in_programs(const Schedule& schedule);
 // The micro_batch sequences of (iteration, microbatch): seq_len + 1 ids each,
 // sequence-major; inputs are ids [0, seq_len), targets ids [1, seq_len].
 std::vector<int32_t> microbatch_tokens(const RuntimeModel& model, int iteration, int microbatch);
+
+// Ids [offset, offset + length) of each of the microbatch's sequences
+// (`tokens` from microbatch_tokens), sequence-major: a slice's inputs, or,
+// one further, its targets.
+std::vector<int32_t> slice_ids(const RuntimeModel& model, const std::vector<int32_t>& tokens,
+                               int offset, int length);
+
+// Throws the std::logic_error of an action out of the order the stage's
+// state needs: "stage 1 microbatch 3 slice 0: <what>".
+[[noreturn]] void throw_out_of_order(const char* what, int stage, int mb, int slice);
+
+// Calls fn(name, view) for each tensor a stage uses, named as StageWeights
+// names them: at the first stage the head's embeddings, at the last its
+// other tensors (final layer norm, output projection), then the stage's
+// blocks as "block<first_block + k>.<tensor>".
+template <typename S, typename Fn>
+void for_each_stage_tensor(std::vector<kernels::BlockParams<S>>& blocks,
+                           kernels::HeadParams<S>& head, int first_block, bool first, bool last,
+                           Fn fn) {
+  for (const auto& t : head.tensors()) {
+    const std::string name = t.name;
+    const bool embedding = name == "tok_emb" || name == "pos_emb";
+    if ((embedding && first) || (!embedding && last)) fn(name, t);
+  }
+  for (size_t k = 0; k < blocks.size(); ++k) {
+    for (const auto& t : blocks[k].tensors()) {
+      fn("block" + std::to_string(first_block + static_cast<int>(k)) + "." + t.name, t);
+    }
+  }
+}
 
 template <typename S>
 class StageCompute {

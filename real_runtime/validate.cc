@@ -94,7 +94,8 @@ std::vector<ScheduleValidation> validate(const Config& config, const ValidateOpt
     RunSettings settings;
     settings.iterations = options.warmup + options.iterations;
     settings.learning_rate = 0.01;
-    Result<RunResult> run = run_threads(sim->schedule, model, settings);
+    Result<RunResult> run = options.run ? options.run(sim->schedule, model, settings)
+                                        : run_threads(sim->schedule, model, settings);
     if (!run) {
       v.reason = run.error().message;
       out.push_back(std::move(v));

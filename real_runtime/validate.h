@@ -1,13 +1,16 @@
 // `ppsim validate`: prediction against measurement. For each schedule: the
 // simulator's prediction from a cost profile of this machine, then the same
-// per-rank programs run for real by the threads backend, then how far apart
+// per-rank programs run for real (by the threads backend, or the one the
+// options name), then how far apart
 // they are: iteration time, per-action-kind durations (the two timelines
 // join on the record index), bubble fraction and peak activation memory.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
+#include "real_runtime/runtime.h"
 #include "schedules/action.h"
 #include "schedules/status.h"
 #include "sim/runs_file.h"
@@ -20,6 +23,9 @@ struct ValidateOptions {
   std::vector<std::string> schedules;  // compare-style entries ("1f1b", "interleaved-1f1b:2")
   int warmup = 1;                      // iterations run before measuring
   int iterations = 3;                  // measured iterations
+  // Runs one schedule for real; unset: run_threads. The CUDA backend's
+  // tools set run_cuda here.
+  std::function<Result<RunResult>(const Schedule&, const RuntimeModel&, const RunSettings&)> run;
 };
 
 struct KindError {

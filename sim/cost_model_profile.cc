@@ -1,10 +1,11 @@
 // costs.profile: the times (and, where measured, the bytes held) of a cost
 // profile's layer, embedding and head in place of the analytic model's, and
-// its "thread-copy" link for the pipeline transfers. docs/cost_model.md,
+// its "thread-copy" (or "device-to-device") link for the pipeline transfers. docs/cost_model.md,
 // "costs.profile", says what stays analytic.
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <set>
 #include <string>
@@ -21,9 +22,12 @@ namespace ppsim {
 namespace cost_model_internal {
 namespace {
 
-// The link the CPU profiler measures: a buffer handed to another thread,
-// which is what the threads runtime pays for each transfer.
-constexpr std::string_view kThreadCopyLink = "thread-copy";
+// The links that stand for the pipeline's transfers, in order of
+// preference: the CPU profiler's buffer handed to another thread (what the
+// threads runtime pays for each transfer), and the GPU profiler's copy
+// between two buffers of one device (what the CUDA runtime pays, its ranks
+// sharing one GPU).
+constexpr std::array<std::string_view, 2> kPipelineLinks = {"thread-copy", "device-to-device"};
 
 // One byte figure (activation_bytes or weight_grad_bytes) of the forward
 // sample of a piece at exactly (tokens, context): bytes are not
@@ -136,10 +140,13 @@ Result<ProfiledLayers> profiled_layers(const Config& config, const std::vector<S
       break;
     }
   }
-  for (const LinkFit& link : profile.links) {
-    if (link.name != kThreadCopyLink) continue;
+  for (std::string_view name : kPipelineLinks) {
+    const auto link = std::find_if(profile.links.begin(), profile.links.end(),
+                                   [&](const LinkFit& l) { return l.name == name; });
+    if (link == profile.links.end()) continue;
     out.has_link = true;
-    out.link = Link{link.latency_s, link.bandwidth_Bps};
+    out.link = Link{link->latency_s, link->bandwidth_Bps};
+    break;
   }
   return out;
 }

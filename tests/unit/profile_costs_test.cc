@@ -148,6 +148,28 @@ TEST_F(ProfileCosts, StageTimesAreLayersTimesTheMedians) {
   EXPECT_EQ(table->optimizer_step, (std::vector<Picos>{0, 0}));
 }
 
+// A GPU profile has no thread-copy link: its device-to-device copy stands for
+// the transfers (the CUDA runtime's ranks share one GPU); with both, the
+// thread-copy link is the pipeline's.
+TEST_F(ProfileCosts, AGpuProfilesDeviceToDeviceLinkCarriesTheTransfers) {
+  const std::string device_link =
+      "  - {name: \"device-to-device\", latency_s: 2.0e-06, bandwidth_Bps: 4.0e11}\n";
+  write(dir / "prof.yaml", whole_sequence_profile(false) + "links:\n" + device_link);
+  const Result<Config> gpu = config_in(dir, kConfig);
+  ASSERT_TRUE(gpu.ok()) << gpu.error().message;
+  const Result<CostTable> on_gpu = table_for(*gpu);
+  ASSERT_TRUE(on_gpu.ok()) << on_gpu.error().message;
+  // 256 bytes (b s h bf16, as above) at 400 GB/s after 2 us.
+  EXPECT_EQ(on_gpu->p2p_forward, std::vector<Picos>{seconds_to_picos(2e-6 + 256 / 4e11)});
+
+  write(dir / "prof.yaml", whole_sequence_profile() + device_link);
+  const Result<Config> both = config_in(dir, kConfig);
+  ASSERT_TRUE(both.ok()) << both.error().message;
+  const Result<CostTable> with_both = table_for(*both);
+  ASSERT_TRUE(with_both.ok()) << with_both.error().message;
+  EXPECT_EQ(with_both->p2p_forward, std::vector<Picos>{seconds_to_picos(1e-6 + 256 / 1e9)});
+}
+
 // Without hardware the profile times everything: the first stage adds the
 // embedding, the last the head, each piece's median rounded on its own.
 TEST_F(ProfileCosts, TheEmbeddingAndHeadJoinTheFirstAndLastStage) {
