@@ -85,17 +85,6 @@ std::vector<KernelSample> time_block(const ProfileRequest& r, int tokens, int co
           summarize_samples("recompute", r, tokens, context, recompute)};
 }
 
-// A sample of the embedding or the head: its part and vocabulary in place
-// of a block's ffn and heads.
-KernelSample part_sample(std::string kind, std::string_view part, const ProfileRequest& r,
-                         int tokens, int context, std::vector<double> samples) {
-  KernelSample s = summarize_samples(std::move(kind), r, tokens, context, std::move(samples));
-  s.part = part;
-  s.vocab = r.vocab;
-  s.ffn = s.heads = 0;
-  return s;
-}
-
 // The two ends of the model for one slice shape, as the runtime's first and
 // last stages run them (profiler/gpt_head.h). The embedding: F the lookup,
 // W the scatter of the input gradient into the tables, which is all of its
@@ -270,6 +259,15 @@ KernelSample summarize_samples(std::string kind, const ProfileRequest& r, int to
   s.min_s = samples.front();
   s.max_s = samples.back();
   s.repetitions = static_cast<int>(samples.size());
+  return s;
+}
+
+KernelSample part_sample(std::string kind, std::string_view part, const ProfileRequest& r,
+                         int tokens, int context, std::vector<double> samples) {
+  KernelSample s = summarize_samples(std::move(kind), r, tokens, context, std::move(samples));
+  s.part = part;
+  s.vocab = r.vocab;
+  s.ffn = s.heads = 0;
   return s;
 }
 

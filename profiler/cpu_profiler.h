@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -55,6 +56,10 @@ Status check_request(const ProfileRequest& request);
 // at the request's shape, tensor 1. REQUIRES: samples not empty.
 KernelSample summarize_samples(std::string kind, const ProfileRequest& request, int tokens,
                                int context, std::vector<double> samples);
+// The same for the embedding or the head: `part` and the request's vocab in
+// place of a block's ffn and heads.
+KernelSample part_sample(std::string kind, std::string_view part, const ProfileRequest& request,
+                         int tokens, int context, std::vector<double> samples);
 // This host, its CPU, the build and the date, the request's counts, and `tool`.
 ProfileProvenance profile_provenance(const ProfileRequest& request, std::string tool);
 // fit_link over what `measure` returns. A busy machine can delay one

@@ -1,210 +1,109 @@
-// The GPU block (gpu_block.h): buffers, the context, transfers, and F, I, W
-// as cuBLAS GEMMs between the small kernels of gpu_block_kernels.cu.
+// The GPU block (gpu_block.h): buffers, the context (on a whole device or
+// on a green context of an SmPartition), transfers, and F, I, W as cuBLAS
+// GEMMs between the small kernels of gpu_block_kernels.cu.
 //
 // Notation as in gpt_block.h: n = b l token rows, h hidden, f ffn, a heads,
 // d = h / a, c context, t = c + l keys. All matrices are row-major; the GEMM
-// wrapper below turns a row-major product into cuBLAS's column-major one.
-#include <cublas_v2.h>
-#include <cuda_runtime.h>
+// wrapper (gpu_internal.cuh) turns a row-major product into cuBLAS's
+// column-major one.
+#include <cudaTypedefs.h>
 
 #include <algorithm>
 #include <climits>
 #include <cmath>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "profiler/gpu_block.h"
 #include "profiler/gpu_block_kernels.cuh"
+#include "profiler/gpu_internal.cuh"
+
+// A CUresult that is not CUDA_SUCCESS returns an Error naming the call
+// (driver_error, below), as PPSIM_CUDA_TRY does for the runtime.
+#define PPSIM_CU_TRY(...)                                                                    \
+  do {                                                                                       \
+    const CUresult ppsim_r_ = (__VA_ARGS__);                                                 \
+    if (ppsim_r_ != CUDA_SUCCESS) return ::ppsim::gpu::driver_error(#__VA_ARGS__, ppsim_r_); \
+  } while (0)
 
 namespace ppsim::gpu {
 namespace {
 
-Error cuda_error(const char* what, cudaError_t e, const char* file, int line) {
-  return Error{std::string("CUDA error in ") + what + ": " + cudaGetErrorName(e) + " (" +
-               cudaGetErrorString(e) + ") at " + file + ":" + std::to_string(line)};
-}
+// ---- The driver API, for green contexts.
 
-Error cublas_error(const char* what, cublasStatus_t s) {
-  return Error{std::string("cuBLAS error in ") + what + ": " + cublasGetStatusName(s) + " (" +
-               cublasGetStatusString(s) + ")"};
-}
-
-}  // namespace
-}  // namespace ppsim::gpu
-
-// Each returns an Error (which converts to Status or Result) from the
-// enclosing function on failure. Variadic: the calls carry template
-// arguments and braced operands, whose commas a macro would split.
-#define PPSIM_CUDA_TRY(...)                                                        \
-  do {                                                                             \
-    const cudaError_t ppsim_e_ = (__VA_ARGS__);                                    \
-    if (ppsim_e_ != cudaSuccess)                                                   \
-      return ::ppsim::gpu::cuda_error(#__VA_ARGS__, ppsim_e_, __FILE__, __LINE__); \
-  } while (0)
-#define PPSIM_CUBLAS_TRY(...)                                    \
-  do {                                                           \
-    const cublasStatus_t ppsim_s_ = (__VA_ARGS__);               \
-    if (ppsim_s_ != CUBLAS_STATUS_SUCCESS)                       \
-      return ::ppsim::gpu::cublas_error(#__VA_ARGS__, ppsim_s_); \
-  } while (0)
-#define PPSIM_GPU_TRY(...)                                           \
-  do {                                                               \
-    ::ppsim::Status ppsim_st_ = (__VA_ARGS__);                       \
-    if (!ppsim_st_.ok()) return ::ppsim::Error{ppsim_st_.message()}; \
-  } while (0)
-
-namespace ppsim::gpu {
-
-struct GpuContext::Impl {
-  int device = 0;
-  cudaStream_t stream = nullptr;
-  cublasHandle_t cublas = nullptr;
-  DeviceBuffer workspace;  // the calls' scratch, grown on demand
-
-  ~Impl() {
-    workspace.reset();
-    if (cublas != nullptr) cublasDestroy(cublas);
-    if (stream != nullptr) {
-      cudaStreamSynchronize(stream);
-      cudaStreamDestroy(stream);
-    }
-  }
+// The driver calls green contexts need, reached through the runtime
+// (cudaGetDriverEntryPointByVersion, each at the ABI version of its
+// typedef) so that nothing links libcuda: machines without a driver could
+// not start a binary that does.
+struct Driver {
+  PFN_cuGetErrorName_v6000 get_error_name = nullptr;
+  PFN_cuDeviceGet_v2000 device_get = nullptr;
+  PFN_cuDeviceGetDevResource_v12040 device_get_resource = nullptr;
+  PFN_cuDevSmResourceSplitByCount_v12040 split_by_count = nullptr;
+  PFN_cuDevResourceGenerateDesc_v12040 generate_desc = nullptr;
+  PFN_cuGreenCtxCreate_v12040 green_create = nullptr;
+  PFN_cuGreenCtxDestroy_v12040 green_destroy = nullptr;
+  PFN_cuCtxFromGreenCtx_v12040 context_of_green = nullptr;
+  PFN_cuCtxSetCurrent_v4000 set_current = nullptr;
+  PFN_cuGreenCtxStreamCreate_v12050 stream_create = nullptr;
+  PFN_cuStreamDestroy_v4000 stream_destroy = nullptr;
 };
 
-namespace {
-
-// ---- Buffers and scratch.
-
-Status alloc(GpuContext::Impl& cx, int64_t bytes, DeviceBuffer* out) {
-  Result<DeviceBuffer> b = DeviceBuffer::allocate(bytes, cx.stream);
-  if (!b) return b.error();
-  *out = std::move(*b);
+template <typename Fn>
+Status entry_point(const char* symbol, unsigned version, Fn* fn) {
+  void* p = nullptr;
+  cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+  PPSIM_CUDA_TRY(cudaGetDriverEntryPointByVersion(symbol, &p, version, cudaEnableDefault, &found));
+  if (found != cudaDriverEntryPointSuccess || p == nullptr) {
+    int driver = 0;
+    cudaDriverGetVersion(&driver);
+    return Error{"green contexts: the CUDA driver (" + std::to_string(driver / 1000) + "." +
+                 std::to_string(driver % 1000 / 10) + ") has no " + symbol + " (version " +
+                 std::to_string(version / 1000) + "." + std::to_string(version % 1000 / 10) +
+                 "; green contexts need a 12.4 driver, their own streams 12.5)"};
+  }
+  *fn = reinterpret_cast<Fn>(p);
   return {};
 }
 
-constexpr int64_t kScratchAlign = 256;  // bytes; cuBLAS's tensor-core kernels want >= 16
+Result<Driver> load_driver() {
+  Driver d;
+  PPSIM_GPU_TRY(entry_point("cuGetErrorName", 6000, &d.get_error_name));
+  PPSIM_GPU_TRY(entry_point("cuDeviceGet", 2000, &d.device_get));
+  PPSIM_GPU_TRY(entry_point("cuDeviceGetDevResource", 12040, &d.device_get_resource));
+  PPSIM_GPU_TRY(entry_point("cuDevSmResourceSplitByCount", 12040, &d.split_by_count));
+  PPSIM_GPU_TRY(entry_point("cuDevResourceGenerateDesc", 12040, &d.generate_desc));
+  PPSIM_GPU_TRY(entry_point("cuGreenCtxCreate", 12040, &d.green_create));
+  PPSIM_GPU_TRY(entry_point("cuGreenCtxDestroy", 12040, &d.green_destroy));
+  PPSIM_GPU_TRY(entry_point("cuCtxFromGreenCtx", 12040, &d.context_of_green));
+  PPSIM_GPU_TRY(entry_point("cuCtxSetCurrent", 4000, &d.set_current));
+  PPSIM_GPU_TRY(entry_point("cuGreenCtxStreamCreate", 12050, &d.stream_create));
+  PPSIM_GPU_TRY(entry_point("cuStreamDestroy", 4000, &d.stream_destroy));
+  return d;
+}
 
-// Carves a call's scratch out of the context's workspace, one region after
-// another. With a null base it only measures.
-class Scratch {
- public:
-  explicit Scratch(char* base) : base_(base) {}
-  template <typename U>
-  U* take(int64_t count) {
-    U* p = base_ == nullptr ? nullptr : reinterpret_cast<U*>(base_ + used_);
-    used_ += (count * static_cast<int64_t>(sizeof(U)) + kScratchAlign - 1) / kScratchAlign *
-             kScratchAlign;
-    return p;
+// Loaded once per process; the error, if any, every time.
+Result<const Driver*> driver() {
+  static const Result<Driver> loaded = load_driver();
+  if (!loaded) return loaded.error();
+  return &*loaded;
+}
+
+// REQUIRES: driver() succeeded (a green context or a partition exists).
+const Driver& loaded_driver() {
+  const Result<const Driver*> d = driver();
+  PPSIM_CHECK(d.ok());
+  return **d;
+}
+
+Error driver_error(const char* what, CUresult r) {
+  const char* name = nullptr;
+  if (loaded_driver().get_error_name(r, &name) != CUDA_SUCCESS || name == nullptr) {
+    name = "unknown CUresult";
   }
-  int64_t used() const { return used_; }
-
- private:
-  char* base_;
-  int64_t used_ = 0;
-};
-
-// Runs `carve` (which takes its regions from a Scratch) once to measure and
-// once on the workspace, grown to fit.
-template <typename Carve>
-Status carve_workspace(GpuContext::Impl& cx, Carve carve) {
-  Scratch measure(nullptr);
-  carve(measure);
-  if (cx.workspace.bytes() < measure.used()) {
-    cx.workspace.reset();
-    PPSIM_GPU_TRY(alloc(cx, measure.used(), &cx.workspace));
-  }
-  Scratch real(static_cast<char*>(cx.workspace.get()));
-  carve(real);
-  return {};
-}
-
-// ---- Types.
-
-cudaDataType cuda_type(DType type) {
-  switch (type) {
-    case DType::kFp32:
-      return CUDA_R_32F;
-    case DType::kBf16:
-      return CUDA_R_16BF;
-    case DType::kFp16:
-      return CUDA_R_16F;
-  }
-  PPSIM_CHECK(false);
-  return CUDA_R_32F;
-}
-
-template <typename T>
-constexpr DType dtype_of();
-template <>
-constexpr DType dtype_of<__nv_bfloat16>() {
-  return DType::kBf16;
-}
-template <>
-constexpr DType dtype_of<__half>() {
-  return DType::kFp16;
-}
-
-// Calls f(T{}) with T the storage type of `type` (bf16 or fp16).
-template <typename F>
-Status with_storage_type(DType type, F&& f) {
-  PPSIM_CHECK(is_storage_type(type));
-  if (type == DType::kBf16) return f(__nv_bfloat16{});
-  return f(__half{});
-}
-
-template <typename T>
-const T* param(const GpuParams& p, int tensor) {
-  return static_cast<const T*>(p.tensor(tensor));
-}
-
-template <typename U>
-U* ptr(const DeviceBuffer& b) {
-  return static_cast<U*>(b.get());
-}
-
-// ---- GEMM: C = alpha op(A) op(B) + beta C, all row-major, op(A) m x k,
-// op(B) k x n, fp32 accumulation; `batch` products at the given element
-// strides. `ld` is a stored matrix's row stride.
-
-struct Operand {
-  const void* data;
-  cudaDataType type;
-  int64_t ld;
-  bool trans = false;
-  int64_t stride = 0;
-};
-
-struct Output {
-  void* data;
-  cudaDataType type;
-  int64_t ld;
-  int64_t stride = 0;
-};
-
-Status gemm(GpuContext::Impl& cx, const char* what, int64_t m, int64_t n, int64_t k, float alpha,
-            const Operand& a, const Operand& b, float beta, const Output& c, int batch = 1) {
-  // A stored row-major is m x k (k x m when transposed), and so on.
-  PPSIM_CHECK(m > 0 && n > 0 && k > 0 && batch > 0);
-  PPSIM_CHECK(a.ld >= (a.trans ? m : k) && b.ld >= (b.trans ? k : n) && c.ld >= n);
-  PPSIM_CHECK(std::max({m, n, k, a.ld, b.ld, c.ld}) <= INT_MAX);
-  // cuBLAS is column-major, where a row-major matrix reads as its transpose:
-  // it computes C^T (n x m) = op(B)^T op(A)^T, B first.
-  const cublasOperation_t op_b = b.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
-  const cublasOperation_t op_a = a.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
-  const int im = static_cast<int>(m), in = static_cast<int>(n), ik = static_cast<int>(k);
-  const int lda = static_cast<int>(a.ld), ldb = static_cast<int>(b.ld),
-            ldc = static_cast<int>(c.ld);
-  cublasStatus_t s;
-  if (batch == 1) {
-    s = cublasGemmEx(cx.cublas, op_b, op_a, in, im, ik, &alpha, b.data, b.type, ldb, a.data, a.type,
-                     lda, &beta, c.data, c.type, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-  } else {
-    s = cublasGemmStridedBatchedEx(cx.cublas, op_b, op_a, in, im, ik, &alpha, b.data, b.type, ldb,
-                                   b.stride, a.data, a.type, lda, a.stride, &beta, c.data, c.type,
-                                   ldc, c.stride, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-  }
-  if (s != CUBLAS_STATUS_SUCCESS) return cublas_error(what, s);
-  return {};
+  return Error{std::string("CUDA driver error in ") + what + ": " + name + " (" +
+               std::to_string(static_cast<int>(r)) + ")"};
 }
 
 // ---- The block, for storage type T.
@@ -294,10 +193,7 @@ Status forward_t(GpuContext::Impl& cx, const GpuParams& p, const DeviceMatrix& x
   PPSIM_GPU_TRY(gemm(cx, "g W2", n, h, f, 1.0f, {g, ct, f}, {param<T>(p, kW2), ct, h}, 0.0f,
                      {acc, CUDA_R_32F, h}));
   DeviceMatrix result;
-  result.rows = n;
-  result.cols = h;
-  result.type = dtype_of<T>();
-  PPSIM_GPU_TRY(alloc(cx, n * h * e, &result.buffer));
+  PPSIM_GPU_TRY(alloc_matrix(cx, n, h, dtype_of<T>(), &result));
   PPSIM_CUDA_TRY(detail::bias_residual<T, float>(acc, param<T>(p, kB2), hid, n, h, nullptr,
                                                  ptr<T>(result.buffer), s));
   *y = std::move(result);
@@ -394,10 +290,7 @@ Status backward_input_t(GpuContext::Impl& cx, const GpuParams& p, const DeviceMa
                      {param<T>(p, kWQkv), ct, 3 * h, true}, 0.0f, {acc, CUDA_R_32F, h}));
   PPSIM_CUDA_TRY(detail::layer_norm_param_grads<T>(acc, xhat1, n, h, d_ln, d_ln + h, s));
   DeviceMatrix result;
-  result.rows = n;
-  result.cols = h;
-  result.type = dtype_of<T>();
-  PPSIM_GPU_TRY(alloc(cx, n * h * e, &result.buffer));
+  PPSIM_GPU_TRY(alloc_matrix(cx, n, h, dtype_of<T>(), &result));
   PPSIM_CUDA_TRY(detail::layer_norm_backward<T, float>(acc, xhat1, ptr<float>(sv.rstd1),
                                                        param<T>(p, kLn1Gain), d_h32, n, h, nullptr,
                                                        ptr<T>(result.buffer), s));
@@ -506,12 +399,89 @@ void DeviceBuffer::reset() {
   bytes_ = 0;
 }
 
+// ---- SmPartition.
+
+struct SmPartition::Impl {
+  int device = 0;
+  CUdevice cu_device = 0;
+  int device_sms = 0;
+  std::vector<CUdevResource> groups;  // disjoint, of equal size
+};
+
+SmPartition::SmPartition(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+SmPartition::~SmPartition() = default;
+
+Result<std::unique_ptr<SmPartition>> SmPartition::create(int device, int groups) {
+  PPSIM_CHECK(groups >= 1);
+  PPSIM_CUDA_TRY(cudaSetDevice(device));  // initialises the driver and the primary context
+  Result<const Driver*> loaded = driver();
+  if (!loaded) return loaded.error();
+  const Driver& d = **loaded;
+  auto impl = std::make_unique<Impl>();
+  impl->device = device;
+  PPSIM_CU_TRY(d.device_get(&impl->cu_device, device));
+  CUdevResource all{};
+  PPSIM_CU_TRY(d.device_get_resource(impl->cu_device, &all, CU_DEV_RESOURCE_TYPE_SM));
+  const int sms = static_cast<int>(all.sm.smCount);
+  const int minimum = static_cast<int>(all.sm.minSmPartitionSize);
+  // A driver that reports no alignment places the SMs freely.
+  const int alignment = std::max(1, static_cast<int>(all.sm.smCoscheduledAlignment));
+  impl->device_sms = sms;
+  const int per_group = gpu::sms_per_group(sms, groups, minimum, alignment);
+  const std::string what =
+      "green contexts: device " + std::to_string(device) + " has " + std::to_string(sms) + " SMs";
+  if (per_group == 0) {
+    return Error{what + ", too few for " + std::to_string(groups) + " groups of at least " +
+                 std::to_string(minimum) + " (the driver's smallest partition; groups are " +
+                 "multiples of " + std::to_string(alignment) + " SMs)"};
+  }
+  impl->groups.resize(groups);
+  unsigned made = static_cast<unsigned>(groups);
+  CUdevResource remaining{};
+  PPSIM_CU_TRY(d.split_by_count(impl->groups.data(), &made, &all, &remaining, 0,
+                                static_cast<unsigned>(per_group)));
+  if (made < static_cast<unsigned>(groups)) {
+    return Error{what + ": the driver made " + std::to_string(made) + " groups of " +
+                 std::to_string(per_group) + ", not " + std::to_string(groups)};
+  }
+  return std::unique_ptr<SmPartition>(new SmPartition(std::move(impl)));
+}
+
+int SmPartition::device() const { return impl_->device; }
+int SmPartition::groups() const { return static_cast<int>(impl_->groups.size()); }
+int SmPartition::sms_per_group() const { return static_cast<int>(impl_->groups[0].sm.smCount); }
+int SmPartition::device_sms() const { return impl_->device_sms; }
+
 // ---- GpuContext.
+
+GpuContext::Impl::~Impl() {
+  // The green context current for the last frees and the stream's work,
+  // then the primary context, so that the thread is not left on a
+  // destroyed context. A destructor cannot report; failures leak.
+  if (green_context != nullptr) loaded_driver().set_current(green_context);
+  workspace.reset();
+  if (cublas != nullptr) cublasDestroy(cublas);
+  if (stream != nullptr) {
+    cudaStreamSynchronize(stream);
+    if (green != nullptr) {
+      loaded_driver().stream_destroy(stream);
+    } else {
+      cudaStreamDestroy(stream);
+    }
+  }
+  if (green != nullptr) {
+    loaded_driver().green_destroy(green);
+    cudaSetDevice(device);
+  }
+}
 
 GpuContext::GpuContext(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 GpuContext::~GpuContext() = default;
 
-Result<std::unique_ptr<GpuContext>> GpuContext::create(int device) {
+Result<std::unique_ptr<GpuContext>> GpuContext::create(int device, const SmPartition* partition,
+                                                       int group) {
+  PPSIM_CHECK(partition == nullptr ||
+              (partition->device() == device && group >= 0 && group < partition->groups()));
   auto impl = std::make_unique<Impl>();
   impl->device = device;
   PPSIM_CUDA_TRY(cudaSetDevice(device));
@@ -521,7 +491,25 @@ Result<std::unique_ptr<GpuContext>> GpuContext::create(int device) {
     return Error{"GPU block: device " + std::to_string(device) +
                  " has no stream-ordered allocator (cudaMallocAsync)"};
   }
-  PPSIM_CUDA_TRY(cudaStreamCreateWithFlags(&impl->stream, cudaStreamNonBlocking));
+  cudaDeviceProp prop{};
+  PPSIM_CUDA_TRY(cudaGetDeviceProperties(&prop, device));
+  impl->device_name = prop.name;
+  impl->device_sms = impl->sm_count = prop.multiProcessorCount;
+  if (partition == nullptr) {
+    PPSIM_CUDA_TRY(cudaStreamCreateWithFlags(&impl->stream, cudaStreamNonBlocking));
+  } else {
+    const Driver& d = loaded_driver();
+    const SmPartition::Impl& part = partition->impl();
+    CUdevResource resource = part.groups[group];  // the call takes a mutable array
+    CUdevResourceDesc desc = nullptr;
+    PPSIM_CU_TRY(d.generate_desc(&desc, &resource, 1));
+    PPSIM_CU_TRY(d.green_create(&impl->green, desc, part.cu_device, CU_GREEN_CTX_DEFAULT_STREAM));
+    PPSIM_CU_TRY(d.context_of_green(&impl->green_context, impl->green));
+    PPSIM_CU_TRY(d.set_current(impl->green_context));
+    PPSIM_CU_TRY(d.stream_create(&impl->stream, impl->green, CU_STREAM_NON_BLOCKING, 0));
+    impl->sm_count = static_cast<int>(resource.sm.smCount);
+  }
+  // Created while the green context (if any) is current: cuBLAS binds to it.
   PPSIM_CUBLAS_TRY(cublasCreate(&impl->cublas));
   PPSIM_CUBLAS_TRY(cublasSetStream(impl->cublas, impl->stream));
   // fp32 accumulation throughout: no split-K partial sums in 16 bits.
@@ -533,6 +521,23 @@ Result<std::unique_ptr<GpuContext>> GpuContext::create(int device) {
 
 int GpuContext::device() const { return impl_->device; }
 void* GpuContext::stream() const { return impl_->stream; }
+int GpuContext::sm_count() const { return impl_->sm_count; }
+
+std::string GpuContext::placement() const {
+  const std::string where =
+      "device " + std::to_string(impl_->device) + " (" + impl_->device_name + "), ";
+  const std::string all = std::to_string(impl_->device_sms);
+  if (impl_->green == nullptr) return where + "all " + all + " SMs";
+  return where + "green context of " + std::to_string(impl_->sm_count) + " of " + all + " SMs";
+}
+
+Status GpuContext::make_current() {
+  PPSIM_CUDA_TRY(cudaSetDevice(impl_->device));
+  if (impl_->green_context != nullptr) {
+    PPSIM_CU_TRY(loaded_driver().set_current(impl_->green_context));
+  }
+  return {};
+}
 
 Status GpuContext::synchronize() {
   PPSIM_CUDA_TRY(cudaStreamSynchronize(impl_->stream));
@@ -542,13 +547,22 @@ Status GpuContext::synchronize() {
 // ---- Allocation and transfers.
 
 Result<DeviceMatrix> allocate_matrix(GpuContext& ctx, int64_t rows, int64_t cols, DType type) {
-  PPSIM_CHECK(rows >= 0 && cols >= 0);
   DeviceMatrix m;
-  m.rows = rows;
-  m.cols = cols;
-  m.type = type;
-  PPSIM_GPU_TRY(alloc(ctx.impl(), rows * cols * dtype_bytes(type), &m.buffer));
+  PPSIM_GPU_TRY(alloc_matrix(ctx.impl(), rows, cols, type, &m));
   return Result<DeviceMatrix>(std::move(m));
+}
+
+Result<DeviceMatrix> copy_matrix(GpuContext& ctx, const DeviceMatrix& m) {
+  GpuContext::Impl& cx = ctx.impl();
+  DeviceMatrix out;
+  PPSIM_GPU_TRY(alloc_matrix(cx, m.rows, m.cols, m.type, &out));
+  const int64_t bytes = out.buffer.bytes();
+  if (bytes > 0) {
+    // Unified addressing: the driver sees which devices the pointers are on.
+    PPSIM_CUDA_TRY(cudaMemcpyAsync(out.data(), m.data(), static_cast<size_t>(bytes),
+                                   cudaMemcpyDefault, cx.stream));
+  }
+  return Result<DeviceMatrix>(std::move(out));
 }
 
 Status upload(GpuContext& ctx, const float* host, int64_t count, DType type, void* device) {

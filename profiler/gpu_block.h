@@ -24,6 +24,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "schedules/status.h"
 #include "sim/workload.h"
@@ -107,6 +108,10 @@ class DeviceBuffer {
   void* get() const { return ptr_; }
   int64_t bytes() const { return bytes_; }
   void reset();  // frees (in stream order); bytes() becomes 0
+  // Frees in the order of `stream` from now on: for a buffer handed to the
+  // thread of another stream (the runtime's links). REQUIRES: the work that
+  // used it on its old stream is complete.
+  void set_stream(void* stream) { stream_ = stream; }
 
  private:
   void* ptr_ = nullptr;
@@ -122,20 +127,72 @@ struct DeviceMatrix {
   void* data() const { return buffer.get(); }
 };
 
+// Whether cuDevSmResourceSplitByCount can cut `device_sms` SMs into
+// `groups` equal groups: the SMs of each (the most the device allows:
+// device_sms / groups rounded down to a multiple of `alignment`, the
+// device's smCoscheduledAlignment), or 0 when that is below
+// `min_partition` (the device's minSmPartitionSize). Host logic, for tests.
+int sms_per_group(int device_sms, int groups, int min_partition, int alignment);
+
+// A device's SMs cut into equal, disjoint groups, each to be run by one
+// green context (CUDA 12.4+ driver API, reached through
+// cudaGetDriverEntryPoint so that nothing links libcuda): on one GPU, each
+// pipeline rank of the runtime gets a group, as if it had a smaller GPU of
+// its own, and the profiler times kernels on a group of the same size.
+class SmPartition {
+ public:
+  // Makes `device` current (its primary context). Errors, each saying why:
+  // no such device, the driver has no green contexts (older than 12.4, or
+  // the entry points are missing; their streams need 12.5), the device has
+  // too few SMs for `groups` groups, the split made fewer groups than asked.
+  // REQUIRES: groups >= 1.
+  static Result<std::unique_ptr<SmPartition>> create(int device, int groups);
+  ~SmPartition();
+  SmPartition(const SmPartition&) = delete;
+  SmPartition& operator=(const SmPartition&) = delete;
+
+  int device() const;
+  int groups() const;
+  int sms_per_group() const;  // what the driver gave each group
+  int device_sms() const;
+
+  struct Impl;
+  Impl& impl() const { return *impl_; }
+
+ private:
+  explicit SmPartition(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
 // A device, a stream and a cuBLAS handle bound to it, and the scratch the
 // block's calls share (grown on demand). One per thread that issues work.
-// REQUIRES of every call taking a context: its device is the current one.
+// REQUIRES of every call taking a context: its device is the current one
+// and, for a context on a green context, that green context is current on
+// the calling thread (create() makes it so; another thread calls
+// make_current() first).
 class GpuContext {
  public:
-  // Makes `device` current. Errors: no such device, no stream-ordered
-  // allocation, cuBLAS unavailable.
-  static Result<std::unique_ptr<GpuContext>> create(int device = 0);
+  // Makes `device` current. With a partition, the context runs on its group
+  // `group` only: a green context of those SMs, made current on the calling
+  // thread, with a stream of its own. Errors: no such device, no
+  // stream-ordered allocation, cuBLAS unavailable, the green context's.
+  // REQUIRES: partition null or of `device`, 0 <= group < groups().
+  static Result<std::unique_ptr<GpuContext>> create(int device = 0,
+                                                    const SmPartition* partition = nullptr,
+                                                    int group = 0);
   ~GpuContext();
   GpuContext(const GpuContext&) = delete;
   GpuContext& operator=(const GpuContext&) = delete;
 
   int device() const;
   void* stream() const;  // a cudaStream_t
+  // The SMs its work may use: a group's, or all of the device's.
+  int sm_count() const;
+  // For people: "device 0 (NVIDIA H200), all 132 SMs" or "device 0 (NVIDIA
+  // H200), green context of 32 of 132 SMs".
+  std::string placement() const;
+  // Makes the context's device and green context current on this thread.
+  Status make_current();
   // Waits for the stream; reports an error an earlier kernel left.
   Status synchronize();
 
@@ -149,6 +206,10 @@ class GpuContext {
 
 // A zeroed rows x cols matrix.
 Result<DeviceMatrix> allocate_matrix(GpuContext& ctx, int64_t rows, int64_t cols, DType type);
+// A copy of m (on any device) on ctx's device, allocated and copied in the
+// order of ctx's stream (a peer copy when m is on another device);
+// asynchronous: synchronize before another stream uses it.
+Result<DeviceMatrix> copy_matrix(GpuContext& ctx, const DeviceMatrix& m);
 // Copies `count` floats from the host to `device`, converting to `type`
 // (round to nearest even). The host buffer may be reused when it returns.
 Status upload(GpuContext& ctx, const float* host, int64_t count, DType type, void* device);

@@ -1,8 +1,11 @@
-// The GPU block's small CUDA kernels: simple before fast. Elementwise work is
-// a grid-stride loop; row reductions (layer norm, softmax) are one warp a
-// row; column reductions one thread a column. All arithmetic is fp32 (16-bit
-// values are converted on reading), so nothing here needs sm_80's bf16
-// arithmetic: the conversions are available on every architecture built.
+// The GPU block's and head's small CUDA kernels: simple before fast.
+// Elementwise work is a grid-stride loop; row reductions (layer norm, the
+// attention's softmax) are one warp a row, but the softmax over the
+// vocabulary (tens of thousands of columns) is one block a row; column
+// reductions are one thread a column; the embedding's scatter is fp32
+// atomics. All arithmetic is fp32 (16-bit values are converted on reading),
+// so nothing here needs sm_80's bf16 arithmetic: the conversions are
+// available on every architecture built.
 #include <algorithm>
 
 #include "profiler/gpu_block.h"
@@ -61,6 +64,27 @@ __device__ __forceinline__ int64_t warp_row() {
   return static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp;
 }
 __device__ __forceinline__ int lane() { return static_cast<int>(threadIdx.x % kWarp); }
+
+struct Sum {
+  __device__ float operator()(float a, float b) const { return a + b; }
+};
+struct Max {
+  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+
+// Every thread of a block of kThreads calls it and gets the reduction of
+// the block's values; `shared` holds kThreads / kWarp floats.
+template <typename Op>
+__device__ float block_reduce(float v, float identity, float* shared) {
+  const Op op;
+  for (int o = kWarp / 2; o > 0; o /= 2) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
+  if (lane() == 0) shared[threadIdx.x / kWarp] = v;
+  __syncthreads();
+  v = lane() < kThreads / kWarp ? shared[lane()] : identity;
+  for (int o = kWarp / 2; o > 0; o /= 2) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
+  __syncthreads();  // before `shared` is written again
+  return v;
+}
 
 __device__ __forceinline__ float gelu_f(float x) {
   return 0.5f * x * (1.0f + tanhf(kGeluK * (x + kGeluC * x * x * x)));
@@ -267,6 +291,75 @@ __global__ void column_sum_add_kernel(const T* m, int64_t rows, int cols, float*
   out[col] += sum;
 }
 
+// ---- The head.
+
+__device__ __forceinline__ int clamp_id(int32_t id, int vocab) {
+  return min(max(id, 0), vocab - 1);
+}
+
+template <typename T>
+__global__ void embed_forward_kernel(const T* tok_emb, const T* pos_emb, const int32_t* ids,
+                                     int64_t count, int tokens, int context, int hidden, int vocab,
+                                     T* x) {
+  for (int64_t i = first_index(); i < count; i += grid_stride()) {
+    const int64_t r = i / hidden, j = i % hidden;
+    const int64_t token = clamp_id(ids[r], vocab), position = context + r % tokens;
+    x[i] = from_float<T>(to_float(tok_emb[token * hidden + j]) +
+                         to_float(pos_emb[position * hidden + j]));
+  }
+}
+
+template <typename T>
+__global__ void embed_backward_weight_kernel(const int32_t* ids, const T* dx, int64_t count,
+                                             int tokens, int context, int hidden, int vocab,
+                                             float* tok_grad, float* pos_grad) {
+  for (int64_t i = first_index(); i < count; i += grid_stride()) {
+    const int64_t r = i / hidden, j = i % hidden;
+    const int64_t token = clamp_id(ids[r], vocab), position = context + r % tokens;
+    const float d = to_float(dx[i]);
+    atomicAdd(&tok_grad[token * hidden + j], d);
+    atomicAdd(&pos_grad[position * hidden + j], d);
+  }
+}
+
+// One block of kThreads a row.
+template <typename T>
+__global__ void vocab_softmax_kernel(const float* logits, const int32_t* targets, int vocab,
+                                     T* probs, float* row_loss) {
+  __shared__ float shared[kThreads / kWarp];
+  const int64_t row = blockIdx.x;
+  const float* l = logits + row * vocab;
+  T* p = probs + row * vocab;
+  float mx = -INFINITY;
+  for (int j = threadIdx.x; j < vocab; j += kThreads) mx = fmaxf(mx, l[j]);
+  mx = block_reduce<Max>(mx, -INFINITY, shared);
+  float sum = 0.0f;
+  for (int j = threadIdx.x; j < vocab; j += kThreads) sum += expf(l[j] - mx);
+  sum = block_reduce<Sum>(sum, 0.0f, shared);
+  const float inv = 1.0f / sum;
+  for (int j = threadIdx.x; j < vocab; j += kThreads) p[j] = from_float<T>(expf(l[j] - mx) * inv);
+  if (threadIdx.x == 0) row_loss[row] = logf(sum) - (l[clamp_id(targets[row], vocab)] - mx);
+}
+
+template <typename T>
+__global__ void subtract_onehot_kernel(const int32_t* targets, int64_t rows, int vocab, T* probs) {
+  for (int64_t r = first_index(); r < rows; r += grid_stride()) {
+    T& p = probs[r * vocab + clamp_id(targets[r], vocab)];
+    p = from_float<T>(to_float(p) - 1.0f);
+  }
+}
+
+template <typename T>
+__global__ void sgd_step_kernel(float learning_rate, int64_t count, float* master, float* grads,
+                                T* params) {
+  for (int64_t i = first_index(); i < count; i += grid_stride()) {
+    const float w = master[i] - learning_rate * grads[i];
+    master[i] = w;
+    params[i] = from_float<T>(w);
+    grads[i] = 0.0f;
+  }
+}
+
 }  // namespace
 
 template <typename In, typename Out>
@@ -383,6 +476,55 @@ cudaError_t column_sum_add(const T* m, int64_t rows, int cols, float* out, cudaS
   return cudaGetLastError();
 }
 
+template <typename T>
+cudaError_t embed_forward(const T* tok_emb, const T* pos_emb, const int32_t* ids, int64_t rows,
+                          int tokens, int context, int hidden, int vocab, T* x,
+                          cudaStream_t stream) {
+  const int64_t count = rows * hidden;
+  if (count == 0) return cudaSuccess;
+  embed_forward_kernel<<<elementwise_blocks(count), kThreads, 0, stream>>>(
+      tok_emb, pos_emb, ids, count, tokens, context, hidden, vocab, x);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t embed_backward_weight(const int32_t* ids, const T* dx, int64_t rows, int tokens,
+                                  int context, int hidden, int vocab, float* tok_grad,
+                                  float* pos_grad, cudaStream_t stream) {
+  const int64_t count = rows * hidden;
+  if (count == 0) return cudaSuccess;
+  embed_backward_weight_kernel<<<elementwise_blocks(count), kThreads, 0, stream>>>(
+      ids, dx, count, tokens, context, hidden, vocab, tok_grad, pos_grad);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t vocab_softmax(const float* logits, const int32_t* targets, int64_t rows, int vocab,
+                          T* probs, float* row_loss, cudaStream_t stream) {
+  if (rows == 0) return cudaSuccess;
+  vocab_softmax_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(logits, targets, vocab,
+                                                                             probs, row_loss);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t subtract_onehot(const int32_t* targets, int64_t rows, int vocab, T* probs,
+                            cudaStream_t stream) {
+  if (rows == 0) return cudaSuccess;
+  subtract_onehot_kernel<<<elementwise_blocks(rows), kThreads, 0, stream>>>(targets, rows, vocab,
+                                                                            probs);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t sgd_step(float learning_rate, int64_t count, float* master, float* grads, T* params,
+                     cudaStream_t stream) {
+  if (count == 0) return cudaSuccess;
+  sgd_step_kernel<<<elementwise_blocks(count), kThreads, 0, stream>>>(learning_rate, count, master,
+                                                                      grads, params);
+  return cudaGetLastError();
+}
+
 #define PPSIM_INSTANTIATE_GPU_KERNELS(T)                                                           \
   template cudaError_t convert<float, T>(const float*, int64_t, T*, cudaStream_t);                 \
   template cudaError_t convert<T, float>(const T*, int64_t, float*, cudaStream_t);                 \
@@ -413,7 +555,15 @@ cudaError_t column_sum_add(const T* m, int64_t rows, int cols, float* out, cudaS
                                            cudaStream_t);                                          \
   template cudaError_t kv_grad_combine<T>(const float*, const float*, int, int, int, float*,       \
                                           float*, T*, cudaStream_t);                               \
-  template cudaError_t column_sum_add<T>(const T*, int64_t, int, float*, cudaStream_t);
+  template cudaError_t column_sum_add<T>(const T*, int64_t, int, float*, cudaStream_t);            \
+  template cudaError_t embed_forward<T>(const T*, const T*, const int32_t*, int64_t, int, int,     \
+                                        int, int, T*, cudaStream_t);                               \
+  template cudaError_t embed_backward_weight<T>(const int32_t*, const T*, int64_t, int, int, int,  \
+                                                int, float*, float*, cudaStream_t);                \
+  template cudaError_t vocab_softmax<T>(const float*, const int32_t*, int64_t, int, T*, float*,    \
+                                        cudaStream_t);                                             \
+  template cudaError_t subtract_onehot<T>(const int32_t*, int64_t, int, T*, cudaStream_t);         \
+  template cudaError_t sgd_step<T>(float, int64_t, float*, float*, T*, cudaStream_t);
 
 PPSIM_INSTANTIATE_GPU_KERNELS(__nv_bfloat16)
 PPSIM_INSTANTIATE_GPU_KERNELS(__half)

@@ -1,5 +1,5 @@
-// The GPU block's small CUDA kernels (gpu_block_kernels.cu), for the GPU
-// block's .cu files only. T is the storage type (__nv_bfloat16 or __half);
+// The small CUDA kernels of the GPU block and head (gpu_block_kernels.cu),
+// for their .cu files only. T is the storage type (__nv_bfloat16 or __half);
 // every kernel reads T or float, computes in fp32 and rounds once on
 // writing T. Matrices are row-major with `cols` (or h) elements a row.
 // Each launcher returns the launch's error (cudaSuccess for empty work).
@@ -80,5 +80,35 @@ cudaError_t kv_grad_combine(const float* dk, const float* dv, int tokens, int co
 // out[c] += sum over rows of m[r][c].
 template <typename T>
 cudaError_t column_sum_add(const T* m, int64_t rows, int cols, float* out, cudaStream_t stream);
+
+// The head (gpu_head.h). Token ids out of [0, vocab) are clamped into it.
+
+// Row r of x (rows x hidden, sequence-major, `tokens` a sequence) =
+// tok_emb[ids[r]] + pos_emb[context + r % tokens], added in fp32.
+template <typename T>
+cudaError_t embed_forward(const T* tok_emb, const T* pos_emb, const int32_t* ids, int64_t rows,
+                          int tokens, int context, int hidden, int vocab, T* x,
+                          cudaStream_t stream);
+// Adds row r of dx into row ids[r] of tok_grad and row context + r % tokens
+// of pos_grad (fp32 atomics).
+template <typename T>
+cudaError_t embed_backward_weight(const int32_t* ids, const T* dx, int64_t rows, int tokens,
+                                  int context, int hidden, int vocab, float* tok_grad,
+                                  float* pos_grad, cudaStream_t stream);
+// Per row of logits (rows x vocab), one block a row: probs = softmax, and
+// row_loss = -log softmax[target] = log sum exp(l - max) - (l_target - max).
+template <typename T>
+cudaError_t vocab_softmax(const float* logits, const int32_t* targets, int64_t rows, int vocab,
+                          T* probs, float* row_loss, cudaStream_t stream);
+// probs[r][targets[r]] -= 1: the softmax becomes softmax - onehot.
+template <typename T>
+cudaError_t subtract_onehot(const int32_t* targets, int64_t rows, int vocab, T* probs,
+                            cudaStream_t stream);
+
+// Mixed-precision SGD: master -= learning_rate * grads, params = master
+// (rounded), grads = 0.
+template <typename T>
+cudaError_t sgd_step(float learning_rate, int64_t count, float* master, float* grads, T* params,
+                     cudaStream_t stream);
 
 }  // namespace ppsim::gpu::detail

@@ -1,6 +1,6 @@
 // The GPU block's host-side arithmetic (gpu_block.h): names, element sizes,
-// the parameter layout and the memory figures. No CUDA call here, so the
-// unit tests check all of it without a device.
+// the parameter layout, the memory figures and the size of an SM group. No
+// CUDA call here, so the unit tests check all of it without a device.
 #include <initializer_list>
 
 #include "profiler/gpu_block.h"
@@ -62,6 +62,12 @@ int64_t GpuSaved::bytes() const {
     total += 2 * shape.rows() * shape.hidden * dtype_bytes(storage);
   }
   return total;
+}
+
+int sms_per_group(int device_sms, int groups, int min_partition, int alignment) {
+  PPSIM_CHECK(device_sms >= 0 && groups >= 1 && min_partition >= 0 && alignment >= 1);
+  const int sms = device_sms / groups / alignment * alignment;
+  return sms < min_partition ? 0 : sms;
 }
 
 void GpuKvCache::set_length(int length) {

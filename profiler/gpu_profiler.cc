@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <array>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <tuple>
@@ -15,7 +16,9 @@
 
 #include "profiler/cupti_tracer.h"
 #include "profiler/gpt_block.h"
+#include "profiler/gpt_head.h"
 #include "profiler/gpu_block_io.h"
+#include "profiler/gpu_head.h"
 
 namespace ppsim {
 namespace {
@@ -36,28 +39,49 @@ Status cuda_status(cudaError_t e, std::string_view what) {
     if (::ppsim::Status st_ = (expr); !st_) return Error{st_.message()}; \
   } while (0)
 
-// The block's actions in the order one repetition issues them.
-enum Action { kForward, kInput, kWeight, kRecompute, kBackward, kNumActions };
-constexpr std::array<const char*, kNumActions> kActionKind = {
-    "forward", "backward_input", "backward_weight", "recompute", "backward"};
-
-// One shape's timed actions: the tracer's external id of each repetition,
-// per action, and the bytes held after F and after I.
-struct ShapeRun {
+// One sample being timed: its kind, part and shape, the tracer's external
+// id of each timed repetition, and the bytes it records (forward only).
+struct Timed {
+  std::string kind;
+  std::string_view part = kBlockPart;
   int tokens = 0, context = 0;
-  std::array<std::vector<uint64_t>, kNumActions> ids;
-  int64_t after_forward = 0, after_input = 0;
+  std::vector<uint64_t> ids;
+  int64_t activation_bytes = 0, weight_grad_bytes = 0;
 };
 
-// What every shape's run shares: the device, the tracer, the block's
-// parameters and gradients (one shape of block for the whole profile).
+// The samples of a part at one shape, in the CPU profiler's order.
+std::vector<Timed> part_samples(std::string_view part,
+                                std::initializer_list<std::string_view> kinds, int tokens,
+                                int context) {
+  std::vector<Timed> out;
+  for (std::string_view kind : kinds) {
+    Timed& t = out.emplace_back();
+    t.kind = kind;
+    t.part = part;
+    t.tokens = tokens;
+    t.context = context;
+  }
+  return out;
+}
+
+// What every run shares: the device, the tracer, the block's parameters
+// and gradients (one shape of block for the whole profile) and, with a
+// vocabulary, the head's (both ends, at the longest sequence of any shape).
 struct KernelBench {
   gpu::GpuContext* ctx = nullptr;
   gpu::GpuTracer* tracer = nullptr;
   gpu::GpuBlockParams params;
   gpu::GpuBlockGrads grads;
+  gpu::GpuHeadParams head;
+  gpu::GpuHeadParams head_grads;
   uint64_t next_id = 1;
 
+  // The id of repetition `rep` of `t`, taken and recorded; 0 for a warm-up.
+  uint64_t id(Timed& t, int rep) {
+    if (rep < 0) return 0;
+    t.ids.push_back(next_id);
+    return next_id++;
+  }
   // Issues `action` inside a tracer bracket; id 0 (a warm-up run): none.
   template <typename F>
   Status traced(uint64_t id, F&& action) {
@@ -68,10 +92,13 @@ struct KernelBench {
   }
 };
 
+// The block's samples, in the CPU profiler's order.
+enum Action { kForward, kBackward, kInput, kWeight, kRecompute };
+
 // F, I, W, a recompute and B for one slice shape, as the CPU profiler runs
 // them; the context is filled by an untimed forward over `context` tokens.
 Status run_shape(KernelBench& bench, const ProfileRequest& r, const gpu::SliceShape& shape,
-                 DType storage, ShapeRun* run) {
+                 DType storage, std::vector<Timed>* timed) {
   gpu::GpuContext& ctx = *bench.ctx;
   const int64_t n = shape.rows();
   Result<gpu::DeviceMatrix> x =
@@ -95,65 +122,157 @@ Status run_shape(KernelBench& bench, const ProfileRequest& r, const gpu::SliceSh
     gpu::GpuSaved unused;
     PPSIM_GPU_TRY(gpu::forward(ctx, bench.params, *prefix, &*kv, &unused, &y));
   }
+  std::vector<Timed> t = part_samples(
+      kBlockPart, {"forward", "backward", "backward_input", "backward_weight", "recompute"},
+      shape.tokens, shape.context);
   const gpu::GpuBlockParams& p = bench.params;
   for (int rep = -r.warmup; rep < r.repetitions; ++rep) {
-    std::array<uint64_t, kNumActions> id{};
-    if (rep >= 0) {
-      for (int a = 0; a < kNumActions; ++a) {
-        id[a] = bench.next_id++;
-        run->ids[a].push_back(id[a]);
-      }
-    }
     gpu::GpuSaved saved, again;
-    PPSIM_GPU_TRY(
-        bench.traced(id[kForward], [&] { return gpu::forward(ctx, p, *x, &*kv, &saved, &y); }));
-    run->after_forward = saved.bytes();
-    PPSIM_GPU_TRY(bench.traced(id[kInput], [&] {
+    PPSIM_GPU_TRY(bench.traced(bench.id(t[kForward], rep),
+                               [&] { return gpu::forward(ctx, p, *x, &*kv, &saved, &y); }));
+    t[kForward].activation_bytes = saved.bytes();
+    PPSIM_GPU_TRY(bench.traced(bench.id(t[kInput], rep), [&] {
       return gpu::backward_input(ctx, p, *dy, &*kv, &*kv_grad, &saved, &dx);
     }));
-    run->after_input = saved.bytes();
-    PPSIM_GPU_TRY(bench.traced(id[kWeight],
+    t[kForward].weight_grad_bytes = saved.bytes();
+    PPSIM_GPU_TRY(bench.traced(bench.id(t[kWeight], rep),
                                [&] { return gpu::backward_weight(ctx, p, &saved, &bench.grads); }));
-    PPSIM_GPU_TRY(
-        bench.traced(id[kRecompute], [&] { return gpu::forward(ctx, p, *x, &*kv, &again, &y); }));
-    PPSIM_GPU_TRY(bench.traced(id[kBackward], [&] {
+    PPSIM_GPU_TRY(bench.traced(bench.id(t[kRecompute], rep),
+                               [&] { return gpu::forward(ctx, p, *x, &*kv, &again, &y); }));
+    PPSIM_GPU_TRY(bench.traced(bench.id(t[kBackward], rep), [&] {
       return gpu::backward(ctx, p, *dy, &*kv, &*kv_grad, &again, &bench.grads, &dx);
     }));
   }
+  for (Timed& s : t) timed->push_back(std::move(s));
   return ctx.synchronize();
 }
 
-// The samples of one shape from the trace's spans.
-Result<std::vector<KernelSample>> shape_samples(const ProfileRequest& r, int tensor,
-                                                const ShapeRun& run,
-                                                const std::map<uint64_t, double>& seconds) {
+// The ends' samples, in the CPU profiler's order.
+enum End {
+  kEmbedForward,
+  kEmbedBackward,
+  kEmbedWeight,
+  kHeadForward,
+  kHeadBackward,
+  kHeadInput,
+  kHeadWeight
+};
+
+// The two ends of the model for one slice shape, as the CPU profiler's
+// time_ends runs them (profiler/gpu_head.h): the embedding's F and W (its
+// `backward` is its W: it has no I), and the head's F, I, W and B = I then
+// W after an untimed F. The embedding holds, after I, the input gradient
+// the first block hands it (n h, storage type); the head GpuLossSaved.
+Status run_ends(KernelBench& bench, const ProfileRequest& r, int tokens, int context, DType storage,
+                std::vector<Timed>* timed) {
+  gpu::GpuContext& ctx = *bench.ctx;
+  const int b = r.micro_batch;
+  const int64_t n = static_cast<int64_t>(b) * tokens;
+  std::vector<int32_t> ids(n);
+  for (int64_t i = 0; i < n; ++i) ids[i] = static_cast<int32_t>((7 * i + 3) % r.vocab);
+  Result<gpu::DeviceTokens> tokens_in = gpu::upload_tokens(ctx, ids);
+  if (!tokens_in) return tokens_in.error();
+  Result<gpu::DeviceMatrix> y = gpu::to_device(ctx, k::Mat<float>::Random(n, r.hidden), storage);
+  if (!y) return y.error();
+  Result<gpu::DeviceMatrix> dx = gpu::to_device(ctx, k::Mat<float>::Random(n, r.hidden), storage);
+  if (!dx) return dx.error();
+  const float scale = 1.0f / static_cast<float>(n);
+  std::vector<Timed> t =
+      part_samples("embedding", {"forward", "backward", "backward_weight"}, tokens, context);
+  for (Timed& s : part_samples("head", {"forward", "backward", "backward_input", "backward_weight"},
+                               tokens, context)) {
+    t.push_back(std::move(s));
+  }
+  t[kEmbedForward].weight_grad_bytes = dx->rows * dx->cols * dtype_bytes(storage);
+  const gpu::GpuHeadParams& p = bench.head;
+  for (int rep = -r.warmup; rep < r.repetitions; ++rep) {
+    gpu::DeviceMatrix x, dy;
+    PPSIM_GPU_TRY(bench.traced(bench.id(t[kEmbedForward], rep), [&] {
+      return gpu::embed_forward(ctx, p, *tokens_in, b, context, &x);
+    }));
+    PPSIM_GPU_TRY(bench.traced(bench.id(t[kEmbedWeight], rep), [&] {
+      return gpu::embed_backward_weight(ctx, *tokens_in, b, context, *dx, &bench.head_grads);
+    }));
+    // Each loss F keeps its targets until W: a copy per F, uploaded untimed.
+    gpu::GpuLossSaved saved;
+    double loss = 0;
+    Result<gpu::DeviceTokens> targets = gpu::upload_tokens(ctx, ids);
+    if (!targets) return targets.error();
+    PPSIM_GPU_TRY(bench.traced(bench.id(t[kHeadForward], rep), [&] {
+      return gpu::loss_forward(ctx, p, *y, std::move(*targets), scale, &saved, &loss);
+    }));
+    t[kHeadForward].activation_bytes = saved.bytes();
+    PPSIM_GPU_TRY(bench.traced(bench.id(t[kHeadInput], rep),
+                               [&] { return gpu::loss_backward_input(ctx, p, &saved, &dy); }));
+    t[kHeadForward].weight_grad_bytes = saved.bytes();
+    PPSIM_GPU_TRY(bench.traced(bench.id(t[kHeadWeight], rep), [&] {
+      return gpu::loss_backward_weight(ctx, p, &saved, &bench.head_grads);
+    }));
+    targets = gpu::upload_tokens(ctx, ids);
+    if (!targets) return targets.error();
+    PPSIM_GPU_TRY(gpu::loss_forward(ctx, p, *y, std::move(*targets), scale, &saved, &loss));
+    PPSIM_GPU_TRY(bench.traced(bench.id(t[kHeadBackward], rep), [&]() -> Status {
+      PPSIM_GPU_TRY(gpu::loss_backward_input(ctx, p, &saved, &dy));
+      return gpu::loss_backward_weight(ctx, p, &saved, &bench.head_grads);
+    }));
+  }
+  t[kEmbedBackward].ids = t[kEmbedWeight].ids;  // the same runs: W is all of its backward
+  for (Timed& s : t) timed->push_back(std::move(s));
+  return ctx.synchronize();
+}
+
+// The runtime's optimizer step on one block's weights (the CPU profiler's
+// time_optimizer_step): mixed-precision SGD over the block's buffers, fp32
+// master weights and gradients. Timed last: it overwrites the bench's
+// weights and zeroes its gradients. The same at every shape, so recorded at
+// the first.
+Status run_optimizer_step(KernelBench& bench, const ProfileRequest& r, DType storage,
+                          std::vector<Timed>* timed) {
+  gpu::GpuContext& ctx = *bench.ctx;
+  const gpu::ParamLayout& layout = bench.params.layout;
+  Result<gpu::GpuParams> master = gpu::allocate_params(ctx, layout, DType::kFp32);
+  if (!master) return master.error();
+  std::vector<Timed> t =
+      part_samples(kBlockPart, {kOptimizerStepKind}, r.shapes[0].first, r.shapes[0].second);
+  for (int rep = -r.warmup; rep < r.repetitions; ++rep) {
+    PPSIM_GPU_TRY(bench.traced(bench.id(t[0], rep), [&] {
+      return gpu::sgd_step(ctx, 1e-3f, layout.total, static_cast<float*>(master->data.get()),
+                           static_cast<float*>(bench.grads.data.get()), bench.params.data.get(),
+                           storage);
+    }));
+  }
+  timed->push_back(std::move(t[0]));
+  return ctx.synchronize();
+}
+
+// The samples from the trace's spans, in the order timed.
+Result<std::vector<KernelSample>> samples_of(const ProfileRequest& r, int tensor,
+                                             const std::vector<Timed>& timed,
+                                             const std::map<uint64_t, double>& seconds) {
   std::vector<KernelSample> out;
-  for (int a = 0; a < kNumActions; ++a) {
+  for (const Timed& t : timed) {
     std::vector<double> times;
-    for (uint64_t id : run.ids[a]) {
+    for (uint64_t id : t.ids) {
       const auto it = seconds.find(id);
       if (it == seconds.end()) {
-        return Error{
-            fmt::format("profile: the tracer recorded no GPU work for {} (tokens {}, "
-                        "context {})",
-                        kActionKind[a], run.tokens, run.context)};
+        return Error{fmt::format(
+            "profile: the tracer recorded no GPU work for {} {} (tokens {}, context {})", t.part,
+            t.kind, t.tokens, t.context)};
       }
       times.push_back(it->second);
     }
-    KernelSample s = summarize_samples(kActionKind[a], r, run.tokens, run.context, times);
+    KernelSample s = t.part == kBlockPart
+                         ? summarize_samples(t.kind, r, t.tokens, t.context, times)
+                         : part_sample(t.kind, t.part, r, t.tokens, t.context, times);
     s.tensor = tensor;
-    if (a == kForward) {
-      s.activation_bytes = run.after_forward;
-      s.weight_grad_bytes = run.after_input;
-    }
+    s.activation_bytes = t.activation_bytes;
+    s.weight_grad_bytes = t.weight_grad_bytes;
     out.push_back(std::move(s));
   }
-  // In the CPU profiler's order: forward, backward, backward_input, ...
-  std::rotate(out.begin() + 1, out.begin() + kBackward, out.end());
   return out;
 }
 
-// Times every shape on one tracer; `*tool` gets the clock used.
+// Times every shape on one tracer; `*clock` gets the clock used.
 Result<std::vector<KernelSample>> time_kernels(
     const ProfileRequest& r, const GpuProfileOptions& o, gpu::GpuContext& ctx, std::string* clock,
     const std::function<void(const std::string&)>& progress) {
@@ -171,22 +290,36 @@ Result<std::vector<KernelSample>> time_kernels(
   Result<gpu::GpuBlockGrads> grads = gpu::zero_grads(ctx, first->hidden, first->ffn, first->heads);
   if (!grads) return grads.error();
   bench.grads = std::move(*grads);
+  if (r.vocab > 0) {
+    int max_seq = 0;
+    for (const auto& [tokens, context] : r.shapes) max_seq = std::max(max_seq, context + tokens);
+    const gpu::HeadLayout layout = gpu::head_layout(r.vocab, r.hidden, max_seq, true, true);
+    Result<gpu::GpuHeadParams> head = gpu::upload_head(
+        ctx, k::init_head_params<float>(r.vocab, r.hidden, max_seq, 1234), layout, o.storage);
+    if (!head) return head.error();
+    bench.head = std::move(*head);
+    Result<gpu::GpuHeadParams> head_grads = gpu::allocate_head(ctx, layout, DType::kFp32);
+    if (!head_grads) return head_grads.error();
+    bench.head_grads = std::move(*head_grads);
+  }
   Result<std::unique_ptr<gpu::GpuTracer>> tracer = gpu::GpuTracer::start();
   if (!tracer) return tracer.error();
   bench.tracer = tracer->get();
-  std::vector<ShapeRun> runs;
+  std::vector<Timed> timed;
+  int done = 0;
   for (const auto& [tokens, context] : r.shapes) {
     Result<gpu::SliceShape> shape = gpu_timed_shape(r, o.tensor, tokens, context);
     if (!shape) return shape.error();
-    ShapeRun& run = runs.emplace_back();
-    run.tokens = tokens;
-    run.context = context;
-    PPSIM_GPU_TRY_RESULT(run_shape(bench, r, *shape, o.storage, &run));
+    PPSIM_GPU_TRY_RESULT(run_shape(bench, r, *shape, o.storage, &timed));
+    if (r.vocab > 0) PPSIM_GPU_TRY_RESULT(run_ends(bench, r, tokens, context, o.storage, &timed));
     if (progress) {
-      progress(fmt::format("kernels: {}/{} shapes (tokens {}, context {})", runs.size(),
-                           r.shapes.size(), tokens, context));
+      progress(fmt::format("kernels: {}/{} shapes (tokens {}, context {}{})", ++done,
+                           r.shapes.size(), tokens, context,
+                           r.vocab > 0 ? "; block, embedding and head" : ""));
     }
   }
+  PPSIM_GPU_TRY_RESULT(run_optimizer_step(bench, r, o.storage, &timed));
+  if (progress) progress("kernels: optimizer step (one block's SGD update)");
   Result<gpu::Trace> trace = (*tracer)->finish();
   if (!trace) return trace.error();
   if (trace->log.dropped > 0) {
@@ -209,13 +342,7 @@ Result<std::vector<KernelSample>> time_kernels(
         "correlations); PPSIM_TRACER=events times each action with CUDA events instead",
         seconds.size(), actions, gpu::summary(trace->log), trace->log.correlations.size())};
   }
-  std::vector<KernelSample> out;
-  for (const ShapeRun& run : runs) {
-    Result<std::vector<KernelSample>> samples = shape_samples(r, o.tensor, run, seconds);
-    if (!samples) return samples.error();
-    for (KernelSample& s : *samples) out.push_back(std::move(s));
-  }
-  return out;
+  return samples_of(r, o.tensor, timed, seconds);
 }
 
 // Owners of the CUDA objects a link sweep uses.
@@ -378,12 +505,6 @@ Result<LinkFit> time_nccl(const ProfileRequest& r, const GpuProfileOptions& o) {
 }
 #endif
 
-std::string device_name(int device) {
-  cudaDeviceProp prop{};
-  if (cudaGetDeviceProperties(&prop, device) != cudaSuccess) return "unknown GPU";
-  return prop.name;
-}
-
 }  // namespace
 
 Result<GpuProfileOptions> gpu_options_for(const Config& config) {
@@ -437,6 +558,10 @@ Result<CostProfile> profile_gpu(const ProfileRequest& r, const GpuProfileOptions
       return s.error();
     }
   }
+  if (r.vocab == 1) return Error{"profile: the GPU head needs a vocabulary of 2 or more, not 1"};
+  if (o.sm_groups < 1) {
+    return Error{fmt::format("profile: SM groups must be 1 or more, not {}", o.sm_groups)};
+  }
   std::string why;
   const int devices = gpu::device_count(&why);
   if (devices == 0) return Error{fmt::format("profile: {}", why)};
@@ -447,15 +572,28 @@ Result<CostProfile> profile_gpu(const ProfileRequest& r, const GpuProfileOptions
     if (progress) progress(line);
   };
   CostProfile profile;
-  std::string clock;
+  std::string clock, placement;
   {
-    Result<std::unique_ptr<gpu::GpuContext>> ctx = gpu::GpuContext::create(o.device);
+    // The kernels on a group of the device's SMs, or on all of them; the
+    // partition outlives the context made on it.
+    std::unique_ptr<gpu::SmPartition> partition;
+    if (o.sm_groups > 1) {
+      Result<std::unique_ptr<gpu::SmPartition>> made =
+          gpu::SmPartition::create(o.device, o.sm_groups);
+      if (!made) {
+        return Error{fmt::format("profile: {} SM groups: {}", o.sm_groups, made.error().message)};
+      }
+      partition = std::move(*made);
+    }
+    Result<std::unique_ptr<gpu::GpuContext>> ctx =
+        gpu::GpuContext::create(o.device, partition.get(), 0);
     if (!ctx) return ctx.error();
+    placement = (*ctx)->placement();
+    say(fmt::format("kernels on {}", placement));
     Result<std::vector<KernelSample>> kernels = time_kernels(r, o, **ctx, &clock, progress);
     if (!kernels) return kernels.error();
     profile.kernels = std::move(*kernels);
   }
-  if (r.vocab > 0) say("embedding and head: not timed (the GPU profiler has no kernels for them)");
   const std::string shard = o.tensor == 1
                                 ? std::string("tensor 1")
                                 : fmt::format(
@@ -463,8 +601,8 @@ Result<CostProfile> profile_gpu(const ProfileRequest& r, const GpuProfileOptions
                                       "shard (profiler/README.md)",
                                       o.tensor, r.hidden, r.ffn, o.tensor, r.heads, o.tensor);
   profile.provenance =
-      profile_provenance(r, fmt::format("ppsim-profile 0.1.0 (GPU {} {}, {}, {}; {})", o.device,
-                                        device_name(o.device), to_string(o.storage), shard, clock));
+      profile_provenance(r, fmt::format("ppsim-profile 0.1.0 (GPU: {}; {}; {}; {})", placement,
+                                        to_string(o.storage), shard, clock));
   profile.provenance.build += fmt::format(", CUDA runtime {}", CUDART_VERSION);
   if (o.link_sizes.empty()) return profile;
   Result<std::vector<LinkFit>> local = time_local_links(r, o);

@@ -5,6 +5,12 @@
 //
 // Kernels: F, B, I, W and a recompute (a second F whose result feeds B) per
 // slice shape, after warm-up runs, `repetitions` times; median, min and max.
+// With a vocabulary in the request, also the two ends as the CPU profiler
+// times them (profiler/gpu_head.h): the embedding's F and W (its backward)
+// and the head's F, I, W and B, with their bytes (the embedding's kept input
+// gradient, GpuLossSaved). Then the optimizer step of one block's weights
+// (mixed-precision SGD, fp32 master weights and gradients), once, at the
+// first shape.
 // Each action is bracketed by the GpuTracer (profiler/cupti_tracer.h): with
 // CUPTI its time is the span from the first start to the last end of the GPU
 // work it launched (kernels, the memsets that zero its buffers), on the GPU's
@@ -20,8 +26,14 @@
 // So the time is an upper bound on one shard's, the collectives are not part
 // of it (the simulator's analytic tensor-parallel communication stands), and
 // samples carry the model's hidden, ffn and heads with `tensor` t, which is
-// how the simulator looks them up. The embedding and the head have no GPU
-// kernels: they are not timed (the simulator then costs them analytically).
+// how the simulator looks them up. The embedding and the head are not
+// sharded either: they run the whole vocabulary (for vocabulary-parallel
+// ends, t times the shard's work) and carry `tensor` t too.
+//
+// SM groups (`sm_groups` > 1): the kernels run in a green context on the
+// first of that many equal groups of the device's SMs; the provenance and
+// the progress output say the placement (GpuContext::placement()). The
+// links are measured on the whole device.
 //
 // Links (cudaMemcpyAsync and friends, each timed by a CUDA event pair on its
 // stream, median over the repetitions per size, fitted with fit_link and
@@ -53,6 +65,11 @@ struct GpuProfileOptions {
   int device = 0;                // the device the kernels and single-device links run on
   int tensor = 1;                // the config's tensor-parallel degree (see above)
   DType storage = DType::kBf16;  // the model's dtype: kBf16 or kFp16
+  // > 1: the kernels run on one of that many equal groups of the device's
+  // SMs (a green context, gpu::SmPartition), as each of that many pipeline
+  // ranks sharing this GPU runs them in `ppsim run --backend cuda`. Error
+  // when the driver cannot split the device so.
+  int sm_groups = 1;
   // Copy sizes of every link sweep (bytes); none: no link is measured.
   std::vector<int64_t> link_sizes = {1 << 16, 1 << 20, 1 << 22, 1 << 24, 1 << 26, 1 << 28};
 };

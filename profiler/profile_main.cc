@@ -4,8 +4,9 @@
 // mpirun (`mpirun -np 2 ppsim profile ...`), every process first takes part
 // in a ping-pong between ranks 0 and 1 (real_runtime/mpi.h), then rank 0
 // alone profiles the kernels and writes the profile, with the link "mpi".
-// With `--device cuda` it times the GPU block and the GPU's copy links
-// instead (profiler/gpu_profiler.h).
+// With `--device cuda` it times the GPU block (and head) and the GPU's copy
+// links instead (profiler/gpu_profiler.h), on all of the device's SMs or,
+// with `--sm-groups N`, on one of N equal groups of them (a green context).
 #include <fmt/format.h>
 
 #include <boost/program_options.hpp>
@@ -33,6 +34,7 @@ int main(int argc, char** argv) {
   int repetitions = 5;
   int warmup = 2;
   std::string device = "cpu";
+  int sm_groups = 1;
   po::options_description desc("Options");
   desc.add_options()("help,h", "show this help")(
       "config", po::value(&config_path)->value_name("CONFIG"), "YAML config (positional)")(
@@ -42,10 +44,12 @@ int main(int argc, char** argv) {
       "repetitions", po::value(&repetitions)->value_name("N"), "timed runs per kernel (5)")(
       "warmup", po::value(&warmup)->value_name("N"), "untimed runs first (2)")(
       "device", po::value(&device)->value_name("cpu|cuda"),
-      "what to time: this CPU (cpu, the default) or CUDA device 0 (cuda)");
+      "what to time: this CPU (cpu, the default) or CUDA device 0 (cuda)")(
+      "sm-groups", po::value(&sm_groups)->value_name("N"),
+      "with --device cuda: time the kernels on one of N equal groups of the GPU's SMs (1)");
   const std::string usage =
-      "usage: ppsim profile CONFIG -o PROFILE.yaml [--device cpu|cuda] [--repetitions N] "
-      "[--warmup N] [--set KEY.PATH=VALUE]...\n\n"
+      "usage: ppsim profile CONFIG -o PROFILE.yaml [--device cpu|cuda] [--sm-groups N] "
+      "[--repetitions N] [--warmup N] [--set KEY.PATH=VALUE]...\n\n"
       "Times the GPT block's forward, backward, input-gradient, weight-gradient and recompute\n"
       "kernels on this CPU (fp32, Eigen) at the config's micro-batch, hidden size and sequence\n"
       "(or each token slice of a terapipe config) and the embedding's and loss head's at its\n"
@@ -56,19 +60,25 @@ int main(int argc, char** argv) {
       "ranks 0 and 1 at the same sizes (one way = half the median round trip) and adds the\n"
       "link \"mpi\" (with one process it fails); rank 0 alone then times the kernels and\n"
       "writes the profile.\n\n"
-      "With --device cuda (a build with CUDA) it times the GPU block (cuBLAS, the model's\n"
-      "bf16 or fp16) at the model's real sizes on CUDA device 0 instead, each action the span\n"
-      "of its GPU work (CUPTI; CUDA events when CUPTI is unavailable); with tensor parallelism\n"
-      "t it runs heads / t and ffn / t at the full hidden size (an upper bound on one shard;\n"
-      "profiler/README.md). The embedding and head are not timed. Links, each fitted to\n"
-      "latency + bytes / bandwidth: device-to-device, host-to-device and device-to-host\n"
-      "(pinned), and with two or more devices peer (device 0 to 1) and nccl (send/receive).\n"
-      "PPSIM_TRACER=events times each action with CUDA events instead of CUPTI.\n\n"
+      "With --device cuda (a build with CUDA) it times the GPU block, embedding and head\n"
+      "(cuBLAS, the model's bf16 or fp16) and the optimizer step at the model's real sizes on\n"
+      "CUDA device 0 instead, each action the span of its GPU work (CUPTI; CUDA events when\n"
+      "CUPTI is unavailable); with tensor parallelism t it runs heads / t and ffn / t at the\n"
+      "full hidden size and the whole vocabulary (an upper bound on one shard;\n"
+      "profiler/README.md). --sm-groups N (N > 1) runs the kernels on one of N equal groups of\n"
+      "the GPU's SMs (a green context), as each of N pipeline ranks sharing the GPU would;\n"
+      "an error where the driver cannot split the GPU so. Links, on the whole device, each\n"
+      "fitted to latency + bytes / bandwidth: device-to-device, host-to-device and\n"
+      "device-to-host (pinned), and with two or more devices peer (device 0 to 1) and nccl\n"
+      "(send/receive). PPSIM_TRACER=events times each action with CUDA events instead of\n"
+      "CUPTI.\n\n"
       "examples:\n  ppsim profile configs/examples/gpt3-1.3b-8gpu.yaml --set model.layers=4 -o "
       "prof.yaml\n"
       "  mpirun -np 2 ppsim profile configs/validate/cpu-small.yaml -o prof.yaml\n"
       "  ppsim profile configs/examples/gpt3-175b-64gpu.yaml --device cuda -o "
-      "gpt3-175b-h200.yaml\n\n";
+      "gpt3-175b-h200.yaml\n"
+      "  ppsim profile configs/examples/gpt3-1.3b-8gpu.yaml --device cuda --sm-groups 4 -o "
+      "quarter-gpu.yaml\n\n";
   po::variables_map vm;
   if (int code = ppsim::cli::parse_command_line(std::vector<std::string>(argv + 1, argv + argc),
                                                 desc, "profile", usage, &vm);
@@ -82,6 +92,16 @@ int main(int argc, char** argv) {
   if (device != "cpu" && device != "cuda") {
     std::cerr << "ppsim: error: --device: expected cpu or cuda, got '" << device
               << "'. See 'ppsim profile --help'.\n";
+    return 2;
+  }
+  if (vm.count("sm-groups") != 0 && device != "cuda") {
+    std::cerr << "ppsim: error: --sm-groups splits a GPU: it needs --device cuda. See 'ppsim "
+                 "profile --help'.\n";
+    return 2;
+  }
+  if (sm_groups < 1) {
+    std::cerr << "ppsim: error: --sm-groups: expected 1 or more, got " << sm_groups
+              << ". See 'ppsim profile --help'.\n";
     return 2;
   }
 #ifndef PPSIM_HAVE_CUDA
@@ -129,8 +149,9 @@ int main(int argc, char** argv) {
   ppsim::Result<ppsim::CostProfile> profile = ppsim::Error{"not profiled"};
 #ifdef PPSIM_HAVE_CUDA
   if (device == "cuda") {
-    const ppsim::Result<ppsim::GpuProfileOptions> options = ppsim::gpu_options_for(*config);
+    ppsim::Result<ppsim::GpuProfileOptions> options = ppsim::gpu_options_for(*config);
     if (!options) return ppsim::cli::fail(options.error().message);
+    options->sm_groups = sm_groups;
     profile = ppsim::profile_gpu(*request, *options, [](const std::string& line) {
       std::cerr << "profile: " << line << "\n";
     });

@@ -1,29 +1,28 @@
 // The GPU block (profiler/gpu_block.h) against the CPU block in float, on
 // small shapes, in bf16 and fp16: forward output, input gradient, the KV
-// cache and its gradient, weight gradients and the bytes held for backward.
+// cache and its gradient, weight gradients and the bytes held for backward;
+// the same forward on a green context (SmPartition), copy_matrix and the
+// contexts' placement.
 // Both blocks get the same function: the CPU block runs with the parameters
 // and inputs as the GPU holds them (rounded to 16 bits), so what is left is
 // the GPU's rounding of its intermediate values. Skips, saying why, without
 // a device.
 #include "profiler/gpu_block.h"
 
+#include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "profiler/cupti_tracer.h"
 #include "profiler/gpt_block.h"
 #include "profiler/gpu_block_io.h"
-
-namespace ppsim {
-// Test listings name the precision, not its bytes.
-void PrintTo(DType dtype, std::ostream* os) { *os << to_string(dtype); }
-}  // namespace ppsim
+#include "tests/gpu/gpu_checks.h"
 
 namespace ppsim::gpu {
 namespace {
@@ -31,6 +30,8 @@ namespace {
 using kernels::BlockParams;
 using kernels::Mat;
 using kernels::TensorView;
+using testing::expect_close;
+using testing::random_matrix;
 
 // Tolerances, as max |gpu - cpu| / max |cpu| over a tensor. Inputs and
 // weights are the same on both sides, so the difference is the rounding of
@@ -47,19 +48,6 @@ using kernels::TensorView;
 // indexing error (of order 1) cannot pass.
 constexpr double kBf16Tolerance = 2e-2;  // ~5 u
 constexpr double kFp16Tolerance = 3e-3;  // ~6 u
-
-#define ASSERT_OK(expr)                                      \
-  do {                                                       \
-    const ::ppsim::Status st_ = (expr);                      \
-    ASSERT_TRUE(st_.ok()) << #expr << ": " << st_.message(); \
-  } while (0)
-#define PPSIM_CONCAT_INNER(a, b) a##b
-#define PPSIM_CONCAT(a, b) PPSIM_CONCAT_INNER(a, b)
-#define ASSIGN_OR_FAIL(lhs, expr) ASSIGN_OR_FAIL_IMPL(PPSIM_CONCAT(result_, __LINE__), lhs, expr)
-#define ASSIGN_OR_FAIL_IMPL(result, lhs, expr)                         \
-  auto result = (expr);                                                \
-  ASSERT_TRUE(result.ok()) << #expr << ": " << result.error().message; \
-  lhs = std::move(*result)
 
 // Weights N(0, 1 / fan_in), so every layer's output is of order 1 and the
 // softmax is far from uniform; biases and layer-norm gains and biases away
@@ -82,61 +70,20 @@ BlockParams<float> random_params(int hidden, int ffn, int heads, uint64_t seed) 
   return p;
 }
 
-Mat<float> random_matrix(int64_t rows, int64_t cols, std::mt19937_64& rng) {
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  Mat<float> m(rows, cols);
-  for (Eigen::Index i = 0; i < m.size(); ++i) m.data()[i] = normal(rng);
-  return m;
-}
-
 // "what i": a tensor's name in a loop.
 std::string nth(const std::string& what, int i) { return what + " " + std::to_string(i); }
 
-// max |gpu - cpu| relative to max |cpu|, which must not be ~0 (a zero
-// reference would pass anything).
-void expect_close(const std::string& what, const float* gpu, const float* cpu, int64_t size,
-                  double tolerance) {
-  double err = 0, ref = 0;
-  for (int64_t i = 0; i < size; ++i) {
-    err = std::max(err, std::abs(static_cast<double>(gpu[i]) - cpu[i]));
-    ref = std::max(ref, std::abs(static_cast<double>(cpu[i])));
-  }
-  EXPECT_GT(ref, 1e-3) << what << ": the reference is ~0, the check would prove nothing";
-  EXPECT_LE(err / ref, tolerance) << what << ": max abs error " << err << ", max |cpu| " << ref;
-}
-
-void expect_close(const std::string& what, const Mat<float>& gpu, const Mat<float>& cpu,
-                  double tolerance) {
-  ASSERT_EQ(gpu.rows(), cpu.rows()) << what;
-  ASSERT_EQ(gpu.cols(), cpu.cols()) << what;
-  expect_close(what, gpu.data(), cpu.data(), gpu.size(), tolerance);
-}
-
 void expect_grads_close(const BlockParams<float>& gpu, const BlockParams<float>& cpu,
                         double tolerance) {
-  const std::vector<TensorView<float>> g = const_cast<BlockParams<float>&>(gpu).tensors();
-  const std::vector<TensorView<float>> c = const_cast<BlockParams<float>&>(cpu).tensors();
-  ASSERT_EQ(g.size(), c.size());
-  for (size_t t = 0; t < g.size(); ++t) {
-    ASSERT_EQ(g[t].size, c[t].size) << g[t].name;
-    expect_close(std::string("grad ") + g[t].name, g[t].data, c[t].data, g[t].size, tolerance);
-  }
+  testing::expect_tensors_close(const_cast<BlockParams<float>&>(gpu).tensors(),
+                                const_cast<BlockParams<float>&>(cpu).tensors(), tolerance);
 }
 
-class GpuBlockTest : public ::testing::TestWithParam<DType> {
+class GpuBlockTest : public testing::GpuTest {
  protected:
   // Shapes: hidden 64, 4 heads (d = 16), ffn 128, 2 sequences.
   static constexpr int kH = 64, kHeads = 4, kF = 128, kB = 2;
 
-  void SetUp() override {
-    std::string why;
-    if (device_count(&why) == 0) GTEST_SKIP() << why;
-    Result<std::unique_ptr<GpuContext>> ctx = GpuContext::create(0);
-    ASSERT_TRUE(ctx.ok()) << ctx.error().message;
-    ctx_ = std::move(*ctx);
-  }
-
-  DType storage() const { return GetParam(); }
   double tolerance() const { return GetParam() == DType::kBf16 ? kBf16Tolerance : kFp16Tolerance; }
   // A random matrix as the GPU holds it (rounded), on both sides.
   void random_input(int64_t rows, std::mt19937_64& rng, Mat<float>* host, DeviceMatrix* device) {
@@ -145,11 +92,8 @@ class GpuBlockTest : public ::testing::TestWithParam<DType> {
   }
   void expect_device_close(const std::string& what, const DeviceMatrix& gpu,
                            const Mat<float>& cpu) {
-    ASSIGN_OR_FAIL(const Mat<float> host, to_host(*ctx_, gpu));
-    expect_close(what, host, cpu, tolerance());
+    GpuTest::expect_device_close(what, gpu, cpu, tolerance());
   }
-
-  std::unique_ptr<GpuContext> ctx_;  // declared first: destroyed after every buffer
 };
 
 TEST_P(GpuBlockTest, WholeSequencesMatchTheCpuBlock) {
@@ -293,6 +237,104 @@ TEST_P(GpuBlockTest, ParametersRoundTripThroughTheStorageType) {
   // Round to nearest: relative error at most u = 2^-8 (bf16) or 2^-11
   // (fp16), so at most u relative to the largest entry too.
   expect_grads_close(back, p, storage() == DType::kBf16 ? 1.0 / 256 : 1.0 / 2048);
+}
+
+// A block's forward on a green context of one of two SM groups (an
+// SmPartition of 2) against the same forward on the whole device: the same
+// function. Only cuBLAS's choice of GEMM algorithm, which reads the SM
+// count, may differ, and with it the fp32 summation order before a value
+// is rounded to 16 bits: within the block's tolerance. A second thread,
+// after make_current(), issues the same forward on the green context and
+// gets the same bits (one context picks the same algorithms). Skips, saying
+// why, where the driver has no green contexts.
+TEST_P(GpuBlockTest, AGreenContextComputesWhatTheWholeDeviceDoes) {
+  constexpr int kL = 16;
+  const BlockParams<float> params = random_params(kH, kF, kHeads, 7);
+  std::mt19937_64 rng(8);
+  const Mat<float> x = random_matrix(kB * kL, kH, rng);
+  // F on `ctx`, whose context is current, and its output on the host; the
+  // buffers go before the context changes.
+  const auto run_forward = [&](GpuContext& ctx, Mat<float>* y) {
+    ASSIGN_OR_FAIL(const GpuBlockParams gp, upload_params(ctx, params, storage()));
+    ASSIGN_OR_FAIL(const DeviceMatrix gx, to_device(ctx, x, storage()));
+    ASSIGN_OR_FAIL(GpuKvCache kv, GpuKvCache::create(ctx, kB, kH, kL, storage()));
+    GpuSaved saved;
+    DeviceMatrix gy;
+    ASSERT_OK(forward(ctx, gp, gx, &kv, &saved, &gy));
+    ASSIGN_OR_FAIL(*y, to_host(ctx, gy));
+  };
+  Mat<float> whole, green, other_thread;
+  run_forward(*ctx_, &whole);
+  ASSERT_FALSE(HasFatalFailure());
+  Result<std::unique_ptr<SmPartition>> partition = SmPartition::create(0, 2);
+  if (!partition.ok()) GTEST_SKIP() << "no green contexts here: " << partition.error().message;
+  const SmPartition& halves = **partition;
+  EXPECT_EQ(halves.device(), 0);
+  EXPECT_EQ(halves.groups(), 2);
+  EXPECT_EQ(halves.device_sms(), ctx_->sm_count());
+  EXPECT_GT(halves.sms_per_group(), 0);
+  EXPECT_LE(2 * halves.sms_per_group(), halves.device_sms());
+  cudaDeviceProp prop{};
+  ASSERT_EQ(cudaGetDeviceProperties(&prop, 0), cudaSuccess);
+  const std::string device = "device 0 (" + std::string(prop.name) + "), ";
+  EXPECT_EQ(ctx_->placement(), device + "all " + std::to_string(prop.multiProcessorCount) + " SMs");
+  {
+    ASSIGN_OR_FAIL(const std::unique_ptr<GpuContext> half, GpuContext::create(0, &halves, 1));
+    EXPECT_EQ(half->sm_count(), halves.sms_per_group());
+    EXPECT_EQ(half->placement(), device + "green context of " +
+                                     std::to_string(halves.sms_per_group()) + " of " +
+                                     std::to_string(halves.device_sms()) + " SMs");
+    run_forward(*half, &green);
+    std::thread thread([&] {
+      ASSERT_OK(half->make_current());
+      run_forward(*half, &other_thread);
+    });
+    thread.join();
+  }  // destroying the green context leaves the device's primary context current
+  ASSERT_OK(ctx_->make_current());
+  expect_close("y on a green context", green, whole, tolerance());
+  EXPECT_TRUE(other_thread == green) << "the same green context, another thread";
+  // More groups than SMs: an error that says why.
+  Result<std::unique_ptr<SmPartition>> too_many = SmPartition::create(0, halves.device_sms() + 1);
+  ASSERT_FALSE(too_many.ok());
+  EXPECT_NE(too_many.error().message.find("too few for"), std::string::npos)
+      << too_many.error().message;
+}
+
+TEST_P(GpuBlockTest, CopyMatrixCopiesBitForBit) {
+  std::mt19937_64 rng(9);
+  Mat<float> host;
+  DeviceMatrix m;
+  random_input(5, rng, &host, &m);
+  for (DType type : {storage(), DType::kFp32}) {
+    SCOPED_TRACE(to_string(type));
+    ASSIGN_OR_FAIL(const DeviceMatrix source, to_device(*ctx_, host, type));
+    ASSIGN_OR_FAIL(const DeviceMatrix copy, copy_matrix(*ctx_, source));
+    EXPECT_EQ(copy.rows, 5);
+    EXPECT_EQ(copy.cols, kH);
+    EXPECT_EQ(copy.type, type);
+    EXPECT_NE(copy.data(), source.data());
+    ASSIGN_OR_FAIL(const Mat<float> back, to_host(*ctx_, copy));
+    EXPECT_TRUE(back == host);
+  }
+  ASSIGN_OR_FAIL(const DeviceMatrix empty, allocate_matrix(*ctx_, 0, kH, storage()));
+  ASSIGN_OR_FAIL(const DeviceMatrix empty_copy, copy_matrix(*ctx_, empty));
+  EXPECT_EQ(empty_copy.rows, 0);
+  EXPECT_EQ(empty_copy.buffer.bytes(), 0);
+  // From another device, where there is one: a peer copy.
+  std::string why;
+  if (device_count(&why) < 2) return;
+  ASSIGN_OR_FAIL(const std::unique_ptr<GpuContext> other, GpuContext::create(1));
+  ASSIGN_OR_FAIL(DeviceMatrix there, to_device(*other, host, storage()));
+  ASSERT_OK(other->synchronize());
+  ASSERT_OK(ctx_->make_current());
+  ASSIGN_OR_FAIL(DeviceMatrix here, copy_matrix(*ctx_, there));
+  ASSIGN_OR_FAIL(const Mat<float> back, to_host(*ctx_, here));
+  EXPECT_TRUE(back == host);
+  here.buffer.reset();
+  ASSERT_OK(other->make_current());  // each buffer is freed with its device current
+  there.buffer.reset();
+  ASSERT_OK(ctx_->make_current());
 }
 
 TEST_P(GpuBlockTest, CudaErrorsComeBackNamingTheCall) {

@@ -1,27 +1,48 @@
 // The GPU profiler (profiler/gpu_profiler.h) on a device, at a tiny shape:
-// every kind of every shape with a positive spread in order, the bytes
-// GpuSaved's figures give, the links this machine has, and a profile that
-// reads back. Skips, saying why, without a device.
+// every kind of every shape, of the block, the embedding and the head, and
+// the optimizer step, with a positive spread in order, the bytes the GPU
+// block's and head's figures give, the links this machine has, a profile
+// that reads back, and the kernels on a green context. Skips, saying why,
+// without a device (or, for the green context, without green contexts).
 #include "profiler/gpu_profiler.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <memory>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "profiler/cupti_tracer.h"
 #include "profiler/gpu_block.h"
+#include "profiler/gpu_head.h"
 #include "sim/cost_profile.h"
 
 namespace ppsim {
 namespace {
 
+// The sample of `kind` and `part` at a shape, or null.
+const KernelSample* find(const CostProfile& p, std::string_view kind, std::string_view part,
+                         int tokens, int context) {
+  const auto it = std::find_if(p.kernels.begin(), p.kernels.end(), [&](const KernelSample& k) {
+    return k.kind == kind && k.part == part && k.tokens == tokens && k.context == context;
+  });
+  return it == p.kernels.end() ? nullptr : &*it;
+}
+
+void expect_spread(const KernelSample& k, int repetitions) {
+  EXPECT_EQ(k.repetitions, repetitions);
+  EXPECT_GT(k.min_s, 0);
+  EXPECT_LE(k.min_s, k.median_s);
+  EXPECT_LE(k.median_s, k.max_s);
+}
+
 TEST(GpuProfilerTest, TimesEveryKindAndFitsTheLinks) {
   std::string why;
   const int devices = gpu::device_count(&why);
   if (devices == 0) GTEST_SKIP() << why;
-  // A vocabulary: the ends are not timed on the GPU, which is said.
   const ProfileRequest r{.micro_batch = 2,
                          .hidden = 64,
                          .ffn = 128,
@@ -38,35 +59,69 @@ TEST(GpuProfilerTest, TimesEveryKindAndFitsTheLinks) {
   const Result<CostProfile> p =
       profile_gpu(r, o, [&](const std::string& line) { lines.push_back(line); });
   ASSERT_TRUE(p.ok()) << p.error().message;
-  EXPECT_NE(p->provenance.tool.find("GPU"), std::string::npos) << p->provenance.tool;
+  EXPECT_NE(p->provenance.tool.find("GPU: device 0 ("), std::string::npos) << p->provenance.tool;
+  EXPECT_NE(p->provenance.tool.find(" SMs;"), std::string::npos) << p->provenance.tool;
 
-  ASSERT_EQ(p->kernels.size(), r.shapes.size() * kKernelKinds.size());
+  // Per shape the block's 5 kinds, the embedding's 3 and the head's 4; one step.
+  ASSERT_EQ(p->kernels.size(), r.shapes.size() * (kKernelKinds.size() + 3 + 4) + 1);
   for (const auto& [tokens, context] : r.shapes) {
+    const int64_t n = 2 * tokens;
     for (std::string_view kind : kKernelKinds) {
       SCOPED_TRACE(std::string(kind) + " tokens " + std::to_string(tokens));
-      const auto it =
-          std::find_if(p->kernels.begin(), p->kernels.end(), [&](const KernelSample& k) {
-            return k.kind == kind && k.tokens == tokens && k.context == context;
-          });
-      ASSERT_NE(it, p->kernels.end());
-      EXPECT_EQ(it->part, kBlockPart);
-      EXPECT_EQ(it->hidden, 64);  // the model's shape, looked up with tensor 2
-      EXPECT_EQ(it->ffn, 128);
-      EXPECT_EQ(it->heads, 4);
-      EXPECT_EQ(it->tensor, 2);
-      EXPECT_EQ(it->repetitions, 3);
-      EXPECT_GT(it->min_s, 0);
-      EXPECT_LE(it->min_s, it->median_s);
-      EXPECT_LE(it->median_s, it->max_s);
+      const KernelSample* k = find(*p, kind, kBlockPart, tokens, context);
+      ASSERT_NE(k, nullptr);
+      EXPECT_EQ(k->hidden, 64);  // the model's shape, looked up with tensor 2
+      EXPECT_EQ(k->ffn, 128);
+      EXPECT_EQ(k->heads, 4);
+      EXPECT_EQ(k->tensor, 2);
+      expect_spread(*k, 3);
       if (kind == "forward") {
         // What the block that ran (heads and ffn halved) holds.
         const gpu::SavedFigures figures =
             gpu::saved_figures(gpu::SliceShape{2, tokens, context, 64, 64, 2}, DType::kBf16);
-        EXPECT_EQ(it->activation_bytes, figures.after_forward);
-        EXPECT_EQ(it->weight_grad_bytes, figures.after_input());
+        EXPECT_EQ(k->activation_bytes, figures.after_forward);
+        EXPECT_EQ(k->weight_grad_bytes, figures.after_input());
       }
     }
+    for (auto [part, kinds] :
+         {std::pair{std::string_view("embedding"),
+                    std::vector<std::string_view>{"forward", "backward", "backward_weight"}},
+          std::pair{std::string_view("head"),
+                    std::vector<std::string_view>{"forward", "backward", "backward_input",
+                                                  "backward_weight"}}}) {
+      for (std::string_view kind : kinds) {
+        SCOPED_TRACE(std::string(part) + " " + std::string(kind) + " tokens " +
+                     std::to_string(tokens));
+        const KernelSample* k = find(*p, kind, part, tokens, context);
+        ASSERT_NE(k, nullptr);
+        EXPECT_EQ(k->hidden, 64);
+        EXPECT_EQ(k->vocab, 100);
+        EXPECT_EQ(k->ffn, 0);
+        EXPECT_EQ(k->heads, 0);
+        EXPECT_EQ(k->tensor, 2);
+        expect_spread(*k, 3);
+      }
+    }
+    // The embedding holds the input gradient (bf16) until W; the head GpuLossSaved.
+    const KernelSample* embedding = find(*p, "forward", "embedding", tokens, context);
+    ASSERT_NE(embedding, nullptr);
+    EXPECT_EQ(embedding->activation_bytes, 0);
+    EXPECT_EQ(embedding->weight_grad_bytes, n * 64 * 2);
+    const KernelSample* head = find(*p, "forward", "head", tokens, context);
+    ASSERT_NE(head, nullptr);
+    const gpu::LossFigures loss = gpu::loss_figures(n, 64, 100, DType::kBf16);
+    EXPECT_EQ(head->activation_bytes, loss.after_forward);
+    EXPECT_EQ(head->weight_grad_bytes, loss.after_input);
   }
+  // The step, once, at the first shape: one block's weights.
+  const KernelSample& step = p->kernels.back();
+  EXPECT_EQ(step.kind, kOptimizerStepKind);
+  EXPECT_EQ(step.part, kBlockPart);
+  EXPECT_EQ(step.tokens, 16);
+  EXPECT_EQ(step.context, 0);
+  EXPECT_EQ(step.ffn, 128);
+  EXPECT_EQ(step.tensor, 2);
+  expect_spread(step, 3);
 
   std::vector<std::string_view> names;
   for (const LinkFit& l : p->links) {
@@ -78,12 +133,44 @@ TEST(GpuProfilerTest, TimesEveryKindAndFitsTheLinks) {
   }
   EXPECT_EQ(names, gpu_link_names(devices, gpu_profiler_has_nccl()));
   EXPECT_TRUE(std::any_of(lines.begin(), lines.end(), [](const std::string& line) {
-    return line.find("embedding and head: not timed") != std::string::npos;
+    return line.find("kernels on device 0 (") != std::string::npos &&
+           line.find(", all ") != std::string::npos;
   }));
 
   const Result<CostProfile> back = parse_profile(profile_to_yaml(*p), "gpu.yaml");
   ASSERT_TRUE(back.ok()) << back.error().message;
   EXPECT_EQ(*back, *p);
+}
+
+TEST(GpuProfilerTest, RunsTheKernelsOnAGroupOfSms) {
+  std::string why;
+  if (gpu::device_count(&why) == 0) GTEST_SKIP() << why;
+  if (Result<std::unique_ptr<gpu::SmPartition>> halves = gpu::SmPartition::create(0, 2);
+      !halves.ok()) {
+    GTEST_SKIP() << "no green contexts here: " << halves.error().message;
+  }
+  const ProfileRequest r{.micro_batch = 1,
+                         .hidden = 64,
+                         .ffn = 128,
+                         .heads = 4,
+                         .shapes = {{16, 0}},
+                         .warmup = 1,
+                         .repetitions = 2,
+                         .link_sizes = {}};
+  GpuProfileOptions o;
+  o.sm_groups = 2;
+  o.link_sizes = {};
+  std::vector<std::string> lines;
+  const Result<CostProfile> p =
+      profile_gpu(r, o, [&](const std::string& line) { lines.push_back(line); });
+  ASSERT_TRUE(p.ok()) << p.error().message;
+  EXPECT_NE(p->provenance.tool.find("green context of "), std::string::npos) << p->provenance.tool;
+  EXPECT_EQ(p->kernels.size(), kKernelKinds.size() + 1);
+  EXPECT_TRUE(p->links.empty());
+  EXPECT_TRUE(std::any_of(lines.begin(), lines.end(), [](const std::string& line) {
+    return line.find("kernels on device 0 (") != std::string::npos &&
+           line.find("green context of ") != std::string::npos;
+  }));
 }
 
 }  // namespace

@@ -96,6 +96,18 @@ TEST(GpuProfilerHostTest, BadRequestsFailBeforeLookingForADevice) {
   p = profile_gpu(tiny_request(), t3);
   ASSERT_FALSE(p.ok());
   EXPECT_NE(p.error().message.find("must divide"), std::string::npos) << p.error().message;
+  GpuProfileOptions no_groups;
+  no_groups.sm_groups = 0;
+  p = profile_gpu(tiny_request(), no_groups);
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.error().message.find("SM groups must be 1 or more, not 0"), std::string::npos)
+      << p.error().message;
+  ProfileRequest one_token = tiny_request();
+  one_token.vocab = 1;  // the CPU head takes it; the GPU head's softmax needs two
+  p = profile_gpu(one_token, GpuProfileOptions{});
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.error().message.find("vocabulary of 2 or more"), std::string::npos)
+      << p.error().message;
 }
 
 TEST(GpuProfilerHostTest, NoDeviceIsAnErrorWithTheReason) {
