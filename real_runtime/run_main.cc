@@ -1,8 +1,10 @@
 // `ppsim-run CONFIG` (also `ppsim run ...`): runs the config's schedule for
 // real on this CPU with the threads backend (one thread per rank, the GPT
-// blocks of profiler/gpt_block.h), or with `--backend mpi` under `mpirun -np
-// P` (one process per rank), and reports what it measured, in the same
-// table, JSON and trace formats as `ppsim simulate`.
+// blocks of profiler/gpt_block.h), with `--backend mpi` under `mpirun -np
+// P` (one process per rank), or with `--backend cuda` on one GPU (every
+// rank a stream, with its own SMs where the driver allows; cuda.h), and
+// reports what it measured, in the same table, JSON and trace formats as
+// `ppsim simulate`.
 #include <fmt/format.h>
 
 #include <boost/program_options.hpp>
@@ -13,10 +15,14 @@
 #include <thread>
 #include <tuple>
 
+#include "real_runtime/backend_option.h"
 #include "real_runtime/runtime.h"
 #include "schedules/generators.h"
 #ifdef PPSIM_HAVE_MPI
 #include "real_runtime/mpi.h"
+#endif
+#ifdef PPSIM_HAVE_CUDA
+#include "real_runtime/cuda.h"
 #endif
 #include "sim/cli/options.h"
 #include "sim/config.h"
@@ -95,6 +101,8 @@ int main(int argc, char** argv) {
   double learning_rate = 0.01;
   bool force = false;
   std::string backend = "threads";
+  int device = 0;
+  bool shared_sms = false;
   std::string fail_at_text, kill_at_text;
   po::options_description desc("Options");
   desc.add_options()("help,h", "show this help")(
@@ -104,16 +112,20 @@ int main(int argc, char** argv) {
       "json", po::value(&json_path)->value_name("FILE|-"), "the measured summary as JSON")(
       "trace", po::value(&trace_path)->value_name("FILE"), "the measured Chrome trace")(
       "force", po::bool_switch(&force), "run even with more ranks than cores")(
-      "backend", po::value(&backend)->value_name("threads|mpi"),
-      "threads (one process), or mpi (one process per rank: mpirun -np P ppsim run ...)")(
+      "backend", po::value(&backend)->value_name("threads|mpi|cuda"),
+      "threads (one process), mpi (one process per rank: mpirun -np P ppsim run ...), or cuda "
+      "(every rank on one GPU)")("device", po::value(&device)->value_name("N"),
+                                 "cuda: the GPU to run on (0)")(
+      "shared-sms", po::bool_switch(&shared_sms),
+      "cuda: plain streams sharing every SM instead of a group of SMs per rank")(
       "fail-at", po::value(&fail_at_text)->value_name("RANK:ACTION[:IT]"),
       "test hook: that action (of iteration IT, 0) throws")(
       "kill-at", po::value(&kill_at_text)->value_name("RANK:ACTION[:IT]"),
       "test hook: that action's process raises SIGKILL")(
       "set", po::value(&sets)->composing()->value_name("KEY.PATH=VALUE"), "override a value");
   const std::string usage =
-      "usage: ppsim run CONFIG [--backend threads|mpi] [--iterations N] [--json FILE|-] [--trace "
-      "FILE] [--set KEY.PATH=VALUE]...\n\n"
+      "usage: ppsim run CONFIG [--backend threads|mpi|cuda] [--iterations N] [--json FILE|-] "
+      "[--trace FILE] [--set KEY.PATH=VALUE]...\n\n"
       "Runs CONFIG's schedule for real on this CPU: one thread per pipeline rank, the model's\n"
       "GPT blocks computed in fp32 (Eigen), activations and gradients handed between threads,\n"
       "an SGD step per iteration. Reports the measured iteration time (between the ends of the\n"
@@ -123,17 +135,26 @@ int main(int argc, char** argv) {
       "of batches `ppsim simulate` replays, timed by a steady batch in its middle.\n\n"
       "With --backend mpi, mpirun starts one process per pipeline rank and tensors travel as\n"
       "MPI messages; rank 0 reports. A rank that fails ends the whole job (exit code 3).\n\n"
+      "With --backend cuda, every rank runs on one GPU in the model's bf16 or fp16: a thread\n"
+      "and a stream per rank, each with its own equal share of the SMs (green contexts) where\n"
+      "the driver has them; tensors between ranks are device-to-device copies; each action is\n"
+      "timed by the GPU tracer (CUPTI, or CUDA events). Synchronous schedules only.\n\n"
       "example:\n  ppsim run configs/validate/cpu-small.yaml --trace run.json\n"
-      "  mpirun -np 2 ppsim run configs/validate/cpu-small.yaml --backend mpi\n\n";
+      "  mpirun -np 2 ppsim run configs/validate/cpu-small.yaml --backend mpi\n"
+      "  ppsim run configs/validate/gpu-small.yaml --backend cuda\n\n";
   po::variables_map vm;
   if (int code = ppsim::cli::parse_command_line(std::vector<std::string>(argv + 1, argv + argc),
                                                 desc, "run", usage, &vm);
       code >= 0) {
     return code;
   }
-  if (backend != "threads" && backend != "mpi") {
-    return fail("--backend: threads or mpi, got '" + backend + "'");
+  if (backend != "threads" && backend != "mpi" && backend != "cuda") {
+    return fail("--backend: threads, mpi or cuda, got '" + backend + "'");
   }
+  if (backend != "cuda" && (vm.count("device") > 0 || shared_sms)) {
+    return fail("--device and --shared-sms are options of --backend cuda");
+  }
+  if (Status st = runtime::check_backend_built(backend); !st) return fail(st.message());
   const bool mpi = backend == "mpi";
   MpiScope mpi_scope(mpi);
   if (Status st = mpi_scope.start(&argc, &argv); !st) return fail(st.message());
@@ -174,9 +195,22 @@ int main(int argc, char** argv) {
     settings.fail_at = *at;
   }
   Result<runtime::RunResult> run = Error{""};
-  if (!mpi) {
+  std::string measured_on = fmt::format("this CPU ({} backend, fp32)", backend);
+  if (backend == "threads") {
     run = runtime::run_threads(*schedule, model, settings);
     if (!run) return fail(run.error().message);
+  } else if (backend == "cuda") {
+#ifdef PPSIM_HAVE_CUDA
+    runtime::CudaRunOptions options;
+    options.device = device;
+    options.split_sms = !shared_sms;
+    runtime::CudaRunInfo info;
+    run = runtime::run_cuda(*schedule, model, settings, options, &info);
+    if (!run) return fail(run.error().message);
+    measured_on = fmt::format("{} (cuda backend, {}; {}; timing: {})",
+                              info.placements.empty() ? "the GPU" : info.placements[0],
+                              to_string(model.dtype), info.sharing, info.timing);
+#endif
   } else {
 #ifdef PPSIM_HAVE_MPI
     if (Status st = runtime::check_mpi_run(*schedule, model, settings); !st) {
@@ -199,8 +233,7 @@ int main(int argc, char** argv) {
   }
   const Summary summary = summarize(*config, schedule->name, run->timeline, run->weight_bytes);
   if (json_path != "-") {
-    std::cout << fmt::format("measured on this CPU ({} backend, fp32)\n", backend)
-              << format_summary_table(summary);
+    std::cout << "measured on " << measured_on << "\n" << format_summary_table(summary);
     std::cout << "loss per iteration:";
     for (double loss : run->losses) std::cout << fmt::format(" {:.4f}", loss);
     std::cout << "\n";

@@ -98,6 +98,16 @@ std::vector<int32_t> microbatch_tokens(const RuntimeModel& m, int iteration, int
   return tokens;
 }
 
+std::vector<int> slice_offsets(const std::vector<int>& lengths) {
+  std::vector<int> offsets(lengths.size(), 0);
+  for (size_t j = 1; j < lengths.size(); ++j) offsets[j] = offsets[j - 1] + lengths[j - 1];
+  return offsets;
+}
+
+double loss_scale(const RuntimeModel& model, int num_microbatches) {
+  return 1.0 / (static_cast<double>(model.micro_batch) * model.seq_len * num_microbatches);
+}
+
 void throw_out_of_order(const char* what, int stage, int mb, int slice) {
   throw std::logic_error(
       fmt::format("stage {} microbatch {} slice {}: {}", stage, mb, slice, what));
@@ -170,10 +180,8 @@ StageCompute<S>::StageCompute(const RuntimeModel& model, int stage, int num_stag
     }
   }
   versions_.push_back(weights_);
-  offsets_.assign(lengths_.size(), 0);
-  for (size_t j = 1; j < lengths_.size(); ++j) offsets_[j] = offsets_[j - 1] + lengths_[j - 1];
-  loss_scale_ = static_cast<S>(
-      1.0 / (static_cast<double>(model.micro_batch) * model.seq_len * num_microbatches));
+  offsets_ = slice_offsets(lengths_);
+  loss_scale_ = static_cast<S>(loss_scale(model, num_microbatches));
   slots_.resize(static_cast<size_t>(num_microbatches) * lengths_.size());
   kv_.resize(num_microbatches);
   after_forward_.assign(lengths_.size(), 0);

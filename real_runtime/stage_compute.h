@@ -51,6 +51,12 @@ Result<bool> steps_in_programs(const Schedule& schedule);
 // sequence-major; inputs are ids [0, seq_len), targets ids [1, seq_len].
 std::vector<int32_t> microbatch_tokens(const RuntimeModel& model, int iteration, int microbatch);
 
+// Where each slice starts in the sequence (the context its attention reads).
+std::vector<int> slice_offsets(const std::vector<int>& lengths);
+// The scale of a microbatch's summed loss, 1 / (micro_batch seq_len m): an
+// iteration's m microbatches add up to the batch mean.
+double loss_scale(const RuntimeModel& model, int num_microbatches);
+
 // Ids [offset, offset + length) of each of the microbatch's sequences
 // (`tokens` from microbatch_tokens), sequence-major: a slice's inputs, or,
 // one further, its targets.

@@ -1,6 +1,8 @@
 // `ppsim-validate CONFIG` (also `ppsim validate ...`): profile this CPU (or
 // take --profile), predict each schedule from the profile, run it for real
-// with the threads backend, and report how far apart they are.
+// with the threads backend, and report how far apart they are. With
+// `--backend cuda` the same on one GPU: the GPU profiler on one rank's share
+// of the SMs, the CUDA backend (cuda.h).
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -12,7 +14,12 @@
 #include <thread>
 
 #include "profiler/cpu_profiler.h"
+#include "real_runtime/backend_option.h"
 #include "real_runtime/validate.h"
+#ifdef PPSIM_HAVE_CUDA
+#include "profiler/gpu_profiler.h"
+#include "real_runtime/cuda.h"
+#endif
 #include "sim/cli/options.h"
 #include "sim/compare.h"
 #include "sim/config.h"
@@ -87,6 +94,8 @@ int main(int argc, char** argv) {
   runtime::ValidateOptions options;
   int repetitions = 5;
   bool force = false;
+  std::string backend = "threads";
+  bool shared_sms = false;
   po::options_description desc("Options");
   desc.add_options()("help,h", "show this help")(
       "config", po::value(&config_path)->value_name("CONFIG"), "YAML config (positional)")(
@@ -104,6 +113,10 @@ int main(int argc, char** argv) {
       "save each schedule's predicted and measured actions and transfers for ppsim calibrate "
       "(JSON; a profile taken now is saved beside it)")("force", po::bool_switch(&force),
                                                         "run even with more ranks than cores")(
+      "backend", po::value(&backend)->value_name("threads|cuda"),
+      "threads (this CPU, one thread per rank), or cuda (every rank on GPU 0)")(
+      "shared-sms", po::bool_switch(&shared_sms),
+      "cuda: ranks share every SM (plain streams), profiled on the whole GPU")(
       "set", po::value(&sets)->composing()->value_name("KEY.PATH=VALUE"), "override a value");
   const std::string usage =
       "usage: ppsim validate CONFIG [--schedules LIST] [--profile FILE] [--warmup N] "
@@ -112,13 +125,23 @@ int main(int argc, char** argv) {
       "runs the same per-rank programs for real (threads backend, one thread per rank), and\n"
       "reports predicted against measured: iteration time, per-action-kind durations, bubble\n"
       "fraction and peak activation memory.\n\n"
-      "example:\n  ppsim validate configs/validate/cpu-small.yaml --json -\n\n";
+      "With --backend cuda the same on GPU 0: the GPU kernels profiled on one rank's share of\n"
+      "the SMs (a green context of 1/p of them; --shared-sms: the whole GPU), the ranks run as\n"
+      "streams of that GPU (ppsim run --backend cuda).\n\n"
+      "example:\n  ppsim validate configs/validate/cpu-small.yaml --json -\n"
+      "  ppsim validate configs/validate/gpu-small.yaml --backend cuda\n\n";
   po::variables_map vm;
   if (int code = ppsim::cli::parse_command_line(std::vector<std::string>(argv + 1, argv + argc),
                                                 desc, "validate", usage, &vm);
       code >= 0) {
     return code;
   }
+  if (backend != "threads" && backend != "cuda") {
+    return fail("--backend: threads or cuda, got '" + backend + "'");
+  }
+  if (backend != "cuda" && shared_sms) return fail("--shared-sms is an option of --backend cuda");
+  if (Status st = runtime::check_backend_built(backend); !st) return fail(st.message());
+  const bool cuda = backend == "cuda";
   // Profiling and running take minutes: a place the results cannot go is
   // said before, not after.
   for (const auto& [flag, path] : {std::pair<std::string, std::string>{"--json", json_path},
@@ -164,9 +187,22 @@ int main(int argc, char** argv) {
       }
     }
     request->repetitions = repetitions;
-    Result<CostProfile> profile = profile_cpu(*request, [](int done, int total) {
-      std::cerr << fmt::format("profile: {}/{} measurements\n", done, total);
-    });
+    Result<CostProfile> profile = Error{""};
+    if (!cuda) {
+      profile = profile_cpu(*request, [](int done, int total) {
+        std::cerr << fmt::format("profile: {}/{} measurements\n", done, total);
+      });
+    } else {
+#ifdef PPSIM_HAVE_CUDA
+      Result<GpuProfileOptions> gpu = gpu_options_for(*config);
+      if (!gpu) return fail(gpu.error().message);
+      // As each rank will run: on its share of the SMs.
+      if (!shared_sms) gpu->sm_groups = config->parallel.pipeline;
+      profile = profile_gpu(*request, *gpu, [](const std::string& line) {
+        std::cerr << "profile: " << line << "\n";
+      });
+#endif
+    }
     if (!profile) return fail(profile.error().message);
     // Beside the runs file, which names it; else a scratch file.
     profile_path =
@@ -179,6 +215,22 @@ int main(int argc, char** argv) {
     std::cerr << "profile written to " << profile_path << "\n";
   }
   config->profile_path = profile_path;
+#ifdef PPSIM_HAVE_CUDA
+  if (cuda) {
+    runtime::CudaRunOptions run_options;
+    run_options.split_sms = !shared_sms;
+    options.run = [run_options](const Schedule& schedule, const runtime::RuntimeModel& model,
+                                const runtime::RunSettings& settings) {
+      runtime::CudaRunInfo info;
+      Result<runtime::RunResult> run =
+          runtime::run_cuda(schedule, model, settings, run_options, &info);
+      std::cerr << fmt::format("run: {} on {}; {}; timing: {}\n", schedule.name,
+                               info.placements.empty() ? "the GPU" : info.placements[0],
+                               info.sharing, info.timing);
+      return run;
+    };
+  }
+#endif
 
   const std::vector<runtime::ScheduleValidation> results = runtime::validate(*config, options);
   if (json_path != "-") {
@@ -241,7 +293,7 @@ int main(int argc, char** argv) {
     runs.config = relative_to(config_path, runs_path);
     runs.sets = sets;
     runs.profile = relative_to(profile_path, runs_path);
-    runs.backend = "threads";
+    runs.backend = backend;
     for (const runtime::ScheduleValidation& v : results) {
       if (v.ok()) runs.runs.push_back(runtime::run_pair(v, options));
     }
