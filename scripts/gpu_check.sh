@@ -12,7 +12,8 @@
 # PPSIM_GPU_CHECK_BUILD=DIR uses a build already made there (with CUDA, for
 # this GPU) instead of installing and building: for a GPU machine without
 # the toolchain or the network. Shared libraries the binaries need that such
-# a machine lacks (yaml-cpp, fmt, Boost, OpenMPI) can travel in DIR/lib.
+# a machine lacks (yaml-cpp, fmt, Boost, OpenMPI) can travel in DIR/lib;
+# scripts/gpu_bundle.sh makes such a DIR (bin/ and lib/, a few tens of MiB).
 #
 # Exit code: 0 when every step passed, 1 when a step failed, 2 when there
 # is no usable GPU. Meant to finish in a few minutes on one H200.
@@ -21,6 +22,8 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:-$root/out/gpu_check/$(date -u +%Y%m%dT%H%M%SZ)}
 mkdir -p "$out"
 build=${PPSIM_GPU_CHECK_BUILD:-$root/build-gpu-check}
+# The hardware presets of this checkout, wherever the binaries were built.
+export PPSIM_HARDWARE_DIR=$root/configs/hardware
 summary=$out/summary.txt
 : >"$summary"
 status=0
