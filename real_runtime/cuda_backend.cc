@@ -24,10 +24,6 @@ template class RankExecutor<GpuStage>;
 
 namespace {
 
-void check(const Status& st) {
-  if (!st) throw std::runtime_error(st.message());
-}
-
 // In-process links between the ranks' streams; the compute bracket waits
 // for the rank's stream and marks its work for the tracer.
 class CudaTransport : public InProcessTransport<gpu::DeviceMatrix> {
@@ -43,10 +39,9 @@ class CudaTransport : public InProcessTransport<gpu::DeviceMatrix> {
       // The link: a copy into a buffer of the device, on the sender's
       // stream; the transfer ends when it is there.
       gpu::GpuContext& ctx = *contexts_[m.src_rank];
-      Result<gpu::DeviceMatrix> copy = gpu::copy_matrix(ctx, m.data);
-      if (!copy) throw std::runtime_error(copy.error().message);
-      check(ctx.synchronize());
-      m.data = std::move(*copy);
+      gpu::DeviceMatrix copy = value_or_throw(gpu::copy_matrix(ctx, m.data));
+      throw_if_failed(ctx.synchronize());
+      m.data = std::move(copy);
     }
     deliver(dst_rank, key, std::move(m));
   }
@@ -56,11 +51,12 @@ class CudaTransport : public InProcessTransport<gpu::DeviceMatrix> {
     return m;
   }
   void compute_begin(int rank, uint64_t id) override {
-    if (tracer_ != nullptr && id > 0) check(tracer_->begin(id, contexts_[rank]->stream()));
+    if (tracer_ != nullptr && id > 0)
+      throw_if_failed(tracer_->begin(id, contexts_[rank]->stream()));
   }
   void compute_end(int rank, uint64_t id) override {
-    if (tracer_ != nullptr && id > 0) check(tracer_->end(id, contexts_[rank]->stream()));
-    check(contexts_[rank]->synchronize());
+    if (tracer_ != nullptr && id > 0) throw_if_failed(tracer_->end(id, contexts_[rank]->stream()));
+    throw_if_failed(contexts_[rank]->synchronize());
   }
 
  private:
@@ -149,10 +145,8 @@ Result<RunResult> run_cuda(const Schedule& schedule, const RuntimeModel& model,
     std::unique_ptr<gpu::GpuContext> ctx;
     std::unique_ptr<RankExecutor<GpuStage>> executor;
     try {
-      Result<std::unique_ptr<gpu::GpuContext>> c =
-          gpu::GpuContext::create(options.device, partition.get(), partition ? r : 0);
-      if (!c) throw std::runtime_error(c.error().message);
-      ctx = std::move(*c);
+      ctx = value_or_throw(
+          gpu::GpuContext::create(options.device, partition.get(), partition ? r : 0));
       placed.placements[r] = ctx->placement();
       transport.set_context(r, ctx.get());
       gpu::GpuContext* raw = ctx.get();

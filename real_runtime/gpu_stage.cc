@@ -10,17 +10,11 @@
 #include "real_runtime/stage_compute.h"
 
 namespace ppsim::runtime {
-namespace {
-
-void check(const Status& st) {
+void throw_if_failed(const Status& st) {
   if (!st) throw std::runtime_error(st.message());
 }
 
-template <typename T>
-T take(Result<T> r) {
-  if (!r) throw std::runtime_error(r.error().message);
-  return std::move(*r);
-}
+namespace {
 
 int64_t matrix_bytes(const gpu::DeviceMatrix& m) { return m.buffer.bytes(); }
 
@@ -65,11 +59,12 @@ GpuStage::GpuStage(gpu::GpuContext* ctx, const RuntimeModel& model, int stage, i
     const kernels::BlockParams<float> init = kernels::init_params<float>(
         model.hidden, model.ffn, model.heads, model.seed * 1000003 + first_block_ + k + 1);
     Block b;
-    b.params = take(gpu::upload_params(*ctx_, init, model.dtype));
-    b.master = take(gpu::allocate_params(*ctx_, layout, DType::kFp32));
+    b.params = value_or_throw(gpu::upload_params(*ctx_, init, model.dtype));
+    b.master = value_or_throw(gpu::allocate_params(*ctx_, layout, DType::kFp32));
     const std::vector<float> packed = gpu::pack_params(init, layout);
-    check(gpu::upload(*ctx_, packed.data(), layout.total, DType::kFp32, b.master.data.get()));
-    b.grads = take(gpu::zero_grads(*ctx_, model.hidden, model.ffn, model.heads));
+    throw_if_failed(
+        gpu::upload(*ctx_, packed.data(), layout.total, DType::kFp32, b.master.data.get()));
+    b.grads = value_or_throw(gpu::zero_grads(*ctx_, model.hidden, model.ffn, model.heads));
     blocks_.push_back(std::move(b));
   }
   if (has_head()) {
@@ -77,9 +72,9 @@ GpuStage::GpuStage(gpu::GpuContext* ctx, const RuntimeModel& model, int stage, i
         gpu::head_layout(model.vocab, model.hidden, model.seq_len, first(), last());
     const kernels::HeadParams<float> init =
         kernels::init_head_params<float>(model.vocab, model.hidden, model.seq_len, model.seed);
-    head_ = take(gpu::upload_head(*ctx_, init, hl, model.dtype));
-    head_master_ = take(gpu::upload_head(*ctx_, init, hl, DType::kFp32));
-    head_grads_ = take(gpu::allocate_head(*ctx_, hl, DType::kFp32));
+    head_ = value_or_throw(gpu::upload_head(*ctx_, init, hl, model.dtype));
+    head_master_ = value_or_throw(gpu::upload_head(*ctx_, init, hl, DType::kFp32));
+    head_grads_ = value_or_throw(gpu::allocate_head(*ctx_, hl, DType::kFp32));
   }
   offsets_ = slice_offsets(lengths_);
   loss_scale_ = static_cast<float>(loss_scale(model, num_microbatches));
@@ -87,7 +82,7 @@ GpuStage::GpuStage(gpu::GpuContext* ctx, const RuntimeModel& model, int stage, i
   kv_.resize(num_microbatches);
   after_forward_.assign(lengths_.size(), 0);
   after_input_.assign(lengths_.size(), 0);
-  check(ctx_->synchronize());
+  throw_if_failed(ctx_->synchronize());
 }
 
 GpuStage::~GpuStage() = default;
@@ -110,9 +105,10 @@ GpuStage::Tensor GpuStage::forward(int iteration, int mb, int slice, const Tenso
   if (slice == 0) {
     auto kv = std::make_unique<Kv>();
     for (size_t k = 0; k < blocks_.size(); ++k) {
-      kv->cache.push_back(
-          take(gpu::GpuKvCache::create(*ctx_, b, model_.hidden, model_.seq_len, model_.dtype)));
-      kv->grad.push_back(take(gpu::GpuKvGrad::create(*ctx_, b, model_.hidden, model_.seq_len)));
+      kv->cache.push_back(value_or_throw(
+          gpu::GpuKvCache::create(*ctx_, b, model_.hidden, model_.seq_len, model_.dtype)));
+      kv->grad.push_back(
+          value_or_throw(gpu::GpuKvGrad::create(*ctx_, b, model_.hidden, model_.seq_len)));
     }
     kv_[mb] = std::move(kv);
   }
@@ -125,8 +121,8 @@ GpuStage::Tensor GpuStage::forward(int iteration, int mb, int slice, const Tenso
   Tensor x;
   const Tensor* in = &x_in;
   if (first()) {
-    s.tokens = take(gpu::upload_tokens(*ctx_, slice_ids(model_, tokens, c, l)));
-    check(gpu::embed_forward(*ctx_, head_, s.tokens, b, c, &x));
+    s.tokens = value_or_throw(gpu::upload_tokens(*ctx_, slice_ids(model_, tokens, c, l)));
+    throw_if_failed(gpu::embed_forward(*ctx_, head_, s.tokens, b, c, &x));
     in = &x;
   }
   if (in->rows != static_cast<int64_t>(b) * l || in->cols != model_.hidden ||
@@ -136,7 +132,7 @@ GpuStage::Tensor GpuStage::forward(int iteration, int mb, int slice, const Tenso
   s.saved.resize(blocks_.size());
   for (size_t k = 0; k < blocks_.size(); ++k) {
     Tensor y;
-    check(gpu::forward(*ctx_, blocks_[k].params, *in, &kv->cache[k], &s.saved[k], &y));
+    throw_if_failed(gpu::forward(*ctx_, blocks_[k].params, *in, &kv->cache[k], &s.saved[k], &y));
     x = std::move(y);
     in = &x;
   }
@@ -144,8 +140,9 @@ GpuStage::Tensor GpuStage::forward(int iteration, int mb, int slice, const Tenso
   if (last()) {
     double value = 0;
     gpu::DeviceTokens targets =
-        take(gpu::upload_tokens(*ctx_, slice_ids(model_, tokens, c + 1, l)));
-    check(gpu::loss_forward(*ctx_, head_, *in, std::move(targets), loss_scale_, &s.loss, &value));
+        value_or_throw(gpu::upload_tokens(*ctx_, slice_ids(model_, tokens, c + 1, l)));
+    throw_if_failed(
+        gpu::loss_forward(*ctx_, head_, *in, std::move(targets), loss_scale_, &s.loss, &value));
     *loss += value;
     x = Tensor();
   }
@@ -166,7 +163,7 @@ GpuStage::Tensor GpuStage::backward_input(int mb, int slice, const Tensor& dy_in
   Tensor dy;
   const Tensor* g = &dy_in;
   if (last()) {
-    check(gpu::loss_backward_input(*ctx_, head_, &s.loss, &dy));
+    throw_if_failed(gpu::loss_backward_input(*ctx_, head_, &s.loss, &dy));
     g = &dy;
   }
   if (g->rows != static_cast<int64_t>(model_.micro_batch) * l || g->cols != model_.hidden ||
@@ -175,8 +172,8 @@ GpuStage::Tensor GpuStage::backward_input(int mb, int slice, const Tensor& dy_in
   }
   for (size_t k = blocks_.size(); k-- > 0;) {
     Tensor dx;
-    check(gpu::backward_input(*ctx_, blocks_[k].params, *g, &kv->cache[k], &kv->grad[k],
-                              &s.saved[k], &dx));
+    throw_if_failed(gpu::backward_input(*ctx_, blocks_[k].params, *g, &kv->cache[k], &kv->grad[k],
+                                        &s.saved[k], &dx));
     dy = std::move(dx);
     g = &dy;
   }
@@ -194,12 +191,12 @@ void GpuStage::backward_weight(int /*iteration*/, int mb, int slice) {
   Slot& s = slot(mb, slice);
   if (!s.input_done) throw_out_of_order("weight gradient before input gradient", stage_, mb, slice);
   for (size_t k = 0; k < blocks_.size(); ++k) {
-    check(gpu::backward_weight(*ctx_, blocks_[k].params, &s.saved[k], &blocks_[k].grads));
+    throw_if_failed(gpu::backward_weight(*ctx_, blocks_[k].params, &s.saved[k], &blocks_[k].grads));
   }
-  if (last()) check(gpu::loss_backward_weight(*ctx_, head_, &s.loss, &head_grads_));
+  if (last()) throw_if_failed(gpu::loss_backward_weight(*ctx_, head_, &s.loss, &head_grads_));
   if (first()) {
-    check(gpu::embed_backward_weight(*ctx_, s.tokens, model_.micro_batch, context(slice),
-                                     s.embed_dx, &head_grads_));
+    throw_if_failed(gpu::embed_backward_weight(*ctx_, s.tokens, model_.micro_batch, context(slice),
+                                               s.embed_dx, &head_grads_));
   }
   slots_[static_cast<size_t>(mb) * lengths_.size() + slice].reset();
 }
@@ -213,14 +210,14 @@ GpuStage::Tensor GpuStage::backward(int iteration, int mb, int slice, const Tens
 void GpuStage::sgd_step(double learning_rate) {
   const float lr = static_cast<float>(learning_rate);
   for (Block& b : blocks_) {
-    check(gpu::sgd_step(*ctx_, lr, b.params.layout.total, static_cast<float*>(b.master.data.get()),
-                        static_cast<float*>(b.grads.data.get()), b.params.data.get(),
-                        model_.dtype));
+    throw_if_failed(
+        gpu::sgd_step(*ctx_, lr, b.params.layout.total, static_cast<float*>(b.master.data.get()),
+                      static_cast<float*>(b.grads.data.get()), b.params.data.get(), model_.dtype));
   }
   if (has_head()) {
-    check(gpu::sgd_step(*ctx_, lr, head_.layout.total, static_cast<float*>(head_master_.data.get()),
-                        static_cast<float*>(head_grads_.data.get()), head_.data.get(),
-                        model_.dtype));
+    throw_if_failed(
+        gpu::sgd_step(*ctx_, lr, head_.layout.total, static_cast<float*>(head_master_.data.get()),
+                      static_cast<float*>(head_grads_.data.get()), head_.data.get(), model_.dtype));
   }
 }
 
@@ -248,11 +245,12 @@ StageWeights GpuStage::weights() const {
   for (const Block& b : blocks_) {
     const gpu::ParamLayout& layout = b.master.layout;
     std::vector<float> packed(layout.total);
-    check(gpu::download(*ctx_, b.master.data.get(), DType::kFp32, layout.total, packed.data()));
+    throw_if_failed(
+        gpu::download(*ctx_, b.master.data.get(), DType::kFp32, layout.total, packed.data()));
     blocks.push_back(gpu::unpack_params(packed, layout));
   }
   kernels::HeadParams<float> head;
-  if (has_head()) head = take(gpu::download_head(*ctx_, head_master_));
+  if (has_head()) head = value_or_throw(gpu::download_head(*ctx_, head_master_));
   StageWeights out;
   out.stage = stage_;
   for_each_stage_tensor(blocks, head, first_block_, first(), last(),

@@ -27,6 +27,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <stdexcept>
+#include <utility>
 #include <vector>
 
 #include "profiler/gpu_block.h"
@@ -34,6 +36,15 @@
 #include "real_runtime/runtime.h"
 
 namespace ppsim::runtime {
+
+// Inside a rank, a failed GPU call is an exception (the executor reports it
+// as "rank 1, 1F3: <what>"): std::runtime_error with the call's message.
+void throw_if_failed(const Status& st);
+template <typename T>
+T value_or_throw(Result<T> r) {
+  if (!r) throw std::runtime_error(r.error().message);
+  return std::move(*r);
+}
 
 class GpuStage {
  public:

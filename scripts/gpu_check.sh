@@ -82,7 +82,7 @@ fi
 # The host side of the GPU parts (CUPTI records, layout, profiler options);
 # the rest of the unit tests is CI's.
 step "GPU host tests" host_tests.log "$build/bin/ppsim_unit_tests" --gtest_brief=1 \
-  --gtest_filter='Cupti*:GpuActivity*:GpuBlockLayout*:GpuHeadLayout*:GpuProfiler*:DeviceSpans*'
+  --gtest_filter='Cupti*:GpuActivity*:GpuBlockLayout*:GpuHeadLayout*:SmsPerGroup*:GpuProfiler*:DeviceSpans*'
 
 # A GPT-3 175B layer at t = 8 (the per-GPU shard's MLP, full-width
 # attention: profiler/README.md) and the GPU's copy links.
