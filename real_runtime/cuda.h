@@ -18,8 +18,9 @@
 // is the GPU's time for the action. Transfers and the optimizer step keep
 // their host times. Without a tracer the brackets stay, said in CudaRunInfo.
 //
-// Not built: asynchronous schedules (S actions need weight stashing on the
-// GPU), one process per GPU with NCCL between them (several GPUs).
+// Several GPUs, one process each, NCCL between them: run_cuda_mpi
+// (cuda_mpi.h). Not built: asynchronous schedules (S actions need weight
+// stashing on the GPU).
 #pragma once
 
 #include <string>
@@ -30,9 +31,11 @@
 namespace ppsim::runtime {
 
 struct CudaRunOptions {
+  // The GPU; run_cuda_mpi: the first GPU of each host's ranks.
   int device = 0;
   // With more than one rank, give each rank its own group of SMs (green
-  // contexts); false, or where the driver cannot: plain streams.
+  // contexts); false, or where the driver cannot: plain streams. Not used
+  // by run_cuda_mpi (a rank has a whole GPU).
   bool split_sms = true;
 };
 
@@ -47,6 +50,10 @@ struct CudaRunInfo {
   std::string timing;
   bool green_contexts = false;
   int sms_per_rank = 0;  // with green contexts
+  // run_cuda_mpi (cuda_mpi.h): the Error came back alike on every rank (the
+  // checks and the setup before the run), so one rank may report it and the
+  // job end normally.
+  bool failed_on_every_rank = false;
 };
 
 // Runs `settings.iterations` iterations of `schedule` on device

@@ -11,17 +11,11 @@
 #include <system_error>
 #include <thread>
 
-#include "profiler/cupti_tracer.h"
 #include "real_runtime/cuda.h"
-#include "real_runtime/device_spans.h"
-#include "real_runtime/gpu_stage.h"
+#include "real_runtime/cuda_common.h"
 #include "real_runtime/mailbox.h"
-#include "real_runtime/rank_executor_impl.h"
 
 namespace ppsim::runtime {
-
-template class RankExecutor<GpuStage>;
-
 namespace {
 
 // In-process links between the ranks' streams; the compute bracket waits
@@ -51,46 +45,23 @@ class CudaTransport : public InProcessTransport<gpu::DeviceMatrix> {
     return m;
   }
   void compute_begin(int rank, uint64_t id) override {
-    if (tracer_ != nullptr && id > 0)
-      throw_if_failed(tracer_->begin(id, contexts_[rank]->stream()));
+    begin_compute(tracer_, *contexts_[rank], id);
   }
-  void compute_end(int rank, uint64_t id) override {
-    if (tracer_ != nullptr && id > 0) throw_if_failed(tracer_->end(id, contexts_[rank]->stream()));
-    throw_if_failed(contexts_[rank]->synchronize());
-  }
+  void compute_end(int rank, uint64_t id) override { end_compute(tracer_, *contexts_[rank], id); }
 
  private:
   std::vector<gpu::GpuContext*> contexts_;
   gpu::GpuTracer* tracer_;
 };
 
-// The traced actions' spans, by record index (external id - 1).
-std::vector<DeviceSpan> spans_of(const gpu::Trace& trace) {
-  std::vector<DeviceSpan> out;
-  for (const gpu::ActionSpan& s : trace.attribution.spans) {
-    out.push_back({static_cast<int64_t>(s.external_id) - 1, s.start_ns, s.end_ns});
-  }
-  return out;
-}
-
 }  // namespace
 
 Result<RunResult> run_cuda(const Schedule& schedule, const RuntimeModel& model,
                            const RunSettings& settings, const CudaRunOptions& options,
                            CudaRunInfo* info) {
-  Result<RunPlan> plan_or = plan_run(schedule, model, settings);
+  Result<RunPlan> plan_or = plan_cuda_run(schedule, model, settings, "cuda backend");
   if (!plan_or) return plan_or.error();
   const RunPlan& plan = *plan_or;
-  if (plan.steps_in_programs) {
-    return Error{fmt::format(
-        "cuda backend: schedule {} steps inside its programs (S actions); the GPU stages have no "
-        "weight stashing yet, so only synchronous schedules run on the GPU",
-        schedule.name)};
-  }
-  if (!gpu::is_storage_type(model.dtype)) {
-    return Error{fmt::format("cuda backend: the GPU stages store bf16 or fp16, not {}",
-                             to_string(model.dtype))};
-  }
   std::string why;
   const int devices = gpu::device_count(&why);
   if (devices == 0) return Error{"cuda backend: " + why};
@@ -117,14 +88,7 @@ Result<RunResult> run_cuda(const Schedule& schedule, const RuntimeModel& model,
     placed.sharing = num_ranks > 1 ? "plain streams sharing all SMs (asked for)" : "one stream";
   }
   Result<std::unique_ptr<gpu::GpuTracer>> tracer = gpu::GpuTracer::start();
-  if (tracer) {
-    placed.timing =
-        (*tracer)->mode() == gpu::TraceMode::kCupti
-            ? "CUPTI spans of each action's GPU work"
-            : fmt::format("CUDA event pairs around each action ({})", (*tracer)->fallback_reason());
-  } else {
-    placed.timing = fmt::format("host brackets (no tracer: {})", tracer.error().message);
-  }
+  placed.timing = timing_of(tracer);
   gpu::GpuTracer* tr = tracer ? tracer->get() : nullptr;
 
   RunClock clock;
@@ -149,13 +113,8 @@ Result<RunResult> run_cuda(const Schedule& schedule, const RuntimeModel& model,
           gpu::GpuContext::create(options.device, partition.get(), partition ? r : 0));
       placed.placements[r] = ctx->placement();
       transport.set_context(r, ctx.get());
-      gpu::GpuContext* raw = ctx.get();
-      executor = std::make_unique<RankExecutor<GpuStage>>(
-          plan, r, &transport, &clock, [&plan, raw](int s) {
-            const Schedule& sc = *plan.schedule;
-            return std::make_unique<GpuStage>(raw, plan.model, s, sc.num_stages,
-                                              sc.num_microbatches, plan.lengths);
-          });
+      executor = std::make_unique<RankExecutor<GpuStage>>(plan, r, &transport, &clock,
+                                                          gpu_stage_factory(plan, ctx.get()));
     } catch (const std::exception& e) {
       transport.fail(fmt::format("rank {}, setup: {}", r, e.what()));
     }
@@ -184,22 +143,8 @@ Result<RunResult> run_cuda(const Schedule& schedule, const RuntimeModel& model,
 
   RunResult result = assemble(plan, dtype_bytes(model.dtype), std::move(logs));
   if (tr != nullptr) {
-    Result<SpanAlignment> aligned = Error{""};
-    if (!trace) {
-      aligned = Error{trace.error().message};
-    } else if (trace->log.dropped > 0) {
-      aligned = Error{fmt::format("CUPTI dropped {} records", trace->log.dropped)};
-    } else {
-      aligned =
-          apply_device_spans(spans_of(*trace), std::vector<int>(num_ranks, 0), &result.timeline);
-    }
-    if (!aligned) {
-      placed.timing = fmt::format("host brackets (the device spans could not be used: {})",
-                                  aligned.error().message);
-    } else if (aligned->missing > 0) {
-      placed.timing +=
-          fmt::format("; {} actions without a span keep their host brackets", aligned->missing);
-    }
+    use_device_spans(action_spans(trace), std::vector<int>(num_ranks, 0), &result.timeline,
+                     &placed.timing);
     if (info != nullptr) info->timing = placed.timing;
   }
   return result;

@@ -12,16 +12,14 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
-#include <list>
 #include <new>
 #include <stdexcept>
-#include <type_traits>
 
 #include "real_runtime/mpi.h"
+#include "real_runtime/mpi_internal.h"
 #include "real_runtime/rank_executor.h"
 
 namespace ppsim::runtime {
-namespace {
 
 // ---- Naming a rank that dies -------------------------------------------
 //
@@ -30,8 +28,6 @@ namespace {
 // with SIGTERM; their handler looks for a rank of the table whose process
 // is gone (mpirun has reaped it by then) and prints its last action. Only
 // async-signal-safe calls in the handler: atomics, kill, write.
-
-enum RankState : int32_t { kRunning = 0, kReported = 1, kDone = 2 };
 
 struct RankSlot {
   std::atomic<int32_t> rank;
@@ -45,6 +41,11 @@ struct RankSlot {
 struct HostHeader {
   std::atomic<int32_t> reported;  // a survivor has printed
 };
+
+namespace {
+
+enum RankState : int32_t { kRunning = 0, kReported = 1, kDone = 2 };
+
 constexpr size_t kSlotsOffset =
     (sizeof(HostHeader) + alignof(RankSlot) - 1) / alignof(RankSlot) * alignof(RankSlot);
 
@@ -110,141 +111,79 @@ extern "C" void on_sigterm(int sig) {
   errno = saved_errno;
 }
 
-// The host table of this run, and the handler that reads it.
-class DeathWatch {
- public:
-  DeathWatch() {
-    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host_);
-    MPI_Comm_rank(host_, &self_);
-    MPI_Comm_size(host_, &ranks_);
-    char* base = nullptr;
-    const MPI_Aint bytes =
-        self_ == 0 ? static_cast<MPI_Aint>(kSlotsOffset + ranks_ * sizeof(RankSlot)) : 0;
-    MPI_Win_allocate_shared(bytes, 1, MPI_INFO_NULL, host_, &base, &window_);
-    MPI_Aint size = 0;
-    int unit = 0;
-    MPI_Win_shared_query(window_, 0, &size, &unit, &base);
-    if (self_ == 0) {
-      new (base) HostHeader{0};
-      for (int i = 0; i < ranks_; ++i) {
-        new (base + kSlotsOffset + i * sizeof(RankSlot)) RankSlot{};
-      }
+}  // namespace
+
+// ---- DeathWatch (mpi_internal.h) -------------------------------------------
+
+DeathWatch::DeathWatch() {
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host_);
+  MPI_Comm_rank(host_, &self_);
+  MPI_Comm_size(host_, &ranks_);
+  char* base = nullptr;
+  const MPI_Aint bytes =
+      self_ == 0 ? static_cast<MPI_Aint>(kSlotsOffset + ranks_ * sizeof(RankSlot)) : 0;
+  MPI_Win_allocate_shared(bytes, 1, MPI_INFO_NULL, host_, &base, &window_);
+  MPI_Aint size = 0;
+  int unit = 0;
+  MPI_Win_shared_query(window_, 0, &size, &unit, &base);
+  if (self_ == 0) {
+    new (base) HostHeader{0};
+    for (int i = 0; i < ranks_; ++i) {
+      new (base + kSlotsOffset + i * sizeof(RankSlot)) RankSlot{};
     }
-    header_ = reinterpret_cast<HostHeader*>(base);
-    slots_ = reinterpret_cast<RankSlot*>(base + kSlotsOffset);
-    for (int i = 0; self_ == 0 && i < ranks_; ++i) slots_[i].state.store(kDone);
-    MPI_Barrier(host_);
-    RankSlot& me = slots_[self_];
-    int world_rank = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
-    me.rank.store(world_rank);
-    me.pid.store(static_cast<int32_t>(getpid()));
-    me.iteration.store(0);
-    set(0, "start");
-    me.state.store(kRunning);
-    // Is world rank 0 on this host? Then its clock is ours.
-    int lowest = world_rank;
-    MPI_Allreduce(&world_rank, &lowest, 1, MPI_INT, MPI_MIN, host_);
-    with_rank0_ = lowest == 0;
-
-    g_slots = slots_;
-    g_host_ranks = ranks_;
-    g_host_self = self_;
-    struct sigaction sa;
-    std::memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = on_sigterm;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGTERM, &sa, &g_old_sigterm);
-    g_header.store(header_);
   }
-  // Without a collective call: a failed rank leaves its peers blocked.
-  ~DeathWatch() { uninstall(); }
+  header_ = reinterpret_cast<HostHeader*>(base);
+  slots_ = reinterpret_cast<RankSlot*>(base + kSlotsOffset);
+  for (int i = 0; self_ == 0 && i < ranks_; ++i) slots_[i].state.store(kDone);
+  MPI_Barrier(host_);
+  RankSlot& me = slots_[self_];
+  int world_rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  me.rank.store(world_rank);
+  me.pid.store(static_cast<int32_t>(getpid()));
+  me.iteration.store(0);
+  set(0, "start");
+  me.state.store(kRunning);
+  // Is world rank 0 on this host? Then its clock is ours.
+  int lowest = world_rank;
+  MPI_Allreduce(&world_rank, &lowest, 1, MPI_INT, MPI_MIN, host_);
+  with_rank0_ = lowest == 0;
 
-  void set(int iteration, const std::string& what) {
-    RankSlot& me = slots_[self_];
-    me.iteration.store(iteration);
-    const size_t n = std::min(what.size(), sizeof(me.what) - 1);
-    for (size_t k = 0; k < n; ++k) me.what[k].store(what[k], std::memory_order_relaxed);
-    me.what[n].store('\0');
-  }
-  // This rank failed and says so itself: the survivors need not.
-  void reported() { slots_[self_].state.store(kReported); }
-  bool on_host_of_rank0() const { return with_rank0_; }
-  // Collective, after a successful run.
-  void close() {
-    slots_[self_].state.store(kDone);
-    uninstall();
-    MPI_Win_free(&window_);
-    MPI_Comm_free(&host_);
-  }
+  g_slots = slots_;
+  g_host_ranks = ranks_;
+  g_host_self = self_;
+  struct sigaction sa;
+  std::memset(&sa, 0, sizeof(sa));
+  sa.sa_handler = on_sigterm;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, &g_old_sigterm);
+  g_header.store(header_);
+}
 
- private:
-  void uninstall() {
-    if (g_header.exchange(nullptr) != nullptr) sigaction(SIGTERM, &g_old_sigterm, nullptr);
-  }
+DeathWatch::~DeathWatch() { uninstall(); }
 
-  MPI_Comm host_ = MPI_COMM_NULL;
-  MPI_Win window_ = MPI_WIN_NULL;
-  HostHeader* header_ = nullptr;
-  RankSlot* slots_ = nullptr;
-  int self_ = 0, ranks_ = 1;
-  bool with_rank0_ = false;
-};
+void DeathWatch::set(int iteration, const std::string& what) {
+  RankSlot& me = slots_[self_];
+  me.iteration.store(iteration);
+  const size_t n = std::min(what.size(), sizeof(me.what) - 1);
+  for (size_t k = 0; k < n; ++k) me.what[k].store(what[k], std::memory_order_relaxed);
+  me.what[n].store('\0');
+}
 
-// ---- Bytes ---------------------------------------------------------------
+void DeathWatch::reported() { slots_[self_].state.store(kReported); }
 
-class Writer {
- public:
-  template <typename T>
-  void pod(const T& v) {
-    static_assert(std::is_trivially_copyable_v<T>);
-    const char* p = reinterpret_cast<const char*>(&v);
-    bytes_.insert(bytes_.end(), p, p + sizeof(T));
-  }
-  template <typename T>
-  void pods(const std::vector<T>& v) {
-    static_assert(std::is_trivially_copyable_v<T>);
-    pod(static_cast<int64_t>(v.size()));
-    const char* p = reinterpret_cast<const char*>(v.data());
-    bytes_.insert(bytes_.end(), p, p + v.size() * sizeof(T));
-  }
-  void text(const std::string& s) { pods(std::vector<char>(s.begin(), s.end())); }
-  std::vector<char>& bytes() { return bytes_; }
+void DeathWatch::close() {
+  slots_[self_].state.store(kDone);
+  uninstall();
+  MPI_Win_free(&window_);
+  MPI_Comm_free(&host_);
+}
 
- private:
-  std::vector<char> bytes_;
-};
+void DeathWatch::uninstall() {
+  if (g_header.exchange(nullptr) != nullptr) sigaction(SIGTERM, &g_old_sigterm, nullptr);
+}
 
-class Reader {
- public:
-  Reader(const char* begin, const char* end) : p_(begin), end_(end) {}
-  template <typename T>
-  T pod() {
-    T v;
-    PPSIM_CHECK(end_ - p_ >= static_cast<ptrdiff_t>(sizeof(T)));
-    std::memcpy(&v, p_, sizeof(T));
-    p_ += sizeof(T);
-    return v;
-  }
-  template <typename T>
-  std::vector<T> pods() {
-    const auto n = pod<int64_t>();
-    PPSIM_CHECK(n >= 0 && end_ - p_ >= static_cast<ptrdiff_t>(n * sizeof(T)));
-    std::vector<T> v(n);
-    if (n > 0) std::memcpy(v.data(), p_, n * sizeof(T));
-    p_ += n * sizeof(T);
-    return v;
-  }
-  std::string text() {
-    std::vector<char> c = pods<char>();
-    return std::string(c.begin(), c.end());
-  }
-  bool done() const { return p_ == end_; }
-
- private:
-  const char* p_;
-  const char* end_;
-};
+namespace {
 
 void write_log(const RankLog& log, Writer& w) {
   w.pods(log.actions);
@@ -294,11 +233,9 @@ RankLog read_log(Reader& r) {
   return log;
 }
 
-// Every rank's log, on every rank.
-std::vector<RankLog> all_gather(const RankLog& mine, int num_ranks) {
-  Writer w;
-  write_log(mine, w);
-  const std::vector<char>& bytes = w.bytes();
+}  // namespace
+
+std::vector<std::vector<char>> all_gather_bytes(const std::vector<char>& bytes, int num_ranks) {
   if (bytes.size() > static_cast<size_t>(INT_MAX)) throw std::length_error("rank log over 2 GiB");
   int size = static_cast<int>(bytes.size());
   std::vector<int> sizes(num_ranks), offsets(num_ranks);
@@ -312,13 +249,49 @@ std::vector<RankLog> all_gather(const RankLog& mine, int num_ranks) {
   std::vector<char> all(total);
   MPI_Allgatherv(bytes.data(), size, MPI_BYTE, all.data(), sizes.data(), offsets.data(), MPI_BYTE,
                  MPI_COMM_WORLD);
-  std::vector<RankLog> logs;
+  std::vector<std::vector<char>> out;
   for (int r = 0; r < num_ranks; ++r) {
-    Reader reader(all.data() + offsets[r], all.data() + offsets[r] + sizes[r]);
+    out.emplace_back(all.data() + offsets[r], all.data() + offsets[r] + sizes[r]);
+  }
+  return out;
+}
+
+std::vector<RankLog> all_gather_logs(const RankLog& mine, int num_ranks) {
+  Writer w;
+  write_log(mine, w);
+  std::vector<RankLog> logs;
+  for (const std::vector<char>& bytes : all_gather_bytes(w.bytes(), num_ranks)) {
+    Reader reader(bytes.data(), bytes.data() + bytes.size());
     logs.push_back(read_log(reader));
   }
   return logs;
 }
+
+void start_common_clock(const DeathWatch& watch, RunClock* clock) {
+  MPI_Barrier(MPI_COMM_WORLD);
+  int64_t start_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                         std::chrono::steady_clock::now().time_since_epoch())
+                         .count();
+  MPI_Bcast(&start_ns, 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
+  clock->start = watch.on_host_of_rank0()
+                     ? std::chrono::steady_clock::time_point(std::chrono::nanoseconds(start_ns))
+                     : std::chrono::steady_clock::now();
+}
+
+int producer_rank(const Schedule& schedule, const MessageKey& key) {
+  const int producer_stage = key.kind == MessageKind::kActivation ? key.stage - 1 : key.stage + 1;
+  return schedule.stage_rank[producer_stage];
+}
+
+Status check_world_size(const Schedule& schedule, const std::string& backend) {
+  if (mpi_size() == schedule.num_ranks) return {};
+  return Error{fmt::format(
+      "{} backend: schedule {} has {} ranks but this job has {} processes; start it with "
+      "mpirun -np {}",
+      backend, schedule.name, schedule.num_ranks, mpi_size(), schedule.num_ranks)};
+}
+
+namespace {
 
 // ---- Links ----------------------------------------------------------------
 
@@ -343,30 +316,24 @@ struct Header {
 };
 
 template <typename S>
-class MpiTransport : public Transport<kernels::Mat<S>> {
+class MpiTransport : public MpiRankTransport<kernels::Mat<S>> {
  public:
   MpiTransport(const Schedule& schedule, const RunClock* clock, DeathWatch* watch)
-      : schedule_(schedule), clock_(clock), watch_(watch) {}
+      : MpiRankTransport<kernels::Mat<S>>(watch), schedule_(schedule), clock_(clock) {}
 
   void send(int dst_rank, const MessageKey& key, Message<kernels::Mat<S>> m) override {
-    complete_sends(false);
+    this->complete_posts(false);
     Header h{m.producer, m.src_rank, m.send_start, m.data.rows(), m.data.cols()};
     const size_t data_bytes = static_cast<size_t>(m.data.size()) * sizeof(S);
-    if (sizeof(h) + data_bytes > static_cast<size_t>(INT_MAX)) {
-      throw std::length_error("a tensor over 2 GiB cannot go in one MPI message");
-    }
-    Pending& p = pending_.emplace_back();
-    p.bytes.resize(sizeof(h) + data_bytes);
-    std::memcpy(p.bytes.data(), &h, sizeof(h));
-    std::memcpy(p.bytes.data() + sizeof(h), m.data.data(), data_bytes);
-    MPI_Isend(p.bytes.data(), static_cast<int>(p.bytes.size()), MPI_BYTE, dst_rank,
-              static_cast<int>(tag_of(schedule_, key)), MPI_COMM_WORLD, &p.request);
+    std::vector<char> bytes(sizeof(h) + data_bytes);
+    std::memcpy(bytes.data(), &h, sizeof(h));
+    std::memcpy(bytes.data() + sizeof(h), m.data.data(), data_bytes);
+    this->post(std::move(bytes), dst_rank, static_cast<int>(tag_of(schedule_, key)));
   }
 
   Message<kernels::Mat<S>> receive(int /*rank*/, const MessageKey& key) override {
     // Exactly what the schedule expects: the producing stage's rank, this key.
-    const int producer_stage = key.kind == MessageKind::kActivation ? key.stage - 1 : key.stage + 1;
-    const int src = schedule_.stage_rank[producer_stage];
+    const int src = producer_rank(schedule_, key);
     const int tag = static_cast<int>(tag_of(schedule_, key));
     MPI_Status status;
     MPI_Probe(src, tag, MPI_COMM_WORLD, &status);
@@ -390,50 +357,15 @@ class MpiTransport : public Transport<kernels::Mat<S>> {
 
   void barrier(int /*rank*/) override {
     // Every send of the iteration is received before its barrier.
-    complete_sends(true);
+    this->complete_posts(true);
     MPI_Barrier(MPI_COMM_WORLD);
   }
-
-  void entering(int /*rank*/, int iteration, const std::string& what) override {
-    watch_->set(iteration, what);
-  }
-
-  void fail(std::string message) override {
-    if (error_.empty()) error_ = std::move(message);
-    watch_->reported();
-  }
-  const std::string& error() const { return error_; }
   // Waits until every send was received (its buffer is then freed).
-  void finish_sends() { complete_sends(true); }
+  void finish_sends() { this->complete_posts(true); }
 
  private:
-  struct Pending {
-    std::vector<char> bytes;
-    MPI_Request request = MPI_REQUEST_NULL;
-  };
-
-  // Frees the buffers of finished sends; with `all`, waits for every send.
-  void complete_sends(bool all) {
-    for (auto it = pending_.begin(); it != pending_.end();) {
-      int done = 0;
-      if (all) {
-        MPI_Wait(&it->request, MPI_STATUS_IGNORE);
-        done = 1;
-      } else {
-        MPI_Test(&it->request, &done, MPI_STATUS_IGNORE);
-      }
-      it = done ? pending_.erase(it) : std::next(it);
-    }
-  }
-
   const Schedule& schedule_;
   const RunClock* clock_;
-  DeathWatch* watch_;
-  // Sends in flight (a list: MPI holds the buffers' addresses). After a
-  // failure they are dropped with the transport while the job is being
-  // aborted.
-  std::list<Pending> pending_;
-  std::string error_;
 };
 
 template <typename S>
@@ -445,18 +377,10 @@ Result<RunResult> run_rank(const RunPlan& plan) {
   MpiTransport<S> transport(schedule, &clock, &watch);
   RankExecutor<StageCompute<S>> executor(plan, rank, &transport, &clock,
                                          cpu_stage_factory<S>(plan));
-  // A common start: rank 0's clock after a barrier; see mpi.h.
-  MPI_Barrier(MPI_COMM_WORLD);
-  int64_t start_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                         std::chrono::steady_clock::now().time_since_epoch())
-                         .count();
-  MPI_Bcast(&start_ns, 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
-  clock.start = watch.on_host_of_rank0()
-                    ? std::chrono::steady_clock::time_point(std::chrono::nanoseconds(start_ns))
-                    : std::chrono::steady_clock::now();
+  start_common_clock(watch, &clock);
   if (!executor.run()) return Error{transport.error()};
   transport.finish_sends();  // asynchronous schedules end with no barrier
-  std::vector<RankLog> logs = all_gather(executor.log(), schedule.num_ranks);
+  std::vector<RankLog> logs = all_gather_logs(executor.log(), schedule.num_ranks);
   watch.close();
   return assemble(plan, sizeof(S), std::move(logs));
 }
@@ -505,12 +429,7 @@ Result<RunPlan> plan_mpi_run(const Schedule& schedule, const RuntimeModel& model
                              const RunSettings& settings) {
   Result<RunPlan> plan = plan_run(schedule, model, settings);
   if (!plan) return plan.error();
-  if (mpi_size() != schedule.num_ranks) {
-    return Error{fmt::format(
-        "mpi backend: schedule {} has {} ranks but this job has {} processes; start it with "
-        "mpirun -np {}",
-        schedule.name, schedule.num_ranks, mpi_size(), schedule.num_ranks)};
-  }
+  if (Status st = check_world_size(schedule, "mpi"); !st) return Error{st.message()};
   void* value = nullptr;
   int found = 0;
   MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &value, &found);

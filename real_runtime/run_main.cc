@@ -2,7 +2,8 @@
 // real on this CPU with the threads backend (one thread per rank, the GPT
 // blocks of profiler/gpt_block.h), with `--backend mpi` under `mpirun -np
 // P` (one process per rank), or with `--backend cuda` on one GPU (every
-// rank a stream, with its own SMs where the driver allows; cuda.h), and
+// rank a stream, with its own SMs where the driver allows; cuda.h) or,
+// under mpirun, on a GPU per rank with NCCL between them (cuda_mpi.h), and
 // reports what it measured, in the same table, JSON and trace formats as
 // `ppsim simulate`.
 #include <fmt/format.h>
@@ -23,6 +24,9 @@
 #endif
 #ifdef PPSIM_HAVE_CUDA
 #include "real_runtime/cuda.h"
+#endif
+#ifdef PPSIM_HAVE_CUDA_MPI
+#include "real_runtime/cuda_mpi.h"
 #endif
 #include "sim/cli/options.h"
 #include "sim/config.h"
@@ -138,10 +142,14 @@ int main(int argc, char** argv) {
       "With --backend cuda, every rank runs on one GPU in the model's bf16 or fp16: a thread\n"
       "and a stream per rank, each with its own equal share of the SMs (green contexts) where\n"
       "the driver has them; tensors between ranks are device-to-device copies; each action is\n"
-      "timed by the GPU tracer (CUPTI, or CUDA events). Synchronous schedules only.\n\n"
+      "timed by the GPU tracer (CUPTI, or CUDA events). Synchronous schedules only.\n"
+      "Under mpirun (-np P), --backend cuda runs one process per rank, each on a GPU of its\n"
+      "own (the k-th rank of a host on device --device + k), with NCCL send/receive between\n"
+      "them; rank 0 reports.\n\n"
       "example:\n  ppsim run configs/validate/cpu-small.yaml --trace run.json\n"
       "  mpirun -np 2 ppsim run configs/validate/cpu-small.yaml --backend mpi\n"
-      "  ppsim run configs/validate/gpu-small.yaml --backend cuda\n\n";
+      "  ppsim run configs/validate/gpu-small.yaml --backend cuda\n"
+      "  mpirun -np 4 ppsim run configs/validate/gpu-h200.yaml --backend cuda\n\n";
   po::variables_map vm;
   if (int code = ppsim::cli::parse_command_line(std::vector<std::string>(argv + 1, argv + argc),
                                                 desc, "run", usage, &vm);
@@ -156,12 +164,20 @@ int main(int argc, char** argv) {
   }
   if (Status st = runtime::check_backend_built(backend); !st) return fail(st.message());
   const bool mpi = backend == "mpi";
-  MpiScope mpi_scope(mpi);
+#ifdef PPSIM_HAVE_MPI
+  // Under mpirun, the CUDA backend runs a process per GPU.
+  const bool cuda_mpi = backend == "cuda" && runtime::mpi_launched();
+#else
+  const bool cuda_mpi = false;
+#endif
+  MpiScope mpi_scope(mpi || cuda_mpi);
   if (Status st = mpi_scope.start(&argc, &argv); !st) return fail(st.message());
   // Every rank meets the same input errors: one reports them.
   const auto fail = [&](const std::string& message) {
     return mpi_scope.reports() ? cli::fail(message) : 1;
   };
+  if (cuda_mpi && shared_sms)
+    return fail("--shared-sms: under mpirun every rank has a GPU of its own");
   if (iterations < 2) return fail("--iterations: at least 2 (the steady period needs two ends)");
   Result<std::vector<ConfigOverride>> overrides = parse_overrides(sets);
   if (!overrides) return fail(overrides.error().message);
@@ -199,6 +215,30 @@ int main(int argc, char** argv) {
   if (backend == "threads") {
     run = runtime::run_threads(*schedule, model, settings);
     if (!run) return fail(run.error().message);
+  } else if (cuda_mpi) {
+#ifdef PPSIM_HAVE_CUDA_MPI
+    runtime::CudaRunOptions options;
+    options.device = device;
+    runtime::CudaRunInfo info;
+    run = runtime::run_cuda_mpi(*schedule, model, settings, options, &info);
+    if (!run && info.failed_on_every_rank) return fail(run.error().message);
+    if (!run) {
+      // Only this rank failed; the others wait for it: end them all.
+      cli::fail(run.error().message);
+      runtime::mpi_abort(runtime::kRankFailedExitCode);
+    }
+    if (!mpi_scope.reports()) return 0;
+    std::string placements;
+    for (size_t r = 0; r < info.placements.size(); ++r) {
+      placements += fmt::format("{}rank {}: {}", r == 0 ? "" : "; ", r, info.placements[r]);
+    }
+    measured_on = fmt::format("{} (cuda backend over NCCL, {}; {}; timing: {})", placements,
+                              to_string(model.dtype), info.sharing, info.timing);
+#else
+    return fail(
+        "--backend cuda under mpirun: this ppsim was built without NCCL (the CUDA toolkit's "
+        "libnccl and nccl.h) or MPI; without mpirun, --backend cuda runs every rank on one GPU");
+#endif
   } else if (backend == "cuda") {
 #ifdef PPSIM_HAVE_CUDA
     runtime::CudaRunOptions options;

@@ -8,7 +8,6 @@
 // that is killed) end the job, so fault_test.sh runs them through ppsim-run.
 #include <gtest/gtest.h>
 
-#include <cstdio>
 #include <set>
 #include <string>
 #include <tuple>
@@ -186,16 +185,3 @@ TEST(MpiLinkTest, BadArgumentsFailAlikeOnEveryRankBeforeAnyMessage) {
 
 }  // namespace
 }  // namespace ppsim::runtime
-
-int main(int argc, char** argv) {
-  if (ppsim::Status st = ppsim::runtime::mpi_init(&argc, &argv); !st) {
-    std::fprintf(stderr, "%s\n", st.message().c_str());
-    return 1;
-  }
-  // Rank 0 reports every test; the others only their failures.
-  if (ppsim::runtime::mpi_rank() != 0) GTEST_FLAG_SET(brief, true);
-  testing::InitGoogleTest(&argc, argv);
-  const int code = RUN_ALL_TESTS();
-  ppsim::runtime::mpi_finalize();
-  return code;
-}
