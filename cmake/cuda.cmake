@@ -1,6 +1,6 @@
-# CUDA is detected, not required. With the toolkit (nvcc, CUPTI, cuBLAS and
-# NCCL) the GPU parts build; without it, or with -DPPSIM_CUDA=OFF, the project
-# builds and tests as before. Sets PPSIM_HAVE_CUDA and, when NCCL is found,
+# CUDA is detected, not required. With the toolkit (12.5 or later: nvcc,
+# CUPTI, cuBLAS and NCCL) the GPU parts build; without it, with an older one,
+# or with -DPPSIM_CUDA=OFF, the project builds and tests as before. Sets PPSIM_HAVE_CUDA and, when NCCL is found,
 # PPSIM_HAVE_NCCL with the imported target NCCL::nccl.
 option(PPSIM_CUDA "Build the GPU parts when the CUDA toolkit is found" ON)
 set(PPSIM_HAVE_CUDA OFF)
@@ -12,7 +12,13 @@ if(PPSIM_CUDA)
     find_package(CUDAToolkit)
   endif()
 endif()
-if(PPSIM_CUDA AND CMAKE_CUDA_COMPILER AND CUDAToolkit_FOUND AND TARGET CUDA::cupti)
+# The green contexts reach the driver through cudaGetDriverEntryPointByVersion
+# (CUDA 12.5 and later).
+set(PPSIM_CUDA_MIN_VERSION 12.5)
+if(PPSIM_CUDA AND CUDAToolkit_FOUND AND CUDAToolkit_VERSION VERSION_LESS PPSIM_CUDA_MIN_VERSION)
+  message(STATUS "ppsim: CUDA ${CUDAToolkit_VERSION} is older than ${PPSIM_CUDA_MIN_VERSION}; "
+                 "building without the GPU parts")
+elseif(PPSIM_CUDA AND CMAKE_CUDA_COMPILER AND CUDAToolkit_FOUND AND TARGET CUDA::cupti)
   # Hopper first, then Ada, Ampere and Turing (CUDA 13 builds nothing older).
   if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
     set(CMAKE_CUDA_ARCHITECTURES 75 80 86 89 90)
