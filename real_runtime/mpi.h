@@ -22,6 +22,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "real_runtime/runtime.h"
@@ -46,6 +47,9 @@ void mpi_finalize();
 // This process's rank and the number of processes. REQUIRES: mpi_init.
 int mpi_rank();
 int mpi_size();
+// `text` of rank `root`, on every rank (MPI_Bcast). Collective over
+// MPI_COMM_WORLD. Throws std::length_error over 2 GiB. REQUIRES: mpi_init.
+std::string mpi_broadcast_text(const std::string& text, int root);
 
 // MPI's lifetime in a tool: `start` (mpi_init) after the options are
 // parsed, mpi_finalize when the session ends, if it started.

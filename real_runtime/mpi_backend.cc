@@ -423,6 +423,15 @@ int mpi_size() {
   return size;
 }
 
+std::string mpi_broadcast_text(const std::string& text, int root) {
+  if (text.size() > static_cast<size_t>(INT_MAX)) throw std::length_error("a text over 2 GiB");
+  int size = static_cast<int>(text.size());
+  MPI_Bcast(&size, 1, MPI_INT, root, MPI_COMM_WORLD);
+  std::string out = mpi_rank() == root ? text : std::string(size, '\0');
+  if (size > 0) MPI_Bcast(out.data(), size, MPI_CHAR, root, MPI_COMM_WORLD);
+  return out;
+}
+
 namespace {
 
 Result<RunPlan> plan_mpi_run(const Schedule& schedule, const RuntimeModel& model,

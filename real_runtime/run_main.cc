@@ -148,7 +148,7 @@ int main(int argc, char** argv) {
       "them; rank 0 reports.\n\n"
       "example:\n  ppsim run configs/validate/cpu-small.yaml --trace run.json\n"
       "  mpirun -np 2 ppsim run configs/validate/cpu-small.yaml --backend mpi\n"
-      "  ppsim run configs/validate/gpu-small.yaml --backend cuda\n"
+      "  ppsim run configs/validate/gpu-h200.yaml --backend cuda\n"
       "  mpirun -np 4 ppsim run configs/validate/gpu-h200.yaml --backend cuda\n\n";
   po::variables_map vm;
   if (int code = ppsim::cli::parse_command_line(std::vector<std::string>(argv + 1, argv + argc),

@@ -24,7 +24,8 @@ struct ValidateOptions {
   int warmup = 1;                      // iterations run before measuring
   int iterations = 3;                  // measured iterations
   // Runs one schedule for real; unset: run_threads. The CUDA backend's
-  // tools set run_cuda here.
+  // tools set run_cuda here, or run_cuda_mpi under mpirun (then every rank
+  // calls validate() with the same config and options).
   std::function<Result<RunResult>(const Schedule&, const RuntimeModel&, const RunSettings&)> run;
 };
 

@@ -2,7 +2,9 @@
 // take --profile), predict each schedule from the profile, run it for real
 // with the threads backend, and report how far apart they are. With
 // `--backend cuda` the same on one GPU: the GPU profiler on one rank's share
-// of the SMs, the CUDA backend (cuda.h).
+// of the SMs, the CUDA backend (cuda.h); under mpirun, on a GPU per rank:
+// rank 0 profiles a whole GPU and its NCCL link, every rank predicts from
+// that profile, the CUDA backend over NCCL runs (cuda_mpi.h), rank 0 reports.
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -19,6 +21,10 @@
 #ifdef PPSIM_HAVE_CUDA
 #include "profiler/gpu_profiler.h"
 #include "real_runtime/cuda.h"
+#endif
+#ifdef PPSIM_HAVE_CUDA_MPI
+#include "real_runtime/cuda_mpi.h"
+#include "real_runtime/mpi.h"
 #endif
 #include "sim/cli/options.h"
 #include "sim/compare.h"
@@ -127,9 +133,13 @@ int main(int argc, char** argv) {
       "fraction and peak activation memory.\n\n"
       "With --backend cuda the same on GPU 0: the GPU kernels profiled on one rank's share of\n"
       "the SMs (a green context of 1/p of them; --shared-sms: the whole GPU), the ranks run as\n"
-      "streams of that GPU (ppsim run --backend cuda).\n\n"
+      "streams of that GPU (ppsim run --backend cuda). Under mpirun -np P, on a GPU per rank:\n"
+      "rank 0 profiles a whole GPU and the NCCL link, the transfers are priced by that link\n"
+      "(costs.link nccl), the ranks run one process per GPU with NCCL between them, and rank 0\n"
+      "reports.\n\n"
       "example:\n  ppsim validate configs/validate/cpu-small.yaml --json -\n"
-      "  ppsim validate configs/validate/gpu-small.yaml --backend cuda\n\n";
+      "  ppsim validate configs/validate/gpu-h200.yaml --backend cuda\n"
+      "  mpirun -np 4 ppsim validate configs/validate/gpu-h200.yaml --backend cuda\n\n";
   po::variables_map vm;
   if (int code = ppsim::cli::parse_command_line(std::vector<std::string>(argv + 1, argv + argc),
                                                 desc, "validate", usage, &vm);
@@ -142,6 +152,20 @@ int main(int argc, char** argv) {
   if (backend != "cuda" && shared_sms) return fail("--shared-sms is an option of --backend cuda");
   if (Status st = runtime::check_backend_built(backend); !st) return fail(st.message());
   const bool cuda = backend == "cuda";
+  // Under mpirun, the CUDA backend is a process per GPU (cuda_mpi.h); every
+  // rank predicts, runs and meets the same input errors; rank 0 reports.
+  bool over_nccl = false;
+  int rank = 0;
+#ifdef PPSIM_HAVE_CUDA_MPI
+  runtime::MpiSession mpi;
+  if (cuda && runtime::mpi_launched()) {
+    if (Status st = mpi.start(&argc, &argv); !st) return fail(st.message());
+    over_nccl = true;
+    rank = mpi.rank();
+  }
+#endif
+  const auto fail = [&](const std::string& message) { return rank == 0 ? cli::fail(message) : 1; };
+  if (over_nccl && shared_sms) return fail("--shared-sms: under mpirun every rank has a GPU");
   // Profiling and running take minutes: a place the results cannot go is
   // said before, not after.
   for (const auto& [flag, path] : {std::pair<std::string, std::string>{"--json", json_path},
@@ -172,6 +196,7 @@ int main(int argc, char** argv) {
     std::cerr << "ppsim: warning: more ranks than cores: measured times are not meaningful\n";
   }
 
+  bool scratch_profile = false;  // written here for this rank alone
   if (profile_path.empty()) {
     // Every shape any of the schedules needs (token-level ones need their slices).
     Result<ProfileRequest> request = request_for(*config);
@@ -187,36 +212,65 @@ int main(int argc, char** argv) {
       }
     }
     request->repetitions = repetitions;
-    Result<CostProfile> profile = Error{""};
+    Result<CostProfile> profile = Error{"not profiled on this rank"};
     if (!cuda) {
       profile = profile_cpu(*request, [](int done, int total) {
         std::cerr << fmt::format("profile: {}/{} measurements\n", done, total);
       });
-    } else {
+    } else if (rank == 0) {
 #ifdef PPSIM_HAVE_CUDA
       Result<GpuProfileOptions> gpu = gpu_options_for(*config);
       if (!gpu) return fail(gpu.error().message);
-      // As each rank will run: on its share of the SMs.
-      if (!shared_sms) gpu->sm_groups = config->parallel.pipeline;
+      // As each rank will run: on its share of the SMs (over NCCL: a whole GPU).
+      if (!shared_sms && !over_nccl) gpu->sm_groups = config->parallel.pipeline;
       profile = profile_gpu(*request, *gpu, [](const std::string& line) {
         std::cerr << "profile: " << line << "\n";
       });
 #endif
     }
-    if (!profile) return fail(profile.error().message);
-    // Beside the runs file, which names it; else a scratch file.
+    std::string yaml = profile ? profile_to_yaml(*profile) : std::string();
+    std::string error = profile ? std::string() : profile.error().message;
+#ifdef PPSIM_HAVE_CUDA_MPI
+    if (over_nccl) {  // rank 0's profile, or its error, on every rank
+      yaml = runtime::mpi_broadcast_text(yaml, 0);
+      error = runtime::mpi_broadcast_text(error, 0);
+    }
+#endif
+    if (!error.empty()) return fail(error);
+    // Beside the runs file, which names it; else (and on the other ranks) a
+    // scratch file.
     profile_path =
-        runs_path.empty()
+        runs_path.empty() || rank != 0
             ? fmt::format("/tmp/ppsim-validate-{}.profile.yaml", getpid())
             : std::filesystem::path(runs_path).replace_extension(".profile.yaml").string();
-    if (Status st = cli::write_output(profile_path, profile_to_yaml(*profile)); !st) {
-      return fail(st.message());
-    }
-    std::cerr << "profile written to " << profile_path << "\n";
+    if (Status st = cli::write_output(profile_path, yaml); !st) return fail(st.message());
+    scratch_profile = rank != 0;
+    if (rank == 0) std::cerr << "profile written to " << profile_path << "\n";
   }
   config->profile_path = profile_path;
+  // Over NCCL the transfers are NCCL's, unless the config names a link.
+  if (over_nccl && config->profile_link.empty()) config->profile_link = "nccl";
+#ifdef PPSIM_HAVE_CUDA_MPI
+  if (over_nccl) {
+    options.run = [rank](const Schedule& schedule, const runtime::RuntimeModel& model,
+                         const runtime::RunSettings& settings) {
+      runtime::CudaRunInfo info;
+      Result<runtime::RunResult> run = runtime::run_cuda_mpi(schedule, model, settings, {}, &info);
+      if (!run && !info.failed_on_every_rank) {
+        // Only this rank failed; the others wait for it: end them all.
+        cli::fail(run.error().message);
+        runtime::mpi_abort(runtime::kRankFailedExitCode);
+      }
+      if (run && rank == 0) {
+        std::cerr << fmt::format("run: {} on {} GPUs; {}; timing: {}\n", schedule.name,
+                                 info.placements.size(), info.sharing, info.timing);
+      }
+      return run;
+    };
+  }
+#endif
 #ifdef PPSIM_HAVE_CUDA
-  if (cuda) {
+  if (cuda && !over_nccl) {
     runtime::CudaRunOptions run_options;
     run_options.split_sms = !shared_sms;
     options.run = [run_options](const Schedule& schedule, const runtime::RuntimeModel& model,
@@ -233,6 +287,12 @@ int main(int argc, char** argv) {
 #endif
 
   const std::vector<runtime::ScheduleValidation> results = runtime::validate(*config, options);
+  const bool all_ok = std::all_of(results.begin(), results.end(),
+                                  [](const runtime::ScheduleValidation& v) { return v.ok(); });
+  if (rank != 0) {  // rank 0 reports
+    if (scratch_profile) std::filesystem::remove(profile_path);
+    return all_ok ? 0 : 1;
+  }
   if (json_path != "-") {
     std::cout << fmt::format("{:<20} {:>12} {:>12} {:>8} {:>16} {:>22}  {}\n", "schedule",
                              "predicted", "measured", "error", "bubble pred/meas",
@@ -303,8 +363,5 @@ int main(int argc, char** argv) {
     if (!file) return fail("cannot write " + runs_path);
     std::cerr << "runs written to " << runs_path << " (for ppsim calibrate)\n";
   }
-  for (const runtime::ScheduleValidation& v : results) {
-    if (!v.ok()) return 1;
-  }
-  return 0;
+  return all_ok ? 0 : 1;
 }

@@ -4,8 +4,8 @@
 # profiles a GPT-style layer on the GPU, validates three schedules (1F1B,
 # interleaved, ZB-H1) on the GPU with the CUDA runtime backend, calibrates
 # the profile on those runs (each held out in turn), with two GPUs or more
-# and mpirun also runs the backend over NCCL (a process per GPU), and
-# prints one summary
+# and mpirun does the same with a GPU per rank over NCCL, and prints one
+# summary
 # with the table of predicted, measured and error. Everything it writes goes
 # to one folder: out/gpu_check/<UTC time>/ (or $1).
 #
@@ -110,9 +110,10 @@ if step "validate on the GPU" validate.log "$build/bin/ppsim-validate" \
 fi
 
 # Several GPUs: one process per GPU, NCCL between them (real_runtime/cuda_mpi.h):
-# its tests on two GPUs (none may skip), then the validation config's model on
-# up to four GPUs, a whole GPU per rank, measured (no prediction: the profile
-# above is of one rank's share of the SMs).
+# its tests on two GPUs (none may skip), then the validation config's model
+# on up to four GPUs, a whole GPU per rank: rank 0 profiles a whole GPU and
+# the NCCL link, the three schedules are predicted with it and run, and the
+# calibration is checked held out on those runs too.
 gpus=$(grep -c '^GPU ' "$out/devices.txt")
 mpi_run=(mpirun)
 [ "$(id -u)" -eq 0 ] && mpi_run+=(--allow-run-as-root)
@@ -129,11 +130,20 @@ else
     fi
   fi
   ranks=$((gpus >= 4 ? 4 : 2))
-  if step "run over NCCL ($ranks GPUs)" nccl_run.log "${mpi_run[@]}" -np "$ranks" \
-    "$build/bin/ppsim-run" "$root/configs/validate/gpu-h200.yaml" --backend cuda \
-    --set parallel.pipeline="$ranks" --set hardware.gpus_per_node="$ranks" \
-    --set hardware.memory_gib=141 --trace "$out/nccl-trace.json"; then
-    sed 's/^/    /' "$out/nccl_run.log" | tee -a "$summary"
+  if step "validate over NCCL ($ranks GPUs)" nccl_validate.log "${mpi_run[@]}" -np "$ranks" \
+    "$build/bin/ppsim-validate" "$root/configs/validate/gpu-h200.yaml" --backend cuda \
+    --schedules 1f1b,interleaved-1f1b:2,zb-h1 --set parallel.pipeline="$ranks" \
+    --set hardware.gpus_per_node="$ranks" --set hardware.memory_gib=141 \
+    --set hardware.peak_tflops_bf16=989 --set hardware.peak_tflops_fp16=989 \
+    --json "$out/nccl-validate.json" --runs-out "$out/nccl-runs.json" \
+    --trace "$out/nccl-validate-trace.json"; then
+    say ""
+    grep -A4 '^schedule ' "$out/nccl_validate.log" | sed 's/^/    /' | tee -a "$summary"
+    grep -E '^ppsim: warning|^run: ' "$out/nccl_validate.log" | sed 's/^/    /' | tee -a "$summary"
+    if step "calibrate over NCCL (held out)" nccl_calibrate.log "$build/bin/ppsim" calibrate \
+      "$out/nccl-runs.json" -o "$out/nccl-calibrated.profile.yaml"; then
+      sed 's/^/    /' "$out/nccl_calibrate.log" | tee -a "$summary"
+    fi
   fi
 fi
 

@@ -252,6 +252,10 @@ void Loader::check_cross_fields(const Config& config, const Sections& tree) cons
     fail(tree.hardware.field().key_mark, "hardware",
          "required when model is given, unless costs.profile gives the layer times");
   }
+  if (!config.profile_link.empty() && config.profile_path.empty()) {
+    const Field link = tree.costs.get("link");
+    fail(link.key_mark, link.path, "needs costs.profile: the link is one of the profile's");
+  }
   if (!config.profile_path.empty() && !config.model) {
     const Field profile = tree.costs.get("profile");
     fail(profile.key_mark, profile.path,
@@ -361,7 +365,7 @@ Config Loader::load(YAML::Node root) const {
   }
   for (const ConfigOverride& flag : overrides_) apply(root, flag);
   Section top = section(top_field, top_keys);
-  Section costs = section(top.get("costs"), {"fixed", "profile"});
+  Section costs = section(top.get("costs"), {"fixed", "profile", "link"});
   Sections tree{
       .model = section(top.get("model"),
                        {"layers", "hidden", "ffn_hidden", "heads", "seq_len", "vocab", "dtype"}),
@@ -401,6 +405,13 @@ Config Loader::load(YAML::Node root) const {
   if (costs.has("profile")) {
     config.profile_path =
         to_existing_file(costs.get("profile"), "the path of a cost profile (docs/cost_profile.md)");
+  }
+  if (costs.has("link")) {
+    const Field link = costs.get("link");
+    if (!link.node.IsScalar() || link.node.Scalar().empty()) {
+      fail_expected(link, "the name of one of the profile's links (such as nccl)");
+    }
+    config.profile_link = link.node.Scalar();
   }
   if (search_ != nullptr) {
     read_search(

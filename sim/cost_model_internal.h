@@ -132,7 +132,8 @@ struct MeasuredPiece {
 // cost_model_profile.cc
 // What a config's cost profile gives, per slice: a layer, and the embedding
 // and the head where the profile has them (empty vectors where it has no
-// kernel of that part); and the "thread-copy" link, if it has one.
+// kernel of that part); and the pipeline's link (costs.link, else
+// "thread-copy", else "device-to-device"), if it has one.
 struct ProfiledLayers {
   std::vector<MeasuredPiece> layer;
   std::vector<MeasuredPiece> embedding;

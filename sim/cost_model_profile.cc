@@ -1,8 +1,10 @@
 // costs.profile: the times (and, where measured, the bytes held) of a cost
 // profile's layer, embedding and head in place of the analytic model's, and
-// its "thread-copy" (or "device-to-device") link for the pipeline transfers. docs/cost_model.md,
-// "costs.profile", says what stays analytic.
+// its link for the pipeline transfers (costs.link, else "thread-copy", else
+// "device-to-device"). docs/cost_model.md, "costs.profile", says what stays
+// analytic.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <array>
@@ -140,9 +142,25 @@ Result<ProfiledLayers> profiled_layers(const Config& config, const std::vector<S
       break;
     }
   }
+  const auto find_link = [&](std::string_view name) {
+    return std::find_if(profile.links.begin(), profile.links.end(),
+                        [&](const LinkFit& l) { return l.name == name; });
+  };
+  if (!config.profile_link.empty()) {
+    const auto link = find_link(config.profile_link);
+    if (link == profile.links.end()) {
+      std::vector<std::string> names;
+      for (const LinkFit& l : profile.links) names.push_back(l.name);
+      return Error{fmt::format("{}: costs.link {}: the profile has no such link (it has: {})", path,
+                               config.profile_link,
+                               names.empty() ? "none" : fmt::format("{}", fmt::join(names, ", ")))};
+    }
+    out.has_link = true;
+    out.link = Link{link->latency_s, link->bandwidth_Bps};
+    return out;
+  }
   for (std::string_view name : kPipelineLinks) {
-    const auto link = std::find_if(profile.links.begin(), profile.links.end(),
-                                   [&](const LinkFit& l) { return l.name == name; });
+    const auto link = find_link(name);
     if (link == profile.links.end()) continue;
     out.has_link = true;
     out.link = Link{link->latency_s, link->bandwidth_Bps};

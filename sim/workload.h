@@ -124,6 +124,11 @@ struct Config {
   // the loader (relative to the config's folder), empty for none. The loader
   // checks only that the file exists; build_cost_table reads it.
   std::string profile_path;
+  // costs.link: the profile's link that prices the pipeline's transfers
+  // (`nccl` for a GPU per rank); empty: its "thread-copy" link, else its
+  // "device-to-device" one. The loader checks only that costs.profile is
+  // given; build_cost_table that the profile has the link.
+  std::string profile_link;
 
   int num_stages() const { return parallel.pipeline * parallel.virtual_stages; }
   // m = global_batch / (micro_batch * data); the loader checks divisibility.

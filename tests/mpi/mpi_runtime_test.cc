@@ -49,6 +49,14 @@ std::vector<Case> mpi_cases() {
 
 INSTANTIATE_TEST_SUITE_P(Schedules, MpiEquivalenceTest, testing::ValuesIn(mpi_cases()), case_name);
 
+TEST(MpiRuntimeTest, BroadcastTextGivesEveryRankTheRootsText) {
+  const std::string mine = "rank " + std::to_string(mpi_rank());
+  EXPECT_EQ(mpi_broadcast_text(mine, 1), "rank 1");
+  EXPECT_EQ(mpi_broadcast_text(mpi_rank() == 0 ? std::string() : mine, 0), "");
+  const std::string bytes("a\0b\nc", 5);  // any bytes, not just a C string
+  EXPECT_EQ(mpi_broadcast_text(mpi_rank() == 0 ? bytes : std::string(), 0), bytes);
+}
+
 TEST(MpiRuntimeTest, Float32RunEqualsTheThreadsRunBitForBit) {
   // The same executor computes the same sums in the same order whatever
   // carries the tensors.

@@ -170,6 +170,46 @@ TEST_F(ProfileCosts, AGpuProfilesDeviceToDeviceLinkCarriesTheTransfers) {
   EXPECT_EQ(with_both->p2p_forward, std::vector<Picos>{seconds_to_picos(1e-6 + 256 / 1e9)});
 }
 
+// costs.link picks the profile's link for the transfers (a GPU per rank runs
+// them over NCCL), whatever else the profile measured.
+TEST_F(ProfileCosts, CostsLinkNamesTheLinkThatCarriesTheTransfers) {
+  write(dir / "prof.yaml",
+        whole_sequence_profile() +
+            "  - {name: \"device-to-device\", latency_s: 2.0e-06, bandwidth_Bps: 4.0e11}\n"
+            "  - {name: \"nccl\", latency_s: 5.0e-06, bandwidth_Bps: 2.0e11}\n");
+  const Result<Config> nccl = config_in(dir, kConfig, {{"costs.link", "nccl"}});
+  ASSERT_TRUE(nccl.ok()) << nccl.error().message;
+  EXPECT_EQ(nccl->profile_link, "nccl");
+  const Result<CostTable> table = table_for(*nccl);
+  ASSERT_TRUE(table.ok()) << table.error().message;
+  // 256 bytes (b s h bf16) at 200 GB/s after 5 us.
+  EXPECT_EQ(table->p2p_forward, std::vector<Picos>{seconds_to_picos(5e-6 + 256 / 2e11)});
+  EXPECT_EQ(table->p2p_backward, table->p2p_forward);
+
+  const Result<Config> mpi = config_in(dir, kConfig, {{"costs.link", "mpi"}});
+  ASSERT_TRUE(mpi.ok()) << mpi.error().message;
+  const Result<CostTable> missing = table_for(*mpi);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.error().message,
+            (dir / "c.yaml").string() + ": " + (dir / "prof.yaml").string() +
+                ": costs.link mpi: the profile has no such link (it has: thread-copy, "
+                "device-to-device, nccl)");
+}
+
+TEST_F(ProfileCosts, CostsLinkNeedsAProfile) {
+  const Result<Config> config =
+      config_in(dir,
+                "model: {layers: 4, hidden: 8, ffn_hidden: 16, heads: 2, seq_len: 16, vocab: 32}\n"
+                "hardware: {preset: h200}\n"
+                "parallel: {pipeline: 2}\n"
+                "training: {global_batch: 4, micro_batch: 1}\n"
+                "costs: {link: nccl}\n");
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.error().message,
+            (dir / "c.yaml").string() +
+                ":5:9: costs.link: needs costs.profile: the link is one of the profile's");
+}
+
 // Without hardware the profile times everything: the first stage adds the
 // embedding, the last the head, each piece's median rounded on its own.
 TEST_F(ProfileCosts, TheEmbeddingAndHeadJoinTheFirstAndLastStage) {
