@@ -50,6 +50,9 @@ int mpi_size();
 // `text` of rank `root`, on every rank (MPI_Bcast). Collective over
 // MPI_COMM_WORLD. Throws std::length_error over 2 GiB. REQUIRES: mpi_init.
 std::string mpi_broadcast_text(const std::string& text, int root);
+// The first (by rank) non-empty `error` of any rank, on every rank; empty
+// when no rank had one. Collective over MPI_COMM_WORLD. REQUIRES: mpi_init.
+std::string mpi_first_error(const std::string& error);
 
 // MPI's lifetime in a tool: `start` (mpi_init) after the options are
 // parsed, mpi_finalize when the session ends, if it started.

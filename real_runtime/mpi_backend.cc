@@ -14,6 +14,8 @@
 #include <cstring>
 #include <new>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "real_runtime/mpi.h"
 #include "real_runtime/mpi_internal.h"
@@ -430,6 +432,14 @@ std::string mpi_broadcast_text(const std::string& text, int root) {
   std::string out = mpi_rank() == root ? text : std::string(size, '\0');
   if (size > 0) MPI_Bcast(out.data(), size, MPI_CHAR, root, MPI_COMM_WORLD);
   return out;
+}
+
+std::string mpi_first_error(const std::string& error) {
+  for (const std::vector<char>& e :
+       all_gather_bytes(std::vector<char>(error.begin(), error.end()), mpi_size())) {
+    if (!e.empty()) return std::string(e.begin(), e.end());
+  }
+  return "";
 }
 
 namespace {

@@ -219,13 +219,17 @@ int main(int argc, char** argv) {
       });
     } else if (rank == 0) {
 #ifdef PPSIM_HAVE_CUDA
+      // An error here goes to the other ranks too (below), which wait for it.
       Result<GpuProfileOptions> gpu = gpu_options_for(*config);
-      if (!gpu) return fail(gpu.error().message);
-      // As each rank will run: on its share of the SMs (over NCCL: a whole GPU).
-      if (!shared_sms && !over_nccl) gpu->sm_groups = config->parallel.pipeline;
-      profile = profile_gpu(*request, *gpu, [](const std::string& line) {
-        std::cerr << "profile: " << line << "\n";
-      });
+      if (gpu) {
+        // As each rank will run: on its share of the SMs (over NCCL: a whole GPU).
+        if (!shared_sms && !over_nccl) gpu->sm_groups = config->parallel.pipeline;
+        profile = profile_gpu(*request, *gpu, [](const std::string& line) {
+          std::cerr << "profile: " << line << "\n";
+        });
+      } else {
+        profile = gpu.error();
+      }
 #endif
     }
     std::string yaml = profile ? profile_to_yaml(*profile) : std::string();
@@ -243,7 +247,12 @@ int main(int argc, char** argv) {
         runs_path.empty() || rank != 0
             ? fmt::format("/tmp/ppsim-validate-{}.profile.yaml", getpid())
             : std::filesystem::path(runs_path).replace_extension(".profile.yaml").string();
-    if (Status st = cli::write_output(profile_path, yaml); !st) return fail(st.message());
+    const Status wrote = cli::write_output(profile_path, yaml);
+    std::string write_error = wrote ? std::string() : wrote.message();
+#ifdef PPSIM_HAVE_CUDA_MPI
+    if (over_nccl) write_error = runtime::mpi_first_error(write_error);  // all stop, or none
+#endif
+    if (!write_error.empty()) return fail(write_error);
     scratch_profile = rank != 0;
     if (rank == 0) std::cerr << "profile written to " << profile_path << "\n";
   }

@@ -57,6 +57,12 @@ TEST(MpiRuntimeTest, BroadcastTextGivesEveryRankTheRootsText) {
   EXPECT_EQ(mpi_broadcast_text(mpi_rank() == 0 ? bytes : std::string(), 0), bytes);
 }
 
+TEST(MpiRuntimeTest, FirstErrorIsEveryRanksOrNone) {
+  EXPECT_EQ(mpi_first_error(""), "");
+  EXPECT_EQ(mpi_first_error(mpi_rank() == 1 ? "rank 1 failed" : ""), "rank 1 failed");
+  EXPECT_EQ(mpi_first_error("rank " + std::to_string(mpi_rank())), "rank 0");
+}
+
 TEST(MpiRuntimeTest, Float32RunEqualsTheThreadsRunBitForBit) {
   // The same executor computes the same sums in the same order whatever
   // carries the tensors.
