@@ -15,6 +15,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <numeric>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -268,13 +269,12 @@ class NcclTransport : public MpiRankTransport<gpu::DeviceMatrix> {
 // failures, "ranks 0, 1: <what>; rank 2: <what>" (the ranks that said the
 // same thing together). Collective.
 Status agree(const Status& mine, int num_ranks) {
-  const std::string text = mine ? std::string() : mine.message();
-  const std::vector<std::vector<char>> all =
-      all_gather_bytes(std::vector<char>(text.begin(), text.end()), num_ranks);
+  const std::vector<std::string> all =
+      all_gather_texts(mine ? std::string() : mine.message(), num_ranks);
   std::vector<std::pair<std::string, std::vector<int>>> failures;  // in rank order
   for (int r = 0; r < num_ranks; ++r) {
     if (all[r].empty()) continue;
-    const std::string what(all[r].begin(), all[r].end());
+    const std::string& what = all[r];
     auto it = std::find_if(failures.begin(), failures.end(),
                            [&](const auto& f) { return f.first == what; });
     if (it == failures.end()) it = failures.insert(failures.end(), {what, {}});
@@ -314,16 +314,6 @@ Result<std::vector<DeviceSpan>> gather_spans(const Result<std::vector<DeviceSpan
     all.insert(all.end(), spans.begin(), spans.end());
   }
   return all;
-}
-
-// Every rank's text, by rank.
-std::vector<std::string> gather_texts(const std::string& mine, int num_ranks) {
-  std::vector<std::string> out;
-  for (const std::vector<char>& b :
-       all_gather_bytes(std::vector<char>(mine.begin(), mine.end()), num_ranks)) {
-    out.emplace_back(b.begin(), b.end());
-  }
-  return out;
 }
 
 Result<RunResult> run_rank(const RunPlan& plan, const CudaRunOptions& options, CudaRunInfo* info) {
@@ -391,14 +381,14 @@ Result<RunResult> run_rank(const RunPlan& plan, const CudaRunOptions& options, C
             : Result<std::vector<DeviceSpan>>(Error{"no tracer: " + tracer.error().message});
     std::vector<RankLog> logs = all_gather_logs(executor->log(), num_ranks);
     Result<std::vector<DeviceSpan>> all_spans = gather_spans(spans, num_ranks);
-    const std::vector<std::string> placements = gather_texts(placement, num_ranks);
-    const std::vector<std::string> timings = gather_texts(timing, num_ranks);
+    const std::vector<std::string> placements = all_gather_texts(placement, num_ranks);
+    const std::vector<std::string> timings = all_gather_texts(timing, num_ranks);
     links->close();
     watch.close();
     result = assemble(plan, dtype_bytes(plan.model.dtype), std::move(logs));
     // Each rank's clock is its own device's: one offset per rank.
     std::vector<int> device_of_rank(num_ranks);
-    for (int r = 0; r < num_ranks; ++r) device_of_rank[r] = r;
+    std::iota(device_of_rank.begin(), device_of_rank.end(), 0);
     timing = timings[0];
     for (int r = 1; r < num_ranks; ++r) {
       if (timings[r] != timings[0]) timing += fmt::format("; rank {}: {}", r, timings[r]);

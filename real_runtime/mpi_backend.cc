@@ -258,6 +258,15 @@ std::vector<std::vector<char>> all_gather_bytes(const std::vector<char>& bytes, 
   return out;
 }
 
+std::vector<std::string> all_gather_texts(const std::string& mine, int num_ranks) {
+  std::vector<std::string> out;
+  for (const std::vector<char>& b :
+       all_gather_bytes(std::vector<char>(mine.begin(), mine.end()), num_ranks)) {
+    out.emplace_back(b.begin(), b.end());
+  }
+  return out;
+}
+
 std::vector<RankLog> all_gather_logs(const RankLog& mine, int num_ranks) {
   Writer w;
   write_log(mine, w);
@@ -435,9 +444,8 @@ std::string mpi_broadcast_text(const std::string& text, int root) {
 }
 
 std::string mpi_first_error(const std::string& error) {
-  for (const std::vector<char>& e :
-       all_gather_bytes(std::vector<char>(error.begin(), error.end()), mpi_size())) {
-    if (!e.empty()) return std::string(e.begin(), e.end());
+  for (const std::string& e : all_gather_texts(error, mpi_size())) {
+    if (!e.empty()) return e;
   }
   return "";
 }

@@ -180,6 +180,8 @@ void start_common_clock(const DeathWatch& watch, RunClock* clock);
 // Every rank's bytes, by rank, on every rank. Throws std::length_error over
 // 2 GiB in all.
 std::vector<std::vector<char>> all_gather_bytes(const std::vector<char>& mine, int num_ranks);
+// Every rank's text, by rank, on every rank.
+std::vector<std::string> all_gather_texts(const std::string& mine, int num_ranks);
 // Every rank's log, by rank, on every rank.
 std::vector<RankLog> all_gather_logs(const RankLog& mine, int num_ranks);
 
