@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "schedules/status.h"
-#include "sim/cost_profile.h"
-#include "sim/workload.h"
+#include "sim/core/workload.h"
+#include "sim/cost/cost_profile.h"
 
 namespace ppsim {
 

@@ -27,7 +27,7 @@
 #include <string>
 
 #include "schedules/status.h"
-#include "sim/workload.h"
+#include "sim/core/workload.h"
 
 namespace ppsim::gpu {
 

@@ -56,8 +56,8 @@
 #include "profiler/cpu_profiler.h"
 #include "profiler/gpu_block.h"
 #include "schedules/status.h"
-#include "sim/config.h"
-#include "sim/cost_profile.h"
+#include "sim/config/config.h"
+#include "sim/cost/cost_profile.h"
 
 namespace ppsim {
 

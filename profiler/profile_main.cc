@@ -22,8 +22,8 @@
 #include "real_runtime/mpi.h"
 #endif
 #include "sim/cli/options.h"
-#include "sim/config.h"
-#include "sim/cost_profile.h"
+#include "sim/config/config.h"
+#include "sim/cost/cost_profile.h"
 
 namespace po = boost::program_options;
 

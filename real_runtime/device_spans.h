@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "schedules/status.h"
-#include "sim/time.h"
-#include "sim/timeline.h"
+#include "sim/core/time.h"
+#include "sim/core/timeline.h"
 
 namespace ppsim::runtime {
 

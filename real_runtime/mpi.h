@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "real_runtime/runtime.h"
-#include "sim/cost_profile.h"
+#include "sim/cost/cost_profile.h"
 
 namespace ppsim::runtime {
 

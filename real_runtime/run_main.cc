@@ -29,7 +29,7 @@
 #include "real_runtime/cuda_mpi.h"
 #endif
 #include "sim/cli/options.h"
-#include "sim/config.h"
+#include "sim/config/config.h"
 #include "sim/metrics.h"
 #include "sim/report.h"
 #include "sim/simulate.h"

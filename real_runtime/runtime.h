@@ -42,8 +42,8 @@
 
 #include "schedules/schedule.h"
 #include "schedules/status.h"
-#include "sim/timeline.h"
-#include "sim/workload.h"
+#include "sim/core/timeline.h"
+#include "sim/core/workload.h"
 
 namespace ppsim::runtime {
 

@@ -14,7 +14,7 @@
 #include <cstdint>
 #include <string>
 
-#include "sim/time.h"
+#include "sim/core/time.h"
 
 namespace ppsim::runtime {
 

@@ -13,9 +13,9 @@
 #include "real_runtime/runtime.h"
 #include "schedules/action.h"
 #include "schedules/status.h"
+#include "sim/core/timeline.h"
+#include "sim/core/workload.h"
 #include "sim/runs_file.h"
-#include "sim/timeline.h"
-#include "sim/workload.h"
 
 namespace ppsim::runtime {
 

@@ -28,8 +28,8 @@
 #endif
 #include "sim/cli/options.h"
 #include "sim/compare.h"
-#include "sim/config.h"
-#include "sim/cost_profile.h"
+#include "sim/config/config.h"
+#include "sim/cost/cost_profile.h"
 #include "sim/json.h"
 #include "sim/runs_file.h"
 #include "sim/trace.h"

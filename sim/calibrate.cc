@@ -6,9 +6,9 @@
 #include <filesystem>
 #include <utility>
 
-#include "sim/calibration.h"
 #include "sim/compare.h"
-#include "sim/config.h"
+#include "sim/config/config.h"
+#include "sim/cost/calibration.h"
 #include "sim/nnls.h"
 #include "sim/simulate.h"
 

@@ -18,7 +18,7 @@
 
 #include "schedules/action.h"
 #include "schedules/status.h"
-#include "sim/cost_profile.h"
+#include "sim/cost/cost_profile.h"
 #include "sim/runs_file.h"
 
 namespace ppsim {

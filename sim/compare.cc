@@ -6,7 +6,7 @@
 #include <charconv>
 
 #include "schedules/generators.h"
-#include "sim/config.h"
+#include "sim/config/config.h"
 #include "sim/json.h"
 #include "sim/report.h"
 #include "sim/simulate.h"

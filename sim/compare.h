@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "schedules/status.h"
+#include "sim/core/workload.h"
 #include "sim/metrics.h"
-#include "sim/workload.h"
 
 namespace ppsim {
 

@@ -29,8 +29,8 @@
 
 #include "schedules/action_index.h"
 #include "schedules/schedule.h"
-#include "sim/costs.h"
-#include "sim/timeline.h"
+#include "sim/core/costs.h"
+#include "sim/core/timeline.h"
 
 namespace ppsim {
 

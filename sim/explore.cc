@@ -7,10 +7,10 @@
 #include <thread>
 
 #include "schedules/generators.h"
-#include "sim/calibration.h"
-#include "sim/cost_model.h"
+#include "sim/cost/calibration.h"
+#include "sim/cost/cost_model.h"
+#include "sim/cost/partition.h"
 #include "sim/json.h"
-#include "sim/partition.h"
 #include "sim/report.h"
 #include "sim/simulate.h"
 

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "sim/config.h"
+#include "sim/config/config.h"
 #include "sim/metrics.h"
 
 namespace ppsim {

@@ -11,10 +11,10 @@
 #include <string_view>
 #include <vector>
 
+#include "sim/core/time.h"
+#include "sim/core/timeline.h"
 #include "sim/html_report.h"
 #include "sim/metrics.h"
-#include "sim/time.h"
-#include "sim/timeline.h"
 
 namespace ppsim {
 namespace html_internal {

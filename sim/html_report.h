@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "sim/core/timeline.h"
 #include "sim/metrics.h"
-#include "sim/timeline.h"
 
 namespace ppsim {
 

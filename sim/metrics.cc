@@ -3,7 +3,7 @@
 #include <map>
 #include <set>
 
-#include "sim/cost_model.h"
+#include "sim/cost/cost_model.h"
 
 namespace ppsim {
 

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "sim/timeline.h"
-#include "sim/workload.h"
+#include "sim/core/timeline.h"
+#include "sim/core/workload.h"
 
 namespace ppsim {
 

@@ -8,8 +8,8 @@
 #include <map>
 #include <utility>
 
+#include "sim/config/yaml_reader.h"
 #include "sim/json.h"
-#include "sim/yaml_reader.h"
 
 namespace ppsim {
 namespace {

@@ -15,7 +15,7 @@
 
 #include "schedules/action.h"
 #include "schedules/status.h"
-#include "sim/timeline.h"
+#include "sim/core/timeline.h"
 
 namespace ppsim {
 

@@ -9,8 +9,8 @@
 #include "schedules/generators.h"
 #include "schedules/token_slicing.h"
 #include "schedules/validate.h"
-#include "sim/calibration.h"
-#include "sim/cost_model.h"
+#include "sim/cost/calibration.h"
+#include "sim/cost/cost_model.h"
 #include "sim/engine.h"
 #include "sim/zb_auto.h"
 

@@ -9,12 +9,12 @@
 
 #include "schedules/schedule.h"
 #include "schedules/status.h"
-#include "sim/cost_profile.h"
-#include "sim/costs.h"
+#include "sim/core/costs.h"
+#include "sim/core/timeline.h"
+#include "sim/core/workload.h"
+#include "sim/cost/cost_profile.h"
 #include "sim/engine.h"
 #include "sim/metrics.h"
-#include "sim/timeline.h"
-#include "sim/workload.h"
 
 namespace ppsim {
 

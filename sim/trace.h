@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "sim/timeline.h"
+#include "sim/core/timeline.h"
 
 namespace ppsim {
 

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "schedules/zero_bubble.h"
+#include "sim/core/timeline.h"
 #include "sim/engine.h"
-#include "sim/timeline.h"
 
 namespace ppsim {
 namespace {

@@ -24,7 +24,7 @@
 
 #include "schedules/schedule.h"
 #include "schedules/status.h"
-#include "sim/costs.h"
+#include "sim/core/costs.h"
 #include "sim/engine.h"
 
 namespace ppsim {

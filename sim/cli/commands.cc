@@ -14,7 +14,7 @@
 #include "schedules/generators.h"
 #include "sim/cli/options.h"
 #include "sim/compare.h"
-#include "sim/config.h"
+#include "sim/config/config.h"
 #include "sim/explore.h"
 #include "sim/html_report.h"
 #include "sim/report.h"

@@ -5,8 +5,8 @@
 #include <random>
 
 #include "schedules/generators.h"
-#include "sim/config.h"
-#include "sim/costs.h"
+#include "sim/config/config.h"
+#include "sim/core/costs.h"
 #include "sim/engine.h"
 #include "sim/explore.h"
 #include "sim/zb_auto.h"

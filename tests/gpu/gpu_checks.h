@@ -21,7 +21,7 @@
 #include "profiler/gpu_block.h"
 #include "profiler/gpu_block_io.h"
 #include "schedules/status.h"
-#include "sim/workload.h"
+#include "sim/core/workload.h"
 
 namespace ppsim {
 // Test listings name the precision, not its bytes.

@@ -18,7 +18,7 @@
 #include "profiler/cupti_tracer.h"
 #include "profiler/gpu_block.h"
 #include "profiler/gpu_head.h"
-#include "sim/cost_profile.h"
+#include "sim/cost/cost_profile.h"
 
 namespace ppsim {
 namespace {

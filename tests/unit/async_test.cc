@@ -7,7 +7,7 @@
 
 #include "schedules/generators.h"
 #include "schedules/validate.h"
-#include "sim/config.h"
+#include "sim/config/config.h"
 #include "sim/simulate.h"
 
 namespace ppsim {

@@ -19,8 +19,8 @@
 #include "profiler/cpu_profiler.h"
 #include "real_runtime/validate.h"
 #include "sim/calibrate.h"
-#include "sim/config.h"
-#include "sim/cost_profile.h"
+#include "sim/config/config.h"
+#include "sim/cost/cost_profile.h"
 #include "sim/runs_file.h"
 
 namespace ppsim::runtime {

@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "sim/calibration.h"
 #include "sim/compare.h"
-#include "sim/config.h"
+#include "sim/config/config.h"
+#include "sim/cost/calibration.h"
 #include "sim/runs_file.h"
 #include "sim/simulate.h"
 #include "tests/unit/calibration_fixtures.h"

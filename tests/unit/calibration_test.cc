@@ -1,7 +1,7 @@
 // A profile's calibration section: read and written exactly, malformed ones
 // named by file:line:column and key, and applied by the simulator (a GPipe
 // closed form; the split-backward figures of the cost table).
-#include "sim/calibration.h"
+#include "sim/cost/calibration.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -13,8 +13,8 @@
 #include <string_view>
 
 #include "schedules/generators.h"
-#include "sim/config.h"
-#include "sim/cost_profile.h"
+#include "sim/config/config.h"
+#include "sim/cost/cost_profile.h"
 #include "sim/simulate.h"
 #include "tests/unit/calibration_fixtures.h"
 

@@ -9,7 +9,7 @@
 
 #include "schedules/generators.h"
 #include "schedules/validate.h"
-#include "sim/costs.h"
+#include "sim/core/costs.h"
 #include "sim/engine.h"
 
 namespace ppsim {

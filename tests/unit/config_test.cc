@@ -1,4 +1,4 @@
-#include "sim/config.h"
+#include "sim/config/config.h"
 
 #include <gtest/gtest.h>
 

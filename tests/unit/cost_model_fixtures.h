@@ -7,7 +7,7 @@
 #include <optional>
 #include <vector>
 
-#include "sim/cost_model.h"
+#include "sim/cost/cost_model.h"
 
 namespace ppsim::cost_model_test {
 

@@ -6,7 +6,7 @@
 #include <numeric>
 #include <vector>
 
-#include "sim/cost_model.h"
+#include "sim/cost/cost_model.h"
 #include "tests/unit/cost_model_fixtures.h"
 
 namespace ppsim {

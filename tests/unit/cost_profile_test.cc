@@ -1,4 +1,4 @@
-#include "sim/cost_profile.h"
+#include "sim/cost/cost_profile.h"
 
 #include <gtest/gtest.h>
 

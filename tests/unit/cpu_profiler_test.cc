@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "sim/config.h"
+#include "sim/config/config.h"
 
 namespace ppsim {
 namespace {

@@ -4,7 +4,7 @@
 
 #include <limits>
 
-#include "sim/partition.h"
+#include "sim/cost/partition.h"
 #include "sim/simulate.h"
 
 namespace ppsim {

@@ -9,7 +9,7 @@
 
 #include "profiler/cupti_tracer.h"
 #include "profiler/gpu_profiler.h"
-#include "sim/config.h"
+#include "sim/config/config.h"
 
 namespace ppsim {
 namespace {

@@ -13,7 +13,7 @@
 
 #include "schedules/generators.h"
 #include "schedules/validate.h"
-#include "sim/costs.h"
+#include "sim/core/costs.h"
 #include "sim/engine.h"
 #include "sim/metrics.h"
 #include "sim/report.h"

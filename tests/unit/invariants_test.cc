@@ -9,8 +9,8 @@
 
 #include "schedules/generators.h"
 #include "schedules/validate.h"
-#include "sim/config.h"
-#include "sim/costs.h"
+#include "sim/config/config.h"
+#include "sim/core/costs.h"
 #include "sim/engine.h"
 #include "sim/zb_auto.h"
 

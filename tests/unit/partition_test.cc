@@ -1,4 +1,4 @@
-#include "sim/partition.h"
+#include "sim/cost/partition.h"
 
 #include <gtest/gtest.h>
 
@@ -13,8 +13,8 @@
 #include <string_view>
 #include <vector>
 
-#include "sim/config.h"
-#include "sim/cost_model.h"
+#include "sim/config/config.h"
+#include "sim/cost/cost_model.h"
 
 namespace ppsim {
 namespace {

@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "profiler/cpu_profiler.h"
-#include "sim/config.h"
-#include "sim/cost_model.h"
-#include "sim/cost_profile.h"
+#include "sim/config/config.h"
+#include "sim/cost/cost_model.h"
+#include "sim/cost/cost_profile.h"
 #include "sim/simulate.h"
 
 namespace ppsim {

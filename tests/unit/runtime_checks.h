@@ -17,7 +17,7 @@
 #include "schedules/generators.h"
 #include "schedules/schedule.h"
 #include "schedules/validate.h"
-#include "sim/timeline.h"
+#include "sim/core/timeline.h"
 
 namespace ppsim::runtime {
 

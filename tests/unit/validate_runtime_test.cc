@@ -13,8 +13,8 @@
 #include "profiler/cpu_profiler.h"
 #include "real_runtime/validate.h"
 #include "sim/compare.h"
-#include "sim/config.h"
-#include "sim/cost_profile.h"
+#include "sim/config/config.h"
+#include "sim/cost/cost_profile.h"
 
 namespace ppsim::runtime {
 namespace {

@@ -15,7 +15,7 @@
 
 #include "schedules/validate.h"
 #include "schedules/zero_bubble.h"
-#include "sim/costs.h"
+#include "sim/core/costs.h"
 #include "sim/engine.h"
 
 namespace ppsim {

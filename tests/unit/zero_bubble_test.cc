@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "schedules/validate.h"
-#include "sim/costs.h"
+#include "sim/core/costs.h"
 #include "sim/engine.h"
 
 namespace ppsim {

@@ -1,6 +1,6 @@
 // The core of the config loader (config_loader.h): reading YAML, applying the
 // --set flags, locating errors, and converting a field to a value.
-#include "sim/config_loader.h"
+#include "sim/config/config_loader.h"
 
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
@@ -17,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-#include "sim/yaml_util.h"
+#include "sim/config/yaml_util.h"
 
 namespace ppsim {
 namespace config_internal {

@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "sim/cost_profile.h"
+#include "sim/cost/cost_profile.h"
 
 namespace ppsim {
 namespace {

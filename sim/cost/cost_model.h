@@ -20,8 +20,8 @@
 #include <vector>
 
 #include "schedules/status.h"
-#include "sim/costs.h"
-#include "sim/workload.h"
+#include "sim/core/costs.h"
+#include "sim/core/workload.h"
 
 namespace ppsim {
 

@@ -1,4 +1,4 @@
-#include "sim/partition.h"
+#include "sim/cost/partition.h"
 
 #include <fmt/format.h>
 
@@ -8,7 +8,7 @@
 #include <string>
 #include <utility>
 
-#include "sim/cost_model.h"
+#include "sim/cost/cost_model.h"
 
 namespace ppsim {
 namespace {

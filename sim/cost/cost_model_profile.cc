@@ -16,9 +16,9 @@
 #include <utility>
 #include <vector>
 
-#include "sim/cost_model.h"
-#include "sim/cost_model_internal.h"
-#include "sim/cost_profile.h"
+#include "sim/cost/cost_model.h"
+#include "sim/cost/cost_model_internal.h"
+#include "sim/cost/cost_profile.h"
 
 namespace ppsim {
 namespace cost_model_internal {

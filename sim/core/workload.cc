@@ -1,4 +1,4 @@
-#include "sim/workload.h"
+#include "sim/core/workload.h"
 
 namespace ppsim {
 

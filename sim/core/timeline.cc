@@ -1,8 +1,8 @@
-#include "sim/timeline.h"
+#include "sim/core/timeline.h"
 
 #include <algorithm>
 
-#include "sim/costs.h"
+#include "sim/core/costs.h"
 
 namespace ppsim {
 

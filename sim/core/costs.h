@@ -9,8 +9,8 @@
 
 #include "schedules/action.h"
 #include "schedules/status.h"
-#include "sim/time.h"
-#include "sim/workload.h"
+#include "sim/core/time.h"
+#include "sim/core/workload.h"
 
 namespace ppsim {
 

@@ -18,9 +18,9 @@
 #include "schedules/action.h"
 #include "schedules/schedule.h"
 #include "schedules/status.h"
-#include "sim/cost_profile.h"
-#include "sim/costs.h"
-#include "sim/workload.h"
+#include "sim/core/costs.h"
+#include "sim/core/workload.h"
+#include "sim/cost/cost_profile.h"
 
 namespace ppsim {
 

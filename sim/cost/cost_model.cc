@@ -3,7 +3,7 @@
 // stages' layer split, the layer times of costs.profile in place of the
 // analytic ones (cost_model_profile.cc), and each field of costs.fixed that
 // is given replacing its counterpart.
-#include "sim/cost_model.h"
+#include "sim/cost/cost_model.h"
 
 #include <algorithm>
 #include <cmath>
@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "sim/cost_model_internal.h"
+#include "sim/cost/cost_model_internal.h"
 
 namespace ppsim {
 namespace {

@@ -2,7 +2,7 @@
 // costs.fixed), the checks across them, and the public entry points. The YAML
 // walker they are read with is in config_loader.{h,cc}; a sweep's search:
 // section in sweep_config.cc.
-#include "sim/config.h"
+#include "sim/config/config.h"
 
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "schedules/generators.h"
-#include "sim/config_loader.h"
+#include "sim/config/config_loader.h"
 
 namespace ppsim {
 namespace config_internal {

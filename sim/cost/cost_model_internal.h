@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "schedules/status.h"
-#include "sim/costs.h"
-#include "sim/workload.h"
+#include "sim/core/costs.h"
+#include "sim/core/workload.h"
 
 namespace ppsim {
 namespace cost_model_internal {

@@ -2,7 +2,7 @@
 // kernel_time is in kernel_time.cc). The reader walks the YAML tree by hand,
 // like the config loader, so that every error can name the file, line,
 // column and key path of the offending value.
-#include "sim/cost_profile.h"
+#include "sim/cost/cost_profile.h"
 
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
@@ -23,7 +23,7 @@
 #include <utility>
 #include <vector>
 
-#include "sim/yaml_reader.h"
+#include "sim/config/yaml_reader.h"
 
 namespace ppsim {
 namespace {

@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "schedules/status.h"
-#include "sim/yaml_util.h"
+#include "sim/config/yaml_util.h"
 
 namespace ppsim::yaml_util {
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "schedules/status.h"
-#include "sim/workload.h"
+#include "sim/core/workload.h"
 
 namespace ppsim {
 

@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "sim/cost_model.h"
-#include "sim/cost_model_internal.h"
+#include "sim/cost/cost_model.h"
+#include "sim/cost/cost_model_internal.h"
 
 namespace ppsim {
 namespace cost_model_internal {

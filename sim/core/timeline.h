@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "schedules/action.h"
-#include "sim/time.h"
+#include "sim/core/time.h"
 
 namespace ppsim {
 

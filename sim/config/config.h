@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "schedules/status.h"
-#include "sim/workload.h"
+#include "sim/core/workload.h"
 
 namespace ppsim {
 

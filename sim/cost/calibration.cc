@@ -1,4 +1,4 @@
-#include "sim/calibration.h"
+#include "sim/cost/calibration.h"
 
 #include <cmath>
 

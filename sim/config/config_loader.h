@@ -21,7 +21,7 @@
 #include <utility>
 #include <vector>
 
-#include "sim/config.h"
+#include "sim/config/config.h"
 
 namespace ppsim {
 namespace config_internal {

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "sim/config.h"
-#include "sim/config_loader.h"
+#include "sim/config/config.h"
+#include "sim/config/config_loader.h"
 
 namespace ppsim {
 namespace config_internal {

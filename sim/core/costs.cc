@@ -1,4 +1,4 @@
-#include "sim/costs.h"
+#include "sim/core/costs.h"
 
 namespace ppsim {
 
