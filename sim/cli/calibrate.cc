@@ -1,19 +1,29 @@
 // `ppsim calibrate RUNS...`: fits a calibration to validate's runs files,
 // reports it and its held-out error, and writes the calibrated profile.
+// `ppsim calibrate --measured MEASURED.csv`: predicts measured runs, and
+// with -o fits the hardware's efficiency parameters to them (sim/fit/).
 #include "sim/calibrate.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <boost/program_options.hpp>
+#include <chrono>
 #include <cmath>
+#include <ctime>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include "sim/cli/commands.h"
 #include "sim/cli/options.h"
+#include "sim/fit/fit_report.h"
+#include "sim/fit/hardware_fit.h"
+#include "sim/fit/hardware_preset.h"
+#include "sim/fit/measured_runs.h"
 #include "sim/json.h"
 
 namespace po = boost::program_options;
@@ -139,9 +149,162 @@ std::string result_json(const CalibrationResult& result, const std::vector<std::
   return out;
 }
 
+// ---- --measured ----
+
+// Progress on stderr once the work has taken a second: redrawn in place on
+// a terminal, otherwise a line every tenth; short files stay quiet.
+class SlowProgress {
+ public:
+  SlowProgress() : tty_(isatty(STDERR_FILENO) != 0), start_(std::chrono::steady_clock::now()) {}
+
+  void operator()(std::string_view what, size_t done, size_t total) {
+    const double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    if (elapsed < 1 || total == 0) return;
+    const size_t tenth = done * 10 / total;
+    if (tty_) {
+      std::cerr << fmt::format("\rcalibrate: {} {}/{} ({:.0f} s) ", what, done, total, elapsed);
+      if (done == total) std::cerr << "\n";
+    } else if (what != last_what_ || tenth > last_tenth_ || done == total) {
+      std::cerr << fmt::format("calibrate: {} {}/{} ({:.0f} s)\n", what, done, total, elapsed);
+    }
+    last_what_ = std::string(what);
+    last_tenth_ = tenth;
+  }
+
+ private:
+  bool tty_;
+  std::chrono::steady_clock::time_point start_;
+  std::string last_what_;
+  size_t last_tenth_ = 0;
+};
+
+struct MeasuredArgs {
+  std::string measured;
+  std::string output;
+  std::string json_path;
+  int threads = 0;
+};
+
+const char* const kMeasuredUsage =
+    "usage: ppsim calibrate --measured MEASURED.csv [-o PRESET.yaml] [--json FILE|-] "
+    "[--threads N]\n\n"
+    "MEASURED.csv lists configs (paths relative to the CSV's folder) and the iteration times\n"
+    "measured for them: columns config, iteration_time_s, and optionally label and source.\n"
+    "Without -o, prints each row's predicted and measured iteration time and the error,\n"
+    "(predicted - measured) / measured. With -o, fits the hardware's efficiency parameters\n"
+    "(GEMM, memory, launch, collectives, FlashAttention) to every row by bounded least\n"
+    "squares on the relative errors, says which ones the rows could not determine (those keep\n"
+    "their preset values), reports each row's error before, fitted and held out of the fit\n"
+    "(leave-one-out), and writes the rows' hardware with the fitted values as a preset that\n"
+    "configs name with hardware.preset: PRESET.yaml. All rows must share one hardware (but\n"
+    "gpus_per_node and nodes). docs/calibration.md, \"Measured runs\".\n\n"
+    "examples:\n"
+    "  ppsim calibrate --measured cluster-runs.csv\n"
+    "  ppsim calibrate --measured cluster-runs.csv -o my-cluster.yaml\n\n";
+
+// Parses the --measured form: -1 to go on, else the exit code.
+int parse_measured_args(const std::vector<std::string>& args, MeasuredArgs* out) {
+  po::options_description desc("Options");
+  desc.add_options()("help,h", "show this help")(
+      "measured", po::value(&out->measured)->value_name("CSV"),
+      "the measured runs: config, iteration_time_s[, label, source]")(
+      "output,o", po::value(&out->output)->value_name("PRESET.yaml"),
+      "fit the hardware's efficiency parameters and write them as a hardware preset")(
+      "json", po::value(&out->json_path)->value_name("FILE|-"),
+      "write the results as JSON to FILE, or to stdout for '-'")(
+      "threads", po::value(&out->threads)->value_name("N"),
+      "simulation threads (default: one per core); results do not depend on it");
+  // Before parsing: "--measured --help" would read as --measured missing its value.
+  if (std::any_of(args.begin(), args.end(),
+                  [](const std::string& a) { return a == "--help" || a == "-h"; })) {
+    std::cout << kMeasuredUsage << desc;
+    return 0;
+  }
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(desc).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    std::cerr << "ppsim: error: " << e.what() << ". See 'ppsim calibrate --measured --help'.\n";
+    return 2;
+  }
+  if (out->measured.empty()) {
+    std::cerr << "ppsim: error: --measured needs a CSV file. See 'ppsim calibrate --help'.\n";
+    return 2;
+  }
+  return -1;
+}
+
+bool has_measured_flag(const std::vector<std::string>& args) {
+  return std::any_of(args.begin(), args.end(),
+                     [](const std::string& a) { return a.starts_with("--measured"); });
+}
+
+std::string today() {
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char text[16];
+  std::strftime(text, sizeof text, "%Y-%m-%d", &utc);
+  return text;
+}
+
+int predict_measured(const MeasuredArgs& args, const MeasuredRuns& runs,
+                     const std::vector<Config>& configs) {
+  SlowProgress progress;
+  const Result<std::vector<RowPrediction>> rows =
+      predict_runs(runs, configs, args.threads,
+                   [&](size_t done, size_t total) { progress("predicting rows", done, total); });
+  if (!rows.ok()) return fail(rows.error().message);
+  if (args.json_path != "-") std::cout << format_predictions(runs, *rows);
+  if (!args.json_path.empty()) {
+    if (Status st = write_output(args.json_path, predictions_json(runs, *rows)); !st) {
+      return fail(st.message());
+    }
+  }
+  return 0;
+}
+
+int fit_measured(const MeasuredArgs& args, const MeasuredRuns& runs,
+                 const std::vector<Config>& configs) {
+  if (Status st = check_fit_rows(runs, configs); !st) return fail(st.message());
+  SlowProgress progress;
+  HardwareFitOptions options;
+  options.threads = args.threads;
+  options.progress = std::ref(progress);
+  const Result<HardwareFitResult> fit = fit_hardware(runs, configs, options);
+  if (!fit.ok()) return fail(fit.error().message);
+  const std::string name = std::filesystem::path(args.output).stem().string();
+  const std::string yaml = hardware_preset_yaml(*fit, name, {runs.path, today()});
+  if (Status st = write_output(args.output, yaml); !st) return fail(st.message());
+  if (args.json_path != "-") {
+    std::cout << format_hardware_fit(runs, *fit) << "\nhardware preset written to " << args.output
+              << "\n";
+  }
+  if (!args.json_path.empty()) {
+    if (Status st = write_output(args.json_path, hardware_fit_json(runs, *fit, args.output)); !st) {
+      return fail(st.message());
+    }
+  }
+  return 0;
+}
+
+int run_calibrate_measured(const std::vector<std::string>& args) {
+  MeasuredArgs parsed;
+  if (int code = parse_measured_args(args, &parsed); code >= 0) return code;
+  Result<MeasuredRuns> runs = load_measured_runs(parsed.measured);
+  if (!runs.ok()) return fail(runs.error().message);
+  Result<std::vector<Config>> configs = load_run_configs(*runs);
+  if (!configs.ok()) return fail(configs.error().message);
+  if (parsed.output.empty()) return predict_measured(parsed, *runs, *configs);
+  return fit_measured(parsed, *runs, *configs);
+}
+
 }  // namespace
 
 int run_calibrate(const std::vector<std::string>& args) {
+  if (has_measured_flag(args)) return run_calibrate_measured(args);
   std::vector<std::string> sources;
   std::string output;
   std::string json_path;
@@ -154,7 +317,9 @@ int run_calibrate(const std::vector<std::string>& args) {
       "json", po::value(&json_path)->value_name("FILE|-"),
       "write the fit and the held-out errors as JSON to FILE, or to stdout for '-'");
   const std::string usage =
-      "usage: ppsim calibrate RUNS... [-o FILE] [--json FILE|-]\n\n"
+      "usage: ppsim calibrate RUNS... [-o FILE] [--json FILE|-]\n"
+      "       ppsim calibrate --measured MEASURED.csv [-o PRESET.yaml] [--json FILE|-]\n"
+      "         (measured iteration times: 'ppsim calibrate --measured --help')\n\n"
       "Fits, by non-negative least squares, a scale and a fixed overhead per action kind\n"
       "(F, B, I, W, and S, the optimizer step) and the link's latency and bandwidth to runs\n"
       "that ppsim validate both predicted and measured (--runs-out). Reports each run's\n"

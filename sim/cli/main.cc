@@ -27,6 +27,8 @@ constexpr const char* kUsage =
     "  explore SWEEP     search layouts and schedules under a memory cap, ranked\n"
     "  schedule CONFIG   print (or write/read as CSV) each rank's program\n"
     "  calibrate RUNS... fit a profile's calibration to predicted and measured runs\n"
+    "  calibrate --measured CSV  predicted against measured iteration times; with -o,\n"
+    "                    fit the hardware's efficiencies and write a preset\n"
     "  help [COMMAND]    this help, or a command's\n"
     "\n"
     "  profile CONFIG    time this CPU's kernels, write a cost profile (ppsim-profile)\n"

@@ -37,13 +37,25 @@ constexpr HardwareNumber kHardwareNumbers[] = {
     {"peak_tflops_fp16", &HardwareSpec::peak_tflops_fp16, Bound::kPositive, true},
     {"peak_tflops_fp32", &HardwareSpec::peak_tflops_fp32, Bound::kPositive, true},
     {"max_gemm_efficiency", &HardwareSpec::max_gemm_efficiency, Bound::kFraction, false},
-    {"gemm_half_efficiency_gflop", &HardwareSpec::gemm_half_efficiency_gflop, Bound::kNonNegative,
+    {"sm_count", &HardwareSpec::sm_count, Bound::kNonNegative, false},
+    {"gemm_tile_m", &HardwareSpec::gemm_tile_m, Bound::kPositive, false},
+    {"gemm_tile_n", &HardwareSpec::gemm_tile_n, Bound::kPositive, false},
+    {"gemm_tile_k_overhead", &HardwareSpec::gemm_tile_k_overhead, Bound::kNonNegative, false},
+    {"flash_forward_efficiency", &HardwareSpec::flash_forward_efficiency, Bound::kFraction, false},
+    {"flash_backward_efficiency", &HardwareSpec::flash_backward_efficiency, Bound::kFraction,
      false},
     {"hbm_bandwidth_gbps", &HardwareSpec::hbm_bandwidth_gbps, Bound::kPositive, true},
+    {"hbm_efficiency", &HardwareSpec::hbm_efficiency, Bound::kFraction, false},
+    {"kernel_launch_us", &HardwareSpec::kernel_launch_us, Bound::kNonNegative, false},
     {"intra_node_bandwidth_gbps", &HardwareSpec::intra_node_bandwidth_gbps, Bound::kPositive, true},
     {"intra_node_latency_us", &HardwareSpec::intra_node_latency_us, Bound::kNonNegative, false},
     {"inter_node_bandwidth_gbps", &HardwareSpec::inter_node_bandwidth_gbps, Bound::kPositive, true},
     {"inter_node_latency_us", &HardwareSpec::inter_node_latency_us, Bound::kNonNegative, false},
+    {"intra_node_collective_efficiency", &HardwareSpec::intra_node_collective_efficiency,
+     Bound::kFraction, false},
+    {"inter_node_collective_efficiency", &HardwareSpec::inter_node_collective_efficiency,
+     Bound::kFraction, false},
+    {"collective_half_mb", &HardwareSpec::collective_half_mb, Bound::kNonNegative, false},
 };
 
 struct FixedList {
@@ -65,8 +77,30 @@ constexpr FixedList kFixedLists[] = {
 std::vector<std::string_view> hardware_keys(bool in_config) {
   std::vector<std::string_view> keys = {"name"};
   for (const HardwareNumber& number : kHardwareNumbers) keys.push_back(number.key);
+  for (const HardwarePresetInteger& integer : hardware_preset_integers()) {
+    keys.push_back(integer.key);
+  }
   if (in_config) keys.insert(keys.begin(), {"preset", "gpus_per_node", "nodes"});
   return keys;
+}
+
+// Keys a model preset file may hold; a config's model section also has preset.
+std::vector<std::string_view> model_keys(bool in_config) {
+  std::vector<std::string_view> keys = {
+      "layers", "hidden", "ffn_hidden", "heads",     "kv_heads",       "seq_len", "vocab",  "dtype",
+      "mlp",    "norm",   "attention",  "positions", "tie_embeddings", "bias",    "dropout"};
+  if (in_config) keys.insert(keys.begin(), "preset");
+  return keys;
+}
+
+// A preset given as a path rather than a shipped name.
+bool is_preset_path(std::string_view value) {
+  return value.find('/') != std::string_view::npos || value.ends_with(".yaml");
+}
+
+// What a preset is called: its name, or its file's name without .yaml.
+std::string preset_label(const std::string& value) {
+  return is_preset_path(value) ? std::filesystem::path(value).stem().string() : value;
 }
 
 std::vector<std::string_view> fixed_keys() {
@@ -96,8 +130,16 @@ std::vector<std::string> preset_names(const std::string& dir) {
 
 }  // namespace
 
+// `s` holds the config's keys and its preset's (with_preset), so a value
+// from either is read, and named in errors, the same way.
 ModelSpec Loader::read_model(const Section& s) const {
   ModelSpec model;
+  read_model_shape(s, model);
+  read_model_block(s, model);
+  return model;
+}
+
+void Loader::read_model_shape(const Section& s, ModelSpec& model) const {
   model.layers = to_int(s.get("layers"), 1);
   model.hidden = to_int(s.get("hidden"), 1);
   read_int(s, "ffn_hidden", model.ffn_hidden, 0);
@@ -111,11 +153,30 @@ ModelSpec Loader::read_model(const Section& s) const {
   model.heads = to_int(s.get("heads"), 1);
   model.seq_len = to_int(s.get("seq_len"), 1);
   model.vocab = to_int(s.get("vocab"), 1);
-  if (s.has("dtype")) model.dtype = to_enum(s.get("dtype"), kDTypes);
   if (model.hidden % model.heads != 0) {
     fail_expected(s.get("heads"), fmt::format("a divisor of model.hidden ({})", model.hidden));
   }
-  return model;
+  read_int(s, "kv_heads", model.kv_heads, 0);
+  if (model.kv_heads == 0) model.kv_heads = model.heads;
+  if (model.heads % model.kv_heads != 0) {
+    fail_expected(s.get("kv_heads"),
+                  fmt::format("a divisor of model.heads ({}): each KV head serves a group of "
+                              "query heads",
+                              model.heads));
+  }
+}
+
+// The block's variant: the defaults are GPT-3's, so that a config without
+// these keys keeps its meaning.
+void Loader::read_model_block(const Section& s, ModelSpec& model) const {
+  if (s.has("dtype")) model.dtype = to_enum(s.get("dtype"), kDTypes);
+  if (s.has("mlp")) model.mlp = to_enum(s.get("mlp"), kMlps);
+  if (s.has("norm")) model.norm = to_enum(s.get("norm"), kNorms);
+  if (s.has("attention")) model.attention = to_enum(s.get("attention"), kAttentions);
+  if (s.has("positions")) model.positions = to_enum(s.get("positions"), kPositions);
+  read_bool(s, "tie_embeddings", model.tie_embeddings);
+  read_bool(s, "bias", model.bias);
+  if (s.has("dropout")) model.dropout = to_number(s.get("dropout"), Bound::kProbability);
 }
 
 void Loader::read_hardware_fields(const Section& s, HardwareSpec& hardware) const {
@@ -129,29 +190,47 @@ void Loader::read_hardware_fields(const Section& s, HardwareSpec& hardware) cons
   }
 }
 
-HardwareSpec Loader::read_preset(const Field& field) const {
-  std::string dir = hardware_preset_dir();
-  std::vector<std::string> names = preset_names(dir);
-  if (!field.node.IsScalar() ||
-      std::find(names.begin(), names.end(), field.node.Scalar()) == names.end()) {
-    fail_expected(field, names.empty() ? fmt::format("a preset, but {} has none", dir)
-                                       : fmt::format("one of the presets in {}: {}", dir,
-                                                     fmt::join(names, ", ")));
+std::string Loader::preset_file(const Field& field, const std::string& dir) const {
+  if (!field.present() || !field.node.IsScalar() || field.node.Scalar().empty()) {
+    fail_expected(field, "a preset's name or the path of a YAML file");
   }
-  std::string path = fmt::format("{}/{}.yaml", dir, field.node.Scalar());
-  Loader preset(path, {});
-  Field root{"hardware", parse_yaml(read_file(path), path), YAML::Mark()};
-  HardwareSpec hardware;
-  hardware.name = field.node.Scalar();
-  preset.read_hardware_fields(preset.section(root, hardware_keys(false)), hardware);
-  return hardware;
+  const std::string& value = field.node.Scalar();
+  if (is_preset_path(value)) {
+    std::filesystem::path path = resolve_path(field);
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(path, ec)) {
+      fail(field.mark(), field.path,
+           fmt::format("no such preset file: {}, {}", path.string(), got(field)), field.file);
+    }
+    return path.string();
+  }
+  std::vector<std::string> names = preset_names(dir);
+  if (std::find(names.begin(), names.end(), value) == names.end()) {
+    fail_expected(field, names.empty()
+                             ? fmt::format("the path of a YAML file, as {} has no presets", dir)
+                             : fmt::format("one of the presets in {} (or a YAML file's path): {}",
+                                           dir, fmt::join(names, ", ")));
+  }
+  return fmt::format("{}/{}.yaml", dir, value);
 }
 
+Section Loader::with_preset(Section s, const std::string& dir,
+                            const std::vector<std::string_view>& keys) const {
+  if (!s.has("preset")) return s;
+  const std::string file = preset_file(s.get("preset"), dir);
+  const Field root{s.field().path, parse_yaml(read_file(file), file), YAML::Mark(), file};
+  s.add_missing(section(root, keys));
+  return s;
+}
+
+// `s` holds the config's keys and its preset's (with_preset).
 HardwareSpec Loader::read_hardware(const Section& s) const {
   HardwareSpec hardware;
-  hardware.name = "custom";
-  if (s.has("preset")) hardware = read_preset(s.get("preset"));
+  hardware.name = s.has("preset") ? preset_label(s.get("preset").node.Scalar()) : "custom";
   read_hardware_fields(s, hardware);
+  for (const HardwarePresetInteger& integer : hardware_preset_integers()) {
+    read_int(s, integer.key, hardware.*integer.member, 0);
+  }
   read_int(s, "gpus_per_node", hardware.gpus_per_node, 1);
   read_int(s, "nodes", hardware.nodes, 1);
   for (const HardwareNumber& number : kHardwareNumbers) {
@@ -168,14 +247,8 @@ ParallelSpec Loader::read_parallel(const Section& s) const {
   read_int(s, "tensor", parallel.tensor, 1);
   read_int(s, "data", parallel.data, 1);
   read_int(s, "virtual_stages", parallel.virtual_stages, 1);
-  if (s.has("sequence_parallel")) {
-    Field field = s.get("sequence_parallel");
-    bool value = false;
-    if (!field.node.IsScalar() || !YAML::convert<bool>::decode(field.node, value)) {
-      fail_expected(field, "true or false");
-    }
-    parallel.sequence_parallel = value;
-  }
+  read_bool(s, "sequence_parallel", parallel.sequence_parallel);
+  read_bool(s, "tp_comm_overlap", parallel.tp_comm_overlap);
   // Only the values here; their count and sum are checked against the model
   // with the other cross-field checks.
   if (s.has("layers_per_stage")) {
@@ -186,7 +259,8 @@ ParallelSpec Loader::read_parallel(const Section& s) const {
                     "virtual_stages of them)");
     }
     for (size_t i = 0; i < field.node.size(); ++i) {
-      const Field item{fmt::format("{}[{}]", field.path, i), field.node[i], field.mark()};
+      const Field item{fmt::format("{}[{}]", field.path, i), field.node[i], field.mark(),
+                       field.file};
       parallel.layers_per_stage.push_back(to_int(item, 1));
     }
   }
@@ -203,6 +277,8 @@ TrainingSpec Loader::read_training(const Section& s) const {
   if (s.has("optimizer_step")) {
     training.optimizer_step = to_enum(s.get("optimizer_step"), kOptimizerSteps);
   }
+  read_bool(s, "overlap_grad_reduce", training.overlap_grad_reduce);
+  read_bool(s, "grad_accumulation_fusion", training.grad_accumulation_fusion);
   return training;
 }
 
@@ -299,6 +375,13 @@ void Loader::check_cross_fields(const Config& config, const Sections& tree) cons
       fail_expected(tree.model.get("heads"),
                     fmt::format("a multiple of parallel.tensor ({})", par.tensor));
     }
+    // Megatron-LM splits the KV heads over the tensor ranks, or, with more
+    // ranks than KV heads, gives each rank a copy of one.
+    const int kv_heads = config.model->kv_heads;
+    if (kv_heads % par.tensor != 0 && par.tensor % kv_heads != 0) {
+      fail_expected(tree.model.get("kv_heads"),
+                    fmt::format("a multiple or a divisor of parallel.tensor ({})", par.tensor));
+    }
   }
   if (!par.layers_per_stage.empty()) {
     const Field split = tree.parallel.get("layers_per_stage");
@@ -356,7 +439,7 @@ void Loader::read_slicing(const Section& s, ScheduleSpec& schedule) const {
 
 Config Loader::load(YAML::Node root) const {
   if (root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
-  Field top_field{"", root, YAML::Mark()};
+  Field top_field{"", root, YAML::Mark(), ""};
   std::vector<std::string_view> top_keys = {"model",    "hardware", "parallel",
                                             "training", "schedule", "costs"};
   if (search_ != nullptr) top_keys.push_back("search");
@@ -367,13 +450,16 @@ Config Loader::load(YAML::Node root) const {
   Section top = section(top_field, top_keys);
   Section costs = section(top.get("costs"), {"fixed", "profile", "link"});
   Sections tree{
-      .model = section(top.get("model"),
-                       {"layers", "hidden", "ffn_hidden", "heads", "seq_len", "vocab", "dtype"}),
-      .hardware = section(top.get("hardware"), hardware_keys(true)),
-      .parallel = section(top.get("parallel"), {"pipeline", "tensor", "data", "virtual_stages",
-                                                "sequence_parallel", "layers_per_stage"}),
-      .training = section(top.get("training"), {"global_batch", "micro_batch", "recompute",
-                                                "zero_stage", "optimizer_step"}),
+      .model = with_preset(section(top.get("model"), model_keys(true)), model_preset_dir(),
+                           model_keys(false)),
+      .hardware = with_preset(section(top.get("hardware"), hardware_keys(true)),
+                              hardware_preset_dir(), hardware_keys(false)),
+      .parallel = section(top.get("parallel"),
+                          {"pipeline", "tensor", "data", "virtual_stages", "sequence_parallel",
+                           "tp_comm_overlap", "layers_per_stage"}),
+      .training = section(top.get("training"),
+                          {"global_batch", "micro_batch", "recompute", "zero_stage",
+                           "optimizer_step", "overlap_grad_reduce", "grad_accumulation_fusion"}),
       .schedule = section(top.get("schedule"), {"kind", "file", "slices", "slicing",
                                                 "slice_granularity", "memory_limit_gib"}),
       .fixed = section(costs.get("fixed"), fixed_keys()),
@@ -515,6 +601,24 @@ std::string hardware_preset_dir() {
   const char* dir = std::getenv("PPSIM_HARDWARE_DIR");
   if (dir != nullptr && *dir != '\0') return dir;
   return PPSIM_SOURCE_DIR "/configs/hardware";
+}
+
+std::string model_preset_dir() {
+  const char* dir = std::getenv("PPSIM_MODEL_DIR");
+  if (dir != nullptr && *dir != '\0') return dir;
+  return PPSIM_SOURCE_DIR "/configs/models";
+}
+
+std::vector<HardwarePresetNumber> hardware_preset_numbers() {
+  std::vector<HardwarePresetNumber> numbers;
+  for (const config_internal::HardwareNumber& number : config_internal::kHardwareNumbers) {
+    numbers.push_back({number.key, number.member});
+  }
+  return numbers;
+}
+
+std::vector<HardwarePresetInteger> hardware_preset_integers() {
+  return {{"nics_per_node", &HardwareSpec::nics_per_node}};
 }
 
 }  // namespace ppsim

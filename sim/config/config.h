@@ -25,8 +25,9 @@ Result<ConfigOverride> parse_override(std::string_view text);
 // Every flag of a command line's --set list; the first bad one is the error.
 Result<std::vector<ConfigOverride>> parse_overrides(const std::vector<std::string>& flags);
 
-// Reads, applies overrides, checks, fills in ffn_hidden's default and
-// resolves the hardware preset. Cross-field checks:
+// Reads, applies overrides, checks, fills in ffn_hidden's and kv_heads'
+// defaults and resolves the model and hardware presets (the section's own
+// keys override its preset's). Cross-field checks:
 // p * t * d equals the GPU count (when hardware is given), global_batch
 // divisible by micro_batch * data, the schedule kind is known, costs.fixed
 // lists have 1 or p * v entries, model and hardware present unless
@@ -58,7 +59,27 @@ const std::vector<std::string>& config_schedule_kinds();
 std::optional<int> stages_per_rank(std::string_view kind);
 
 // Where `hardware.preset: NAME` looks for NAME.yaml: $PPSIM_HARDWARE_DIR if
-// set, else the source tree's configs/hardware.
+// set, else the source tree's configs/hardware. A value with a '/' or ending
+// in .yaml is instead the path of a preset file, relative to the config's
+// folder (to the working directory when given with --set).
 std::string hardware_preset_dir();
+// Where `model.preset: NAME` looks for NAME.yaml, likewise: $PPSIM_MODEL_DIR
+// if set, else the source tree's configs/models.
+std::string model_preset_dir();
+
+// The numeric fields a hardware preset file holds, in HardwareSpec's order,
+// as the loader reads them (the name, and gpus_per_node and nodes, which
+// belong to each config, are not among them): for writers of presets and
+// for comparing two clusters' figures.
+struct HardwarePresetNumber {
+  const char* key;
+  double HardwareSpec::*member;
+};
+struct HardwarePresetInteger {
+  const char* key;
+  int HardwareSpec::*member;
+};
+std::vector<HardwarePresetNumber> hardware_preset_numbers();
+std::vector<HardwarePresetInteger> hardware_preset_integers();
 
 }  // namespace ppsim

@@ -93,7 +93,12 @@ const ConfigOverride* Loader::override_under(std::string_view prefix) const {
   return nullptr;
 }
 
-std::string Loader::location(const YAML::Mark& mark, const std::string& path) const {
+std::string Loader::location(const YAML::Mark& mark, const std::string& path,
+                             const std::string& file) const {
+  // A preset's value is the file's, whatever --set flags name its section.
+  if (!file.empty()) {
+    return mark.is_null() ? file : fmt::format("{}:{}:{}", file, mark.line + 1, mark.column + 1);
+  }
   for (auto it = overrides_.rbegin(); it != overrides_.rend(); ++it) {
     if (is_under(path, it->path)) return set_flag(*it);
   }
@@ -140,12 +145,13 @@ Section Loader::section(const Field& field, const std::vector<std::string_view>&
   if (!field.node.IsMap()) fail_expected(field, fmt::format("a map with keys {}", allowed));
   for (auto it = field.node.begin(); it != field.node.end(); ++it) {
     std::string key = render(it->first);
-    Field entry{section.child_path(key), it->second, it->first.Mark()};
+    Field entry{section.child_path(key), it->second, it->first.Mark(), field.file};
     if (!it->first.IsScalar() || std::find(keys.begin(), keys.end(), key) == keys.end()) {
-      fail(entry.key_mark, entry.path, fmt::format("unknown key, expected one of {}", allowed));
+      fail(entry.key_mark, entry.path, fmt::format("unknown key, expected one of {}", allowed),
+           entry.file);
     }
     if (section.find(key) != nullptr) {
-      fail(entry.key_mark, entry.path, "duplicate key");
+      fail(entry.key_mark, entry.path, "duplicate key", entry.file);
     }
     section.add(std::move(entry));
   }
@@ -168,6 +174,19 @@ void Loader::read_int(const Section& s, std::string_view key, int& out, int min,
   if (s.has(key)) out = to_int(s.get(key), min, max);
 }
 
+bool Loader::to_bool(const Field& field) const {
+  bool value = false;
+  if (!field.present() || !field.node.IsScalar() ||
+      !YAML::convert<bool>::decode(field.node, value)) {
+    fail_expected(field, "true or false");
+  }
+  return value;
+}
+
+void Loader::read_bool(const Section& s, std::string_view key, bool& out) const {
+  if (s.has(key)) out = to_bool(s.get(key));
+}
+
 double Loader::to_number(const Field& field, Bound bound) const {
   double value = 0;
   bool ok = field.present() && field.node.IsScalar() && parse_whole(field.node.Scalar(), value) &&
@@ -181,6 +200,9 @@ double Loader::to_number(const Field& field, Bound bound) const {
       break;
     case Bound::kFraction:
       if (!ok || value <= 0 || value > 1) fail_expected(field, "a number in (0, 1]");
+      break;
+    case Bound::kProbability:
+      if (!ok || value < 0 || value >= 1) fail_expected(field, "a number in [0, 1)");
       break;
   }
   return value;
@@ -196,7 +218,7 @@ std::vector<double> Loader::to_numbers(const Field& field, int64_t stages) const
   }
   std::vector<double> values;
   for (size_t i = 0; i < field.node.size(); ++i) {
-    Field element{fmt::format("{}[{}]", field.path, i), field.node[i], field.mark()};
+    Field element{fmt::format("{}[{}]", field.path, i), field.node[i], field.mark(), field.file};
     values.push_back(to_number(element, Bound::kNonNegative));
   }
   return values;
@@ -213,20 +235,24 @@ size_t Loader::to_choice(const Field& field, const std::vector<std::string>& cho
 // A path written in the file is relative to the config's folder, so that a
 // config and the files it names move together; one given with --set is
 // relative to the working directory, where the command was typed.
+std::filesystem::path Loader::resolve_path(const Field& field) const {
+  std::filesystem::path path = field.node.Scalar();
+  if (path.is_absolute()) return path;
+  if (!field.file.empty()) return std::filesystem::path(field.file).parent_path() / path;
+  const bool from_flag = std::any_of(overrides_.begin(), overrides_.end(), [&](const auto& flag) {
+    return is_under(field.path, flag.path);
+  });
+  return from_flag ? path : std::filesystem::path(source_).parent_path() / path;
+}
+
 std::string Loader::to_existing_file(const Field& field, std::string_view expected) const {
   if (!field.present() || !field.node.IsScalar() || field.node.Scalar().empty()) {
     fail_expected(field, expected);
   }
-  std::filesystem::path path = field.node.Scalar();
-  const bool from_flag = std::any_of(overrides_.begin(), overrides_.end(), [&](const auto& flag) {
-    return is_under(field.path, flag.path);
-  });
-  if (path.is_relative() && !from_flag) {
-    path = std::filesystem::path(source_).parent_path() / path;
-  }
+  std::filesystem::path path = resolve_path(field);
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) {
-    fail(field.mark(), field.path, fmt::format("no such file: {}", path.string()));
+    fail(field.mark(), field.path, fmt::format("no such file: {}", path.string()), field.file);
   }
   return path.string();
 }
@@ -237,7 +263,8 @@ std::vector<int> Loader::to_ints(const Field& field, int min, int max) const {
   }
   std::vector<int> values;
   for (size_t i = 0; i < field.node.size(); ++i) {
-    const Field item{fmt::format("{}[{}]", field.path, i), field.node[i], field.key_mark};
+    const Field item{fmt::format("{}[{}]", field.path, i), field.node[i], field.key_mark,
+                     field.file};
     values.push_back(to_int(item, min, max));
   }
   return values;

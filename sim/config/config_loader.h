@@ -1,5 +1,5 @@
-// Internal to the config loader (sim/config.cc, sim/config_loader.cc and
-// sim/sweep_config.cc); nothing else includes it, so that no YAML::Node
+// Internal to the config loader (sim/config/config.cc, config_loader.cc and
+// sweep_config.cc); nothing else includes it, so that no YAML::Node
 // reaches past the loader. The YAML walker the loader's sections are read
 // with: a Field (a value with its key path and mark), a Section (a map whose
 // keys have been checked), and the Loader that turns them into values or into
@@ -16,6 +16,7 @@
 #include <array>
 #include <climits>
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -37,6 +38,7 @@ struct Field {
   std::string path;
   YAML::Node node;      // Null when the key is absent
   YAML::Mark key_mark;  // of its key; of the enclosing section's key when absent
+  std::string file;     // the preset file it came from; empty: the config itself
 
   bool present() const { return node.IsDefined() && !node.IsNull(); }
   // A null value's own mark points at whatever token follows it.
@@ -52,27 +54,37 @@ class Section {
   bool present() const { return self_.present(); }
   // Given, even if empty: an empty value for a field is an error, not its default.
   bool has(std::string_view key) const { return find(key) != nullptr; }
-  const Field* find(std::string_view key) const {
-    std::string path = child_path(key);
-    auto it = std::find_if(entries_.begin(), entries_.end(),
-                           [&](const Field& entry) { return entry.path == path; });
-    return it == entries_.end() ? nullptr : &*it;
-  }
+  const Field* find(std::string_view key) const { return find_path(child_path(key)); }
   Field get(std::string_view key) const {
     const Field* entry = find(key);
-    return entry != nullptr ? *entry : Field{child_path(key), YAML::Node(), self_.key_mark};
+    return entry != nullptr ? *entry
+                            : Field{child_path(key), YAML::Node(), self_.key_mark, self_.file};
   }
   std::string child_path(std::string_view key) const {
     return self_.path.empty() ? std::string(key) : fmt::format("{}.{}", self_.path, key);
   }
   void add(Field entry) { entries_.push_back(std::move(entry)); }
+  // Adds the entries of `defaults` (a preset's, read under the same path)
+  // whose keys this section does not give.
+  void add_missing(const Section& defaults) {
+    for (const Field& entry : defaults.entries_) {
+      if (find_path(entry.path) == nullptr) entries_.push_back(entry);
+    }
+  }
 
  private:
+  const Field* find_path(std::string_view path) const {
+    auto it = std::find_if(entries_.begin(), entries_.end(),
+                           [&](const Field& entry) { return entry.path == path; });
+    return it == entries_.end() ? nullptr : &*it;
+  }
+
   Field self_;
   std::vector<Field> entries_;
 };
 
-enum class Bound { kNonNegative, kPositive, kFraction };
+// kFraction: (0, 1], an efficiency; kProbability: [0, 1), a dropout rate.
+enum class Bound { kNonNegative, kPositive, kFraction, kProbability };
 
 inline constexpr std::array kDTypes = {DType::kBf16, DType::kFp16, DType::kFp32};
 inline constexpr std::array kRecomputes = {Recompute::kNone, Recompute::kSelective,
@@ -80,6 +92,11 @@ inline constexpr std::array kRecomputes = {Recompute::kNone, Recompute::kSelecti
 inline constexpr std::array kSlicings = {SlicingMethod::kEven, SlicingMethod::kOptimal};
 inline constexpr std::array kOptimizerSteps = {OptimizerStep::kSynchronous,
                                                OptimizerStep::kPostValidation};
+inline constexpr std::array kMlps = {Mlp::kGelu, Mlp::kSwiglu};
+inline constexpr std::array kNorms = {Norm::kLayerNorm, Norm::kRmsNorm};
+inline constexpr std::array kAttentions = {Attention::kStandard, Attention::kFlash};
+inline constexpr std::array kPositions = {Positions::kLearned, Positions::kRotary,
+                                          Positions::kAlibi};
 
 std::string got(const Field& field);
 // True when `path` is `prefix` or lies below it ("a.b" and "a.b[0]" are under "a").
@@ -107,16 +124,19 @@ class Loader {
   Config load(YAML::Node root) const;
 
  private:
-  [[noreturn]] void fail(const YAML::Mark& mark, const std::string& path,
-                         std::string_view what) const {
-    std::string where = location(mark, path);
+  // `file`: a preset's, for a value that came from it; empty: the config.
+  [[noreturn]] void fail(const YAML::Mark& mark, const std::string& path, std::string_view what,
+                         const std::string& file = "") const {
+    std::string where = location(mark, path, file);
     throw ConfigError{path.empty() ? fmt::format("{}: {}", where, what)
                                    : fmt::format("{}: {}: {}", where, path, what)};
   }
   [[noreturn]] void fail_expected(const Field& field, std::string_view expected) const {
-    fail(field.mark(), field.path, fmt::format("expected {}, {}", expected, got(field)));
+    fail(field.mark(), field.path, fmt::format("expected {}, {}", expected, got(field)),
+         field.file);
   }
-  std::string location(const YAML::Mark& mark, const std::string& path) const;
+  std::string location(const YAML::Mark& mark, const std::string& path,
+                       const std::string& file) const;
   const ConfigOverride* override_under(std::string_view prefix) const;
 
   void apply(YAML::Node& root, const ConfigOverride& flag) const;
@@ -124,18 +144,32 @@ class Loader {
 
   int to_int(const Field& field, int min, int max = INT_MAX) const;
   void read_int(const Section& s, std::string_view key, int& out, int min, int max = INT_MAX) const;
+  bool to_bool(const Field& field) const;
+  void read_bool(const Section& s, std::string_view key, bool& out) const;
   double to_number(const Field& field, Bound bound) const;
   std::vector<double> to_numbers(const Field& field, int64_t stages) const;
   size_t to_choice(const Field& field, const std::vector<std::string>& choices) const;
-  // The path of a file that exists, resolved against the config's folder
-  // unless it came from --set; `expected` describes it when it is not a path.
+  // A path as written, resolved against the folder of the file that holds it
+  // unless it came from --set (then against the working directory).
+  std::filesystem::path resolve_path(const Field& field) const;
+  // The path of a file that exists, resolved by resolve_path; `expected`
+  // describes it when it is not a path.
   std::string to_existing_file(const Field& field, std::string_view expected) const;
+  // The file a section's `preset:` names: a shipped preset, NAME.yaml in
+  // `dir`, or (a value with a '/' or ending in .yaml) a path, resolved like
+  // schedule.file.
+  std::string preset_file(const Field& field, const std::string& dir) const;
+  // `s` with the entries of the preset it names that it does not give itself;
+  // `keys` are those a preset file may hold. Without `preset:`, `s` itself.
+  Section with_preset(Section s, const std::string& dir,
+                      const std::vector<std::string_view>& keys) const;
   template <typename Enum, size_t N>
   Enum to_enum(const Field& field, const std::array<Enum, N>& values) const;
 
   ModelSpec read_model(const Section& s) const;
+  void read_model_shape(const Section& s, ModelSpec& model) const;
+  void read_model_block(const Section& s, ModelSpec& model) const;
   HardwareSpec read_hardware(const Section& s) const;
-  HardwareSpec read_preset(const Field& field) const;
   void read_hardware_fields(const Section& s, HardwareSpec& hardware) const;
   ParallelSpec read_parallel(const Section& s) const;
   TrainingSpec read_training(const Section& s) const;

@@ -50,7 +50,8 @@ void Loader::read_search(const Section& s, const Config& config) const {
     std::vector<std::string> kinds = config_schedule_kinds();
     kinds.pop_back();  // "custom" needs a file per candidate: not searchable
     for (size_t i = 0; i < field.node.size(); ++i) {
-      const Field item{fmt::format("{}[{}]", field.path, i), field.node[i], field.key_mark};
+      const Field item{fmt::format("{}[{}]", field.path, i), field.node[i], field.key_mark,
+                       field.file};
       out.schedule.push_back(kinds[to_choice(item, kinds)]);
     }
   }
@@ -62,7 +63,8 @@ void Loader::read_search(const Section& s, const Config& config) const {
     }
     out.recompute.clear();
     for (size_t i = 0; i < field.node.size(); ++i) {
-      const Field item{fmt::format("{}[{}]", field.path, i), field.node[i], field.key_mark};
+      const Field item{fmt::format("{}[{}]", field.path, i), field.node[i], field.key_mark,
+                       field.file};
       out.recompute.push_back(to_enum(item, kRecomputes));
     }
   }

@@ -45,6 +45,26 @@ const char* to_string(SlicingMethod slicing) {
   return slicing == SlicingMethod::kEven ? "even" : "optimal";
 }
 
+const char* to_string(Mlp mlp) { return mlp == Mlp::kGelu ? "gelu" : "swiglu"; }
+
+const char* to_string(Norm norm) { return norm == Norm::kLayerNorm ? "layernorm" : "rmsnorm"; }
+
+const char* to_string(Attention attention) {
+  return attention == Attention::kStandard ? "standard" : "flash";
+}
+
+const char* to_string(Positions positions) {
+  switch (positions) {
+    case Positions::kLearned:
+      return "learned";
+    case Positions::kRotary:
+      return "rotary";
+    case Positions::kAlibi:
+      return "alibi";
+  }
+  return "?";
+}
+
 double HardwareSpec::peak_tflops(DType dtype) const {
   switch (dtype) {
     case DType::kBf16:

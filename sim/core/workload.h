@@ -20,22 +20,53 @@ enum class OptimizerStep { kSynchronous, kPostValidation };
 // How a token-level schedule cuts a sequence: equal slices, or TeraPipe's
 // optimal cut for the model's costs.
 enum class SlicingMethod { kEven, kOptimal };
+// The block's parts that change its costs (docs/cost_model.md): the MLP
+// (GeLU: up and down matrices; SwiGLU: gate, up and down), the norms, the
+// attention kernel (standard: scores materialized, softmax and dropout as
+// their own kernels; flash: one fused kernel, FlashAttention-2 style, that
+// keeps no s x s scores and recomputes them inside its backward) and the
+// position encoding (learned: a table of seq_len x hidden parameters).
+enum class Mlp { kGelu, kSwiglu };
+enum class Norm { kLayerNorm, kRmsNorm };
+enum class Attention { kStandard, kFlash };
+enum class Positions { kLearned, kRotary, kAlibi };
 
 int dtype_bytes(DType dtype);
 const char* to_string(DType dtype);
 const char* to_string(Recompute recompute);
 const char* to_string(OptimizerStep step);
 const char* to_string(SlicingMethod slicing);
+const char* to_string(Mlp mlp);
+const char* to_string(Norm norm);
+const char* to_string(Attention attention);
+const char* to_string(Positions positions);
 
-// A GPT-style decoder-only transformer.
+// A decoder-only transformer: GPT-style by default (GeLU, LayerNorm, biases,
+// learned positions, tied embeddings, standard attention, dropout 0.1), a
+// Llama-style one with swiglu, rmsnorm, no biases, rotary positions, untied
+// embeddings, flash attention, kv_heads < heads and dropout 0.
 struct ModelSpec {
   int layers = 0;
   int hidden = 0;
   int ffn_hidden = 0;  // 0 in YAML means 4 * hidden; the loader fills it in
   int heads = 0;
+  int kv_heads = 0;  // grouped-query attention; 0 in YAML means heads; the loader fills it in
   int seq_len = 0;
   int vocab = 0;
   DType dtype = DType::kBf16;
+  Mlp mlp = Mlp::kGelu;
+  Norm norm = Norm::kLayerNorm;
+  Attention attention = Attention::kStandard;
+  Positions positions = Positions::kLearned;
+  bool tie_embeddings = true;  // the output layer reuses the word embedding
+  bool bias = true;            // the linear layers and norms carry biases
+  double dropout = 0.1;        // attention and hidden dropout probability; 0: no dropout kernels
+
+  int head_dim() const { return hidden / heads; }
+  // The sizes with their defaults applied (a struct built in code may leave
+  // them 0; the loader fills them in).
+  int ffn() const { return ffn_hidden > 0 ? ffn_hidden : 4 * hidden; }
+  int key_value_heads() const { return kv_heads > 0 ? kv_heads : heads; }
 };
 
 // One kind of accelerator and the links between them. Figures come from a
@@ -45,16 +76,33 @@ struct HardwareSpec {
   double memory_gib = 0;        // device memory capacity
   double peak_tflops_bf16 = 0;  // dense, no sparsity
   double peak_tflops_fp16 = 0;
-  double peak_tflops_fp32 = 0;       // plain fp32 (no TF32)
-  double max_gemm_efficiency = 0.8;  // fraction of peak reached by large GEMMs
-  // GEMM size (in GFLOP) at which a GEMM reaches half of max_gemm_efficiency:
-  // efficiency(x) = max_gemm_efficiency * x / (x + gemm_half_efficiency_gflop).
-  double gemm_half_efficiency_gflop = 1.0;
-  double hbm_bandwidth_gbps = 0;         // GB/s, for memory-bound kernels
+  double peak_tflops_fp32 = 0;  // plain fp32 (no TF32)
+  // GEMMs (docs/cost_model.md, "GEMMs"): a GEMM is cut into output tiles of
+  // gemm_tile_m x gemm_tile_n, run in waves of sm_count tiles (0: no waves);
+  // a tile costs (K + gemm_tile_k_overhead) multiply-accumulate steps at
+  // max_gemm_efficiency of the peak; and it takes at least the time to move
+  // its operands at the achieved memory bandwidth.
+  double max_gemm_efficiency = 0.8;  // fraction of peak a tile's main loop reaches
+  double sm_count = 0;
+  double gemm_tile_m = 256;
+  double gemm_tile_n = 128;
+  double gemm_tile_k_overhead = 0;
+  // FlashAttention: the fraction of peak its forward and backward reach.
+  double flash_forward_efficiency = 0.8;
+  double flash_backward_efficiency = 0.8;
+  double hbm_bandwidth_gbps = 0;         // GB/s, datasheet
+  double hbm_efficiency = 1;             // fraction of it that memory-bound kernels reach
+  double kernel_launch_us = 0;           // the device's idle gap before each kernel
   double intra_node_bandwidth_gbps = 0;  // GB/s per GPU per direction (NVLink)
   double intra_node_latency_us = 0;
-  double inter_node_bandwidth_gbps = 0;  // GB/s per GPU per direction (network)
+  double inter_node_bandwidth_gbps = 0;  // GB/s of one NIC per direction
   double inter_node_latency_us = 0;
+  // Collectives and transfers reach bus bandwidth efficiency * M / (M + half)
+  // of the link for a message of M bytes (nccl-tests' busbw).
+  double intra_node_collective_efficiency = 1;
+  double inter_node_collective_efficiency = 1;
+  double collective_half_mb = 0;  // MB (1e6 bytes) at which half the efficiency is reached
+  int nics_per_node = 0;          // 0: one per GPU
   int gpus_per_node = 8;
   int nodes = 1;
 
@@ -68,6 +116,11 @@ struct ParallelSpec {
   int data = 1;            // d
   int virtual_stages = 1;  // v
   bool sequence_parallel = false;
+  // Megatron's --tp-comm-overlap (Transformer Engine's userbuffers): each
+  // tensor-parallel all-gather and reduce-scatter runs in chunks alongside
+  // the GEMM it feeds or drains, so only what outlasts that GEMM is paid.
+  // Needs sequence_parallel.
+  bool tp_comm_overlap = false;
   // Layers of each of the p * v stages, first stage first (each >= 1, summing
   // to model.layers). Empty: the default even split (layers_per_stage in
   // cost_model.h); balanced_layers (partition.h) finds the fastest one.
@@ -80,6 +133,16 @@ struct TrainingSpec {
   Recompute recompute = Recompute::kNone;
   int zero_stage = 0;  // 0..3
   OptimizerStep optimizer_step = OptimizerStep::kSynchronous;
+  // Whether the data-parallel gradient reduction runs during the last
+  // microbatch's backward (bucket by bucket) or after it; with ZeRO 1 or 2,
+  // also whether the updated weights' all-gather runs during the next
+  // iteration's first forward (Megatron's --overlap-grad-reduce with
+  // --overlap-param-gather).
+  bool overlap_grad_reduce = false;
+  // Whether each weight-gradient GEMM accumulates into the gradient buffer
+  // itself (Megatron's gradient_accumulation_fusion) or writes a gradient
+  // that a separate kernel then adds to the buffer.
+  bool grad_accumulation_fusion = true;
 };
 
 struct ScheduleSpec {

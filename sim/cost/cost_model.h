@@ -34,8 +34,18 @@ std::vector<int> layers_per_stage(int layers, int stages);
 // FLOPs of one layer's forward for one microbatch of `micro_batch` sequences,
 // on one GPU of a tensor-parallel group of `tensor`.
 double layer_forward_flops(const ModelSpec& model, int micro_batch, int tensor);
-// Parameters of one transformer layer (not divided by t): 4h^2 + 2 h ffn + biases and norms.
+// Parameters of one transformer layer (not divided by t): the attention's
+// projections (Q and the output h x h; K and V h x kv_heads head_dim each),
+// the MLP's matrices (two, or three with SwiGLU), their biases where the
+// model has them, and two norms. 12h^2 + 13h for GPT-3's block.
 int64_t layer_parameters(const ModelSpec& model);
+// One norm's parameters: a weight and a bias (LayerNorm) or a weight (RMSNorm).
+int64_t norm_parameters(const ModelSpec& model);
+// The first stage's: word embedding, and learned positions where the model has them.
+int64_t input_embedding_parameters(const ModelSpec& model);
+// The whole model's: layers, input embedding, final norm and, untied, the
+// output matrix (a tied copy on the last stage is not a parameter of its own).
+int64_t model_parameters(const ModelSpec& model);
 // Bytes one layer keeps for backward per microbatch on one GPU (Korthikanti
 // et al. 2022, 16-bit activations).
 int64_t layer_activation_bytes(const ModelSpec& model, int micro_batch,
@@ -43,12 +53,6 @@ int64_t layer_activation_bytes(const ModelSpec& model, int micro_batch,
 // Model FLOPs of one training iteration, all GPUs together, without
 // recompute (the numerator of MFU): 3 x forward of every layer and the logits.
 double model_flops_per_iteration(const Config& config);
-
-// Ring collectives on n participants over a link of `latency_s` and
-// `bandwidth_Bps` bytes per second per direction.
-double ring_all_reduce_s(double bytes, int n, double latency_s, double bandwidth_Bps);
-double ring_reduce_scatter_s(double bytes, int n, double latency_s, double bandwidth_Bps);
-double ring_all_gather_s(double bytes, int n, double latency_s, double bandwidth_Bps);
 
 // The CostTable of a validated Config: the analytic model when the model and
 // hardware are given, each field of costs.fixed that is given replacing its

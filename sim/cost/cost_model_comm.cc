@@ -1,6 +1,7 @@
 // Placement and communication in the analytic cost model: the link a group
 // of GPUs talks over, ring collectives, pipeline transfers, and each rank's
 // end-of-iteration work (gradient sync and optimizer step).
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -14,39 +15,86 @@ namespace ppsim {
 namespace cost_model_internal {
 namespace {
 
-Link intra_node_link(const HardwareSpec& hw) {
-  return Link{hw.intra_node_latency_us * kMicro, hw.intra_node_bandwidth_gbps * kGiga};
-}
-Link inter_node_link(const HardwareSpec& hw) {
-  return Link{hw.inter_node_latency_us * kMicro, hw.inter_node_bandwidth_gbps * kGiga};
-}
+// Mixed-precision Adam over fp32 master weights, per parameter it updates:
+// apex's FusedAdam reads the gradient, the master weight, m and v and writes
+// the last three (28 bytes at an fp32 gradient, multi_tensor_adam.cu), then
+// the master weight is copied into the model's (4 read, dtype written).
+constexpr double kAdamBytes = 28;
+constexpr double kMasterCopyReadBytes = 4;
 
 Status check_positive(double value, const std::string& key) {
   if (value > 0 && std::isfinite(value)) return Status();
   return Error{key + " must be positive for the analytic cost model, got " + std::to_string(value)};
 }
 
-// The link between GPUs in one node or in two; one that is used must have a
-// bandwidth.
-Result<Link> used_link(const HardwareSpec& hw, bool same_node) {
-  const Link link = same_node ? intra_node_link(hw) : inter_node_link(hw);
-  const char* key =
-      same_node ? "hardware.intra_node_bandwidth_gbps" : "hardware.inter_node_bandwidth_gbps";
-  if (Status s = check_positive(link.bandwidth_Bps, key); !s.ok()) return Error{s.message()};
-  return link;
+// The link of a group of GPUs `per_node` of which share a node (one node
+// for all: `one_node`). Within a node: NVLink at its collective efficiency.
+// Across nodes each GPU has its share of the node's NICs, the members in a
+// node use theirs side by side (NCCL runs a ring per NIC), and they cannot
+// go faster than NVLink between them.
+Result<Link> group_link(const HardwareSpec& hw, bool one_node, int per_node) {
+  const double half = hw.collective_half_mb * 1e6;
+  const double nvlink = hw.intra_node_bandwidth_gbps * kGiga * hw.intra_node_collective_efficiency;
+  if (one_node) {
+    if (Status s =
+            check_positive(hw.intra_node_bandwidth_gbps, "hardware.intra_node_bandwidth_gbps");
+        !s.ok()) {
+      return Error{s.message()};
+    }
+    return Link{hw.intra_node_latency_us * kMicro, nvlink, half};
+  }
+  if (Status s = check_positive(hw.inter_node_bandwidth_gbps, "hardware.inter_node_bandwidth_gbps");
+      !s.ok()) {
+    return Error{s.message()};
+  }
+  const int nics = hw.nics_per_node > 0 ? hw.nics_per_node : hw.gpus_per_node;
+  const double nic_share = hw.inter_node_bandwidth_gbps * kGiga * nics / hw.gpus_per_node;
+  double bandwidth = per_node * nic_share * hw.inter_node_collective_efficiency;
+  if (per_node > 1 && nvlink > 0) bandwidth = std::min(bandwidth, nvlink);
+  return Link{hw.inter_node_latency_us * kMicro, bandwidth, half};
 }
 
-// Data-parallel reduction of `bytes` of gradients on each of d GPUs. ZeRO 1
-// and 2 reduce-scatter and gather the updated weight shards back (a ring
-// all-reduce's cost, like ZeRO 0); ZeRO 3 gathers weights layer by layer in
-// the next forward, which is not modelled.
-double data_parallel_sync_s(double bytes, int d, int zero_stage, const Link& link) {
-  const double scatter_s = ring_reduce_scatter_s(bytes, d, link.latency_s, link.bandwidth_Bps);
-  if (zero_stage == 0) return ring_all_reduce_s(bytes, d, link.latency_s, link.bandwidth_Bps);
-  if (zero_stage < 3) {
-    return scatter_s + ring_all_gather_s(bytes, d, link.latency_s, link.bandwidth_Bps);
+// Data-parallel reduction of `grad_bytes` of gradients on each of d GPUs:
+// the reduction, and for ZeRO 1 and 2 the updated weights' all-gather
+// (`weight_bytes`). ZeRO 0 all-reduces; ZeRO 1 and 2 reduce-scatter; ZeRO 3
+// gathers weights layer by layer in the next forward, which is not modelled.
+struct DataParallelSync {
+  double reduce_s = 0;
+  double gather_s = 0;
+};
+
+DataParallelSync data_parallel_sync(double grad_bytes, double weight_bytes, int d, int zero_stage,
+                                    const Link& link) {
+  if (zero_stage == 0) {
+    return {collective_seconds(CollectiveKind::kAllReduce, grad_bytes, d, link), 0};
   }
-  return scatter_s;
+  const double scatter_s = collective_seconds(CollectiveKind::kReduceScatter, grad_bytes, d, link);
+  if (zero_stage == 3) return {scatter_s, 0};
+  return {scatter_s, collective_seconds(CollectiveKind::kAllGather, weight_bytes, d, link)};
+}
+
+// Bytes per parameter of one optimizer step (docs/cost_model.md): the
+// gradient norm's read, fp16's unscale and inf check, Adam, the copy into
+// the model's weights; and zeroing the gradient buffer for the next
+// iteration, which touches every parameter even under ZeRO.
+double step_bytes_per_updated_parameter(const OpShape& shape) {
+  const double g = shape.grad_bytes;
+  const double unscale = shape.model.dtype == DType::kFp16 ? 2 * g : 0;
+  return g + unscale + kAdamBytes + kMasterCopyReadBytes + dtype_bytes(shape.model.dtype);
+}
+
+// One microbatch's work of `phase` on rank `r`: what an overlapped
+// reduction hides behind (the last microbatch's backward, bucket by
+// bucket), or an overlapped weight all-gather (the first one's forward).
+double rank_microbatch_s(const CostTable& table, const std::vector<int>& stage_rank, int r,
+                         Picos StageCost::*phase) {
+  Picos total = 0;
+  for (int s = 0; s < table.num_stages(); ++s) {
+    if (stage_rank[s] != r) continue;
+    for (int j = 0; j < table.num_slices; ++j)
+      total += table.stages[s * table.num_slices + j].*phase;
+  }
+  return picos_to_seconds(total);
 }
 
 }  // namespace
@@ -58,12 +106,28 @@ Status check_hardware(const Config& config) {
            std::pair{hw.peak_tflops(config.model->dtype), "hardware.peak_tflops_" + dtype},
            std::pair{hw.max_gemm_efficiency, std::string("hardware.max_gemm_efficiency")},
            std::pair{hw.hbm_bandwidth_gbps, std::string("hardware.hbm_bandwidth_gbps")},
+           std::pair{hw.hbm_efficiency, std::string("hardware.hbm_efficiency")},
+           std::pair{hw.flash_forward_efficiency, std::string("hardware.flash_forward_efficiency")},
+           std::pair{hw.flash_backward_efficiency,
+                     std::string("hardware.flash_backward_efficiency")},
+           std::pair{hw.intra_node_collective_efficiency,
+                     std::string("hardware.intra_node_collective_efficiency")},
+           std::pair{hw.inter_node_collective_efficiency,
+                     std::string("hardware.inter_node_collective_efficiency")},
+           std::pair{hw.gemm_tile_m, std::string("hardware.gemm_tile_m")},
+           std::pair{hw.gemm_tile_n, std::string("hardware.gemm_tile_n")},
            std::pair{static_cast<double>(hw.gpus_per_node), std::string("hardware.gpus_per_node")},
        }) {
     if (Status s = check_positive(value, key); !s.ok()) return s;
   }
-  if (hw.gemm_half_efficiency_gflop < 0) {
-    return Error{"hardware.gemm_half_efficiency_gflop must not be negative"};
+  for (const auto& [value, key] :
+       {std::pair{hw.sm_count, "hardware.sm_count"},
+        std::pair{hw.gemm_tile_k_overhead, "hardware.gemm_tile_k_overhead"},
+        std::pair{hw.kernel_launch_us, "hardware.kernel_launch_us"},
+        std::pair{hw.collective_half_mb, "hardware.collective_half_mb"}}) {
+    if (!(value >= 0) || !std::isfinite(value)) {
+      return Error{std::string(key) + " must not be negative, got " + std::to_string(value)};
+    }
   }
   return Status();
 }
@@ -72,22 +136,25 @@ Status check_hardware(const Config& config) {
 // unused) without tensor parallelism.
 Result<Link> tensor_link(const Config& config, const Placement& placement, int rank) {
   if (config.parallel.tensor <= 1) return Link{};
-  return used_link(*config.hardware, placement.tensor_groups_in_node(rank));
+  return group_link(*config.hardware, placement.tensor_groups_in_node(rank),
+                    placement.tensor_members_per_node(rank));
 }
 
 // Each slice's transfer pays the link's latency: k slices pay it k times.
+// Every GPU of a rank sends to its counterpart at the same time, each over
+// its share of the NICs.
 Status fill_p2p_times(const Config& config, const std::vector<int>& stage_rank,
                       const Placement& placement, int num_slices, CostTable& table) {
   for (int s = 0; s + 1 < config.num_stages(); ++s) {
     // Stages on one rank hand over in memory; the engine ignores those boundaries.
     if (stage_rank[s] == stage_rank[s + 1]) continue;
-    const Result<Link> link =
-        used_link(*config.hardware, placement.ranks_share_nodes(stage_rank[s], stage_rank[s + 1]));
+    const Result<Link> link = group_link(
+        *config.hardware, placement.ranks_share_nodes(stage_rank[s], stage_rank[s + 1]), 1);
     if (!link.ok()) return link.error();
     for (int j = 0; j < num_slices; ++j) {
       const int i = s * num_slices + j;
-      const Picos t = seconds_to_picos(link->latency_s + static_cast<double>(table.p2p_bytes[i]) /
-                                                             link->bandwidth_Bps);
+      const Picos t =
+          seconds_to_picos(transfer_seconds(static_cast<double>(table.p2p_bytes[i]), *link));
       table.p2p_forward[i] = t;
       table.p2p_backward[i] = t;
     }
@@ -95,64 +162,60 @@ Status fill_p2p_times(const Config& config, const std::vector<int>& stage_rank,
   return Status();
 }
 
-// End-of-iteration work per rank: gradient reduction and the optimizer step.
+// End-of-iteration work per rank: gradient reduction (what of it the
+// backward does not hide) and the optimizer step.
 Status fill_rank_times(const Config& config, const std::vector<int>& layers,
                        const std::vector<int>& stage_rank, const Placement& placement,
                        CostTable& table) {
   const ModelSpec& model = *config.model;
   const HardwareSpec& hw = *config.hardware;
+  const OpShape shape = OpShape::of(config);
   const int d = config.parallel.data;
   const int zero = config.training.zero_stage;
   const int first = stage_rank.front();
   const int last = stage_rank.back();
+  const double memory_Bps = hw.hbm_bandwidth_gbps * kGiga * hw.hbm_efficiency;
   for (int r = 0; r < config.parallel.pipeline; ++r) {
-    const int64_t params = rank_parameters(config, layers, stage_rank, r);
+    const auto params = static_cast<double>(rank_parameters(config, layers, stage_rank, r));
     double sync_s = 0;
     if (d > 1) {
-      const Result<Link> link = used_link(hw, placement.data_groups_in_node(r));
+      const Result<Link> link =
+          group_link(hw, placement.data_groups_in_node(r), placement.data_members_per_node(r));
       if (!link.ok()) return link.error();
-      sync_s += data_parallel_sync_s(static_cast<double>(params) * dtype_bytes(model.dtype), d,
-                                     zero, *link);
+      DataParallelSync sync = data_parallel_sync(params * shape.grad_bytes,
+                                                 params * dtype_bytes(model.dtype), d, zero, *link);
+      if (config.training.overlap_grad_reduce) {
+        sync.reduce_s = std::max(
+            0.0, sync.reduce_s - rank_microbatch_s(table, stage_rank, r, &StageCost::backward));
+        sync.gather_s = std::max(
+            0.0, sync.gather_s - rank_microbatch_s(table, stage_rank, r, &StageCost::forward));
+      }
+      sync_s += sync.reduce_s + sync.gather_s;
     }
     // The tied word embedding's two copies sum their gradients.
-    if (last != first && (r == first || r == last)) {
-      const Result<Link> link = used_link(hw, placement.ranks_share_nodes(first, last));
+    if (model.tie_embeddings && last != first && (r == first || r == last)) {
+      const Result<Link> link = group_link(hw, placement.ranks_share_nodes(first, last), 1);
       if (!link.ok()) return link.error();
-      const int64_t copy =
-          ceil_div(static_cast<int64_t>(model.vocab) * model.hidden, config.parallel.tensor);
-      sync_s += ring_all_reduce_s(static_cast<double>(copy) * dtype_bytes(model.dtype), 2,
-                                  link->latency_s, link->bandwidth_Bps);
+      const double copy = static_cast<double>(model.vocab) * model.hidden / config.parallel.tensor;
+      sync_s += collective_seconds(CollectiveKind::kAllReduce, copy * shape.grad_bytes, 2, *link);
     }
     table.grad_sync[r] = seconds_to_picos(sync_s);
-    const int64_t updated = zero >= 1 ? ceil_div(params, d) : params;
-    table.optimizer_step[r] = seconds_to_picos(
-        static_cast<double>(updated) * kAdamBytesPerParameter / (hw.hbm_bandwidth_gbps * kGiga));
+    const double updated = zero >= 1 ? params / d : params;
+    const double step_bytes =
+        updated * step_bytes_per_updated_parameter(shape) + params * shape.grad_bytes;
+    table.optimizer_step[r] = seconds_to_picos(step_bytes / memory_Bps);
   }
   // A synchronous step all-reduces the gradient norm (one fp32) across the
   // pipeline ranks: latency-bound.
   const int p = config.parallel.pipeline;
   if (p > 1) {
-    const Result<Link> link = used_link(hw, placement.ranks_share_nodes(0, p - 1));
+    const Result<Link> link = group_link(hw, placement.ranks_share_nodes(0, p - 1), 1);
     if (!link.ok()) return link.error();
     table.pipeline_sync =
-        seconds_to_picos(ring_all_reduce_s(4.0, p, link->latency_s, link->bandwidth_Bps));
+        seconds_to_picos(collective_seconds(CollectiveKind::kAllReduce, 4.0, p, *link));
   }
   return Status();
 }
 
 }  // namespace cost_model_internal
-
-double ring_all_reduce_s(double bytes, int n, double latency_s, double bandwidth_Bps) {
-  return 2 * ring_reduce_scatter_s(bytes, n, latency_s, bandwidth_Bps);
-}
-
-double ring_reduce_scatter_s(double bytes, int n, double latency_s, double bandwidth_Bps) {
-  if (n <= 1) return 0;
-  return (n - 1) * latency_s + (n - 1) * bytes / n / bandwidth_Bps;
-}
-
-double ring_all_gather_s(double bytes, int n, double latency_s, double bandwidth_Bps) {
-  return ring_reduce_scatter_s(bytes, n, latency_s, bandwidth_Bps);
-}
-
 }  // namespace ppsim

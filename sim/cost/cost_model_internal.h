@@ -12,6 +12,7 @@
 #include "schedules/status.h"
 #include "sim/core/costs.h"
 #include "sim/core/workload.h"
+#include "sim/cost/op_time.h"
 
 namespace ppsim {
 namespace cost_model_internal {
@@ -26,10 +27,6 @@ inline constexpr double kAdamBytesPerParameter = 32;
 inline constexpr double kLossBytesPerLogit = 4;
 
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-inline int ffn_of(const ModelSpec& model) {
-  return model.ffn_hidden > 0 ? model.ffn_hidden : 4 * model.hidden;
-}
 
 // A stretch of one microbatch's sequences (TeraPipe's token slice): `tokens`
 // positions whose queries attend causally to the `context` positions before
@@ -51,12 +48,6 @@ struct Slice {
 };
 
 inline Slice whole_sequence(const ModelSpec& model) { return Slice{model.seq_len, 0}; }
-
-// A link between two GPUs, in SI units.
-struct Link {
-  double latency_s = 0;
-  double bandwidth_Bps = 0;
-};
 
 // GPU placement in Megatron's order (tensor fastest, then data, then
 // pipeline): pipeline rank r owns GPUs [r t d, (r + 1) t d).
@@ -85,11 +76,24 @@ class Placement {
   // A data-parallel group is strided by t inside the rank's block, so the
   // groups stay in one node exactly when the whole block does.
   bool data_groups_in_node(int rank) const { return in_one_node(first_gpu(rank), gpus_per_rank_); }
+  // How many GPUs of the rank's first tensor (data-parallel) group share its
+  // first GPU's node: the members whose NICs the group's ring can use side
+  // by side.
+  int tensor_members_per_node(int rank) const { return members_in_first_node(rank, 1, tensor_); }
+  int data_members_per_node(int rank) const {
+    return members_in_first_node(rank, tensor_, gpus_per_rank_ / tensor_);
+  }
 
  private:
   int first_gpu(int rank) const { return rank * gpus_per_rank_; }
   int node(int gpu) const { return gpu / gpus_per_node_; }
   bool in_one_node(int first, int count) const { return node(first) == node(first + count - 1); }
+  int members_in_first_node(int rank, int stride, int members) const {
+    const int first = first_gpu(rank);
+    int count = 0;
+    while (count < members && node(first + count * stride) == node(first)) ++count;
+    return count;
+  }
 
   int tensor_;
   int gpus_per_rank_;
@@ -97,10 +101,6 @@ class Placement {
 };
 
 // cost_model_memory.cc
-double elementwise_bytes(const ModelSpec& model, int micro_batch, const ParallelSpec& parallel,
-                         const Slice& slice);
-double attention_score_bytes(const ModelSpec& model, int micro_batch, int tensor,
-                             const Slice& slice);
 int64_t rank_parameters(const Config& config, const std::vector<int>& layers,
                         const std::vector<int>& stage_rank, int rank);
 void fill_memory(const Config& config, const std::vector<int>& layers,

@@ -2,6 +2,7 @@
 // (Korthikanti et al. 2022, per token slice), the parameters of each stage and
 // rank, and the static bytes of mixed-precision Adam under ZeRO.
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -12,62 +13,68 @@ namespace ppsim {
 namespace cost_model_internal {
 namespace {
 
-// Korthikanti et al. 2022 per layer and GPU, for `tokens` positions of each
-// sequence and `score_entries` attention scores per head and sequence (s and
-// s^2 for a whole sequence).
-int64_t korthikanti_bytes(const ModelSpec& model, int micro_batch, const ParallelSpec& parallel,
-                          Recompute recompute, int64_t tokens, int64_t score_entries) {
-  const int64_t sbh = tokens * micro_batch * model.hidden;
-  const int64_t attention = 5LL * model.heads * score_entries * micro_batch;
+// What one layer keeps for backward on one GPU, for `tokens` positions of
+// each sequence and `score_entries` attention scores per head and sequence
+// (s and s^2 for a whole sequence): Korthikanti et al. 2022's count, term by
+// term, so that it follows the block's shape (docs/cost_model.md, "Memory").
+// For GPT-3's block in 16 bits it is their sbh(10 + 24/t + 5as/(ht)).
+int64_t layer_kept_bytes(const ModelSpec& model, int micro_batch, const ParallelSpec& parallel,
+                         Recompute recompute, int64_t tokens, int64_t score_entries) {
+  const double B = dtype_bytes(model.dtype);
+  const double t = parallel.tensor;
+  const double sb = static_cast<double>(tokens) * micro_batch;
+  const double h = model.hidden;
+  const double kv = static_cast<double>(model.key_value_heads()) * model.head_dim();
+  const double f = model.ffn();
+  const double up = model.mlp == Mlp::kSwiglu ? 2 * f : f;
+  const double mask = model.dropout > 0 ? 1 : 0;
   const bool sp = parallel.sequence_parallel;
-  // In 16-bit bytes: a part every tensor rank keeps whole and a part split over t.
-  int64_t whole = 0;
-  int64_t split = 0;
-  switch (recompute) {
-    case Recompute::kNone:
-      whole = sp ? 0 : 10 * sbh;
-      split = (sp ? 34 : 24) * sbh + attention;
-      break;
-    case Recompute::kSelective:
-      whole = sp ? 0 : 10 * sbh;
-      split = (sp ? 34 : 24) * sbh;
-      break;
-    case Recompute::kFull:
-      whole = sp ? 0 : 2 * sbh;
-      split = sp ? 2 * sbh : 0;
-      break;
+  // Every tensor rank keeps these whole unless sequence parallelism splits
+  // them: the two norms' inputs and the two linear inputs after them, and
+  // the two residual dropout masks.
+  const double whole = sb * h * (4 * B + 2 * mask);
+  if (recompute == Recompute::kFull) {
+    return std::llround(std::ceil(sb * h * B / (sp ? t : 1)));
   }
-  const int64_t bytes16 = whole + ceil_div(split, parallel.tensor);
-  // The formula counts 16-bit values; wider activations scale it (the 1-byte
-  // dropout masks with them, a small overcount).
-  return bytes16 * dtype_bytes(model.dtype) / 2;
+  // Split over t: Q, K and V, the attention output, the MLP's activation
+  // input and output.
+  double split = sb * B * (h + 2 * kv + h + up + f);
+  // The score matrix's softmax output, and with dropout its mask and output;
+  // flash attention keeps only an fp32 log-sum-exp per head and token.
+  const double scores = static_cast<double>(score_entries) * micro_batch * model.heads;
+  if (model.attention == Attention::kFlash) {
+    split += 4.0 * sb * model.heads;
+  } else if (recompute != Recompute::kSelective) {
+    split += scores * (B + mask * (B + 1));
+  }
+  return std::llround(std::ceil((sp ? (whole + split) / t : whole + split / t)));
 }
 
 // What one layer keeps for backward for one slice: the slice's rows of the
-// score matrix (5 a b l (c + l) / t bytes at 16 bits) instead of 5 a s^2 b / t.
+// score matrix, b heads l (c + l), instead of b heads s^2.
 int64_t slice_activation_bytes(const ModelSpec& model, int micro_batch,
                                const ParallelSpec& parallel, Recompute recompute,
                                const Slice& slice) {
-  return korthikanti_bytes(model, micro_batch, parallel, recompute, slice.tokens,
-                           slice.kept_scores());
+  return layer_kept_bytes(model, micro_batch, parallel, recompute, slice.tokens,
+                          slice.kept_scores());
 }
 
-// What W reads after I is done: the inputs of the four linear layers, the
-// two layer-norm outputs (2 s b h each, split over t only with sequence
-// parallelism), the attention output (2 s b h / t) and the GeLU output
-// (2 s b f / t), in 16-bit values scaled to the dtype. Never more than the
-// layer keeps (under recompute W reads what I recomputed, which this model
-// does not count separately).
+// What W reads after I is done: the inputs of the four linear layers (the
+// two norms' outputs, whole unless sequence parallelism splits them, the
+// attention output and the MLP's activation output, split over t). Never
+// more than the layer keeps (under recompute W reads what I recomputed,
+// which this model does not count separately).
 int64_t slice_weight_grad_bytes(const ModelSpec& model, int micro_batch,
                                 const ParallelSpec& parallel, Recompute recompute,
                                 const Slice& slice) {
-  const int64_t sbh = slice.tokens * micro_batch * model.hidden;
-  const int64_t sbf = slice.tokens * micro_batch * static_cast<int64_t>(ffn_of(model));
-  const bool sp = parallel.sequence_parallel;
-  const int64_t whole = sp ? 0 : 4 * sbh;
-  const int64_t split = (sp ? 4 * sbh : 0) + 2 * sbh + 2 * sbf;
-  const int64_t bytes = (whole + ceil_div(split, parallel.tensor)) * dtype_bytes(model.dtype) / 2;
-  return std::min(bytes, slice_activation_bytes(model, micro_batch, parallel, recompute, slice));
+  const double B = dtype_bytes(model.dtype);
+  const double t = parallel.tensor;
+  const double sb = static_cast<double>(slice.tokens) * micro_batch;
+  const double whole = 2 * sb * model.hidden * B;
+  const double split = sb * (model.hidden + static_cast<double>(model.ffn())) * B;
+  const double bytes = parallel.sequence_parallel ? (whole + split) / t : whole + split / t;
+  return std::min<int64_t>(std::llround(std::ceil(bytes)),
+                           slice_activation_bytes(model, micro_batch, parallel, recompute, slice));
 }
 
 // Parameters of one stage, before the tensor-parallel split.
@@ -77,8 +84,14 @@ int64_t stage_parameters(const Config& config, const std::vector<int>& layers,
   int64_t total = layers[stage] * layer_parameters(model);
   const int64_t word_embedding = static_cast<int64_t>(model.vocab) * model.hidden;
   const int last = config.num_stages() - 1;
-  if (stage == 0) total += word_embedding + static_cast<int64_t>(model.seq_len) * model.hidden;
-  if (stage == last && stage != 0 && stage_rank[last] != stage_rank[0]) total += word_embedding;
+  if (stage == 0) total += input_embedding_parameters(model);
+  if (stage == last) {
+    total += norm_parameters(model);
+    // Untied: the output layer's own matrix. Tied: Megatron keeps a copy of
+    // the word embedding on the last stage when that is another rank.
+    const bool copy = stage != 0 && stage_rank[last] != stage_rank[0];
+    if (!model.tie_embeddings || copy) total += word_embedding;
+  }
   return total;
 }
 
@@ -98,25 +111,6 @@ int64_t zero_static_bytes(int64_t params, int data, int zero_stage) {
 }
 
 }  // namespace
-
-// Bytes the layer's elementwise kernels read or write once: the
-// no-recompute activations, with the attention scores counted like the
-// attention GEMMs (attention_pairs), so that like them they sum over any cut
-// to the unsliced figure.
-double elementwise_bytes(const ModelSpec& model, int micro_batch, const ParallelSpec& parallel,
-                         const Slice& slice) {
-  return static_cast<double>(korthikanti_bytes(model, micro_batch, parallel, Recompute::kNone,
-                                               slice.tokens, slice.attention_pairs()));
-}
-
-// The attention-score term of Korthikanti et al. (softmax output, its dropout
-// mask and output: 5 a s^2 b bytes at 16 bits), on one GPU, for the work of
-// one slice.
-double attention_score_bytes(const ModelSpec& model, int micro_batch, int tensor,
-                             const Slice& slice) {
-  return 5.0 * model.heads * static_cast<double>(slice.attention_pairs()) * micro_batch / tensor *
-         dtype_bytes(model.dtype) / 2;
-}
 
 // Parameters one GPU of pipeline rank `rank` holds: its layers, the word and
 // position embedding on the first stage, and the last stage's copy of the
@@ -166,18 +160,36 @@ void fill_memory(const Config& config, const std::vector<int>& layers,
 
 }  // namespace cost_model_internal
 
-using cost_model_internal::ffn_of;
 using cost_model_internal::slice_activation_bytes;
 using cost_model_internal::whole_sequence;
 
 int64_t layer_parameters(const ModelSpec& model) {
   const int64_t h = model.hidden;
-  const int64_t f = ffn_of(model);
-  const int64_t qkv = 3 * h * h + 3 * h;
-  const int64_t out_projection = h * h + h;
-  const int64_t mlp = h * f + f + f * h + h;
-  const int64_t layer_norms = 4 * h;
-  return qkv + out_projection + mlp + layer_norms;
+  const int64_t f = model.ffn();
+  const int64_t q = h;
+  const int64_t kv = static_cast<int64_t>(model.key_value_heads()) * model.head_dim();
+  const int64_t bias = model.bias ? 1 : 0;
+  const int64_t attention = h * (q + 2 * kv) + q * h + bias * (q + 2 * kv + h);
+  const int64_t mlp =
+      model.mlp == Mlp::kSwiglu ? 3 * h * f + bias * (2 * f + h) : 2 * h * f + bias * (f + h);
+  return attention + mlp + 2 * norm_parameters(model);
+}
+
+int64_t norm_parameters(const ModelSpec& model) {
+  return model.norm == Norm::kLayerNorm ? 2LL * model.hidden : model.hidden;
+}
+
+int64_t input_embedding_parameters(const ModelSpec& model) {
+  const int64_t words = static_cast<int64_t>(model.vocab) * model.hidden;
+  if (model.positions != Positions::kLearned) return words;
+  return words + static_cast<int64_t>(model.seq_len) * model.hidden;
+}
+
+int64_t model_parameters(const ModelSpec& model) {
+  const int64_t output =
+      model.tie_embeddings ? 0 : static_cast<int64_t>(model.vocab) * model.hidden;
+  return model.layers * layer_parameters(model) + input_embedding_parameters(model) +
+         norm_parameters(model) + output;
 }
 
 int64_t layer_activation_bytes(const ModelSpec& model, int micro_batch,

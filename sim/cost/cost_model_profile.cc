@@ -127,7 +127,7 @@ Result<ProfiledLayers> profiled_layers(const Config& config, const std::vector<S
                                           [&](const KernelSample& k) { return k.part == part; });
     if (!present) continue;
     const KernelShape shape =
-        part == kBlockPart ? KernelShape{part, b, model.hidden, ffn_of(model), model.heads, 0, t}
+        part == kBlockPart ? KernelShape{part, b, model.hidden, model.ffn(), model.heads, 0, t}
                            : KernelShape{part, b, model.hidden, 0, 0, model.vocab, t};
     for (const Slice& slice : slices) {
       const Result<MeasuredPiece> piece = measured_piece(profile, shape, slice, recompute);
@@ -135,7 +135,7 @@ Result<ProfiledLayers> profiled_layers(const Config& config, const std::vector<S
       pieces->push_back(*piece);
     }
   }
-  const KernelShape block{kBlockPart, b, model.hidden, ffn_of(model), model.heads, 0, t};
+  const KernelShape block{kBlockPart, b, model.hidden, model.ffn(), model.heads, 0, t};
   for (const KernelSample& k : profile.kernels) {
     if (k.kind == kOptimizerStepKind && block.matches(k)) {
       out.block_step = seconds_to_picos(k.median_s);

@@ -11,35 +11,12 @@
 
 #include "sim/cost/cost_model.h"
 #include "sim/cost/cost_model_internal.h"
+#include "sim/cost/layer_ops.h"
+#include "sim/cost/op_time.h"
 
 namespace ppsim {
 namespace cost_model_internal {
 namespace {
-
-// Forward FLOPs of the six matrix products of one layer on one GPU for one
-// slice. Each is timed on its own because GEMM efficiency depends on its size.
-struct LayerGemms {
-  double qkv = 0;
-  double scores = 0;  // Q K^T
-  double attention_values = 0;
-  double out_projection = 0;
-  double mlp_up = 0;
-  double mlp_down = 0;
-
-  double linear() const { return qkv + out_projection + mlp_up + mlp_down; }
-  double attention() const { return scores + attention_values; }
-};
-
-LayerGemms layer_gemms(const ModelSpec& model, int micro_batch, int tensor, const Slice& slice) {
-  const double b = micro_batch;
-  const double bl = b * static_cast<double>(slice.tokens);
-  const double pairs = static_cast<double>(slice.attention_pairs());
-  const double h = model.hidden;
-  const double f = ffn_of(model);
-  const double t = tensor;
-  return LayerGemms{2 * bl * h * 3 * h / t, 2 * b * pairs * h / t, 2 * b * pairs * h / t,
-                    2 * bl * h * h / t,     2 * bl * h * f / t,    2 * bl * f * h / t};
-}
 
 // Forward, backward and the weight-gradient part of backward of one piece of
 // a stage (a layer, the embedding, the logits). Summed in picoseconds so that
@@ -62,113 +39,50 @@ Block repeat(const Block& block, int64_t n) {
   return Block{block.forward * n, block.backward * n, block.weight_grad * n};
 }
 
-// Times the pieces of a stage for one slice of a microbatch. Holds copies of
-// what it needs, so that a SliceCostFn can own one; the figures that do not
-// depend on the slice are worked out once here, since slice_cost_function
-// calls it millions of times.
+// Times the pieces of a stage for one slice of a microbatch by pricing
+// their operations (layer_ops.h) on the hardware (op_time.h). Holds copies
+// of what it needs, so that a SliceCostFn can own one.
 class BlockTimer {
  public:
   explicit BlockTimer(const Config& config)
-      : model_(*config.model),
-        hw_(*config.hardware),
-        parallel_(config.parallel),
-        recompute_(config.training.recompute),
-        micro_batch_(config.training.micro_batch),
-        flops_per_s_(config.hardware->peak_tflops(config.model->dtype) * kTera),
-        hbm_Bps_(config.hardware->hbm_bandwidth_gbps * kGiga),
-        vocab_per_gpu_(static_cast<double>(model_.vocab) / parallel_.tensor) {}
+      : shape_(OpShape::of(config)),
+        timer_(*config.hardware, config.model->dtype, config.parallel.tensor),
+        recompute_(config.training.recompute) {}
 
+  // B = I + W; recompute runs before I: the whole forward again (full), or
+  // the attention core's (selective; nothing with flash attention, whose
+  // backward recomputes the scores inside its kernel).
   Block layer(const Slice& slice, const Link& tp_link) const {
-    const LayerGemms gemms = layer_gemms(model_, micro_batch_, parallel_.tensor, slice);
-    const double linear_s = gemm_s(gemms.qkv) + gemm_s(gemms.out_projection) +
-                            gemm_s(gemms.mlp_up) + gemm_s(gemms.mlp_down);
-    const double attention_s = gemm_s(gemms.scores) + gemm_s(gemms.attention_values);
-    // Elementwise kernels (norms, softmax, GeLU, dropout, residuals) read and
-    // write about what the layer keeps for backward.
-    const double elementwise_s =
-        2 * elementwise_bytes(model_, micro_batch_, parallel_, slice) / hbm_Bps_;
-    const double softmax_s =
-        2 * attention_score_bytes(model_, micro_batch_, parallel_.tensor, slice) / hbm_Bps_;
-    // Two all-reduces (or reduce-scatter + all-gather pairs) each way.
-    const double bytes = slice_bytes(slice);
-    const Picos comm =
-        seconds_to_picos(2 * (tp_gather_s(bytes, tp_link) + tp_scatter_s(bytes, tp_link)));
-
-    const Picos compute = seconds_to_picos(linear_s + attention_s + elementwise_s);
-    Block block{compute + comm, 2 * compute + comm, seconds_to_picos(linear_s)};
+    const TokenSlice token_slice{slice.tokens, slice.context};
+    const PieceOps ops = layer_ops(shape_, token_slice);
+    Block block = priced(ops, tp_link);
     if (recompute_ == Recompute::kFull) block.backward += block.forward;
-    if (recompute_ == Recompute::kSelective) {
-      block.backward += seconds_to_picos(attention_s + softmax_s);
+    if (recompute_ == Recompute::kSelective && shape_.model.attention == Attention::kStandard) {
+      block.backward +=
+          seconds_to_picos(timer_.seconds(attention_core_forward(shape_, token_slice), tp_link));
     }
     return block;
   }
 
-  // Vocabulary-parallel lookup: forward ends in an all-reduce (a
-  // reduce-scatter with sequence parallelism) whose backward is an identity
-  // (an all-gather). Backward moves the lookup's bytes twice: the gradient
-  // arriving at the lookup, and its scatter-add into the table (W).
   Block embedding(const Slice& slice, const Link& tp_link) const {
-    const double bytes = slice_bytes(slice);
-    const Picos memory = seconds_to_picos(bytes / hbm_Bps_);
-    const Picos forward_comm = seconds_to_picos(tp_scatter_s(bytes, tp_link));
-    const Picos backward_comm = seconds_to_picos(tp_gather_s(bytes, tp_link));
-    return Block{memory + forward_comm, 2 * memory + backward_comm, memory};
+    return priced(embedding_ops(shape_, TokenSlice{slice.tokens, slice.context}), tp_link);
   }
 
-  // Output layer and loss: the mirror of the embedding's collectives (an
-  // identity forward whose backward is an all-reduce; all-gather forward and
-  // reduce-scatter backward with sequence parallelism).
   Block logits(const Slice& slice, const Link& tp_link) const {
-    const double tokens = static_cast<double>(micro_batch_) * static_cast<double>(slice.tokens);
-    const double gemm = gemm_s(2 * tokens * model_.hidden * vocab_per_gpu_);
-    const double loss = tokens * vocab_per_gpu_ * kLossBytesPerLogit / hbm_Bps_;
-    const Picos compute = seconds_to_picos(gemm + loss);
-    const double bytes = slice_bytes(slice);
-    const Picos forward_comm = seconds_to_picos(tp_gather_s(bytes, tp_link));
-    const Picos backward_comm = seconds_to_picos(tp_scatter_s(bytes, tp_link));
-    return Block{compute + forward_comm, 2 * compute + backward_comm, seconds_to_picos(gemm)};
+    return priced(head_ops(shape_, TokenSlice{slice.tokens, slice.context}), tp_link);
   }
 
  private:
-  // GEMM time at peak * max_efficiency * x / (x + x_half), x in GFLOP.
-  double gemm_s(double flops) const {
-    if (flops <= 0) return 0;
-    const double gflop = flops / kGiga;
-    const double efficiency =
-        hw_.max_gemm_efficiency * gflop / (gflop + hw_.gemm_half_efficiency_gflop);
-    return flops / (flops_per_s_ * efficiency);
+  Block priced(const PieceOps& ops, const Link& tp_link) const {
+    const Picos weight_grad = seconds_to_picos(timer_.seconds(ops.weight_grad, tp_link));
+    return Block{seconds_to_picos(timer_.seconds(ops.forward, tp_link)),
+                 seconds_to_picos(timer_.seconds(ops.input_grad, tp_link)) + weight_grad,
+                 weight_grad};
   }
 
-  // Bytes of one slice's hidden states, b l h, unsplit.
-  double slice_bytes(const Slice& slice) const {
-    return static_cast<double>(micro_batch_) * static_cast<double>(slice.tokens) * model_.hidden *
-           dtype_bytes(model_.dtype);
-  }
-
-  // The tensor-parallel collective that ends a row-parallel GEMM (all-reduce,
-  // or reduce-scatter with sequence parallelism), and the one that starts a
-  // column-parallel GEMM under sequence parallelism (all-gather; nothing
-  // without it). Together they are one all-reduce's worth.
-  double tp_scatter_s(double bytes, const Link& link) const {
-    return tp_s(parallel_.sequence_parallel ? ring_reduce_scatter_s : ring_all_reduce_s, bytes,
-                link);
-  }
-  double tp_gather_s(double bytes, const Link& link) const {
-    return parallel_.sequence_parallel ? tp_s(ring_all_gather_s, bytes, link) : 0;
-  }
-  double tp_s(double (*collective)(double, int, double, double), double bytes,
-              const Link& link) const {
-    return collective(bytes, parallel_.tensor, link.latency_s, link.bandwidth_Bps);
-  }
-
-  ModelSpec model_;
-  HardwareSpec hw_;
-  ParallelSpec parallel_;
+  OpShape shape_;
+  OpTimer timer_;
   Recompute recompute_;
-  int micro_batch_;
-  double flops_per_s_;
-  double hbm_Bps_;
-  double vocab_per_gpu_;
 };
 
 // What sets a stage's time apart from another's: its layers, whether it holds
@@ -261,9 +175,6 @@ Status fill_times(const Config& config, const std::vector<int>& layers,
 using cost_model_internal::Block;
 using cost_model_internal::BlockTimer;
 using cost_model_internal::check_hardware;
-using cost_model_internal::layer_gemms;
-using cost_model_internal::LayerGemms;
-using cost_model_internal::Link;
 using cost_model_internal::Placement;
 using cost_model_internal::Slice;
 using cost_model_internal::stage_block;
@@ -274,13 +185,21 @@ using cost_model_internal::tensor_link;
 using cost_model_internal::whole_sequence;
 
 double layer_forward_flops(const ModelSpec& model, int micro_batch, int tensor) {
-  const LayerGemms gemms = layer_gemms(model, micro_batch, tensor, whole_sequence(model));
-  return gemms.linear() + gemms.attention();
+  OpShape shape;
+  shape.model = model;
+  shape.micro_batch = micro_batch;
+  shape.tensor = tensor;
+  double flops = 0;
+  for (const Op& op : layer_ops(shape, TokenSlice{model.seq_len, 0}).forward) flops += op.flops;
+  return flops;
 }
 
 double model_flops_per_iteration(const Config& config) {
   if (!config.model) return 0;
-  const ModelSpec& model = *config.model;
+  // Attention counted as the full s x s products whatever the kernel, as
+  // Megatron-LM counts model FLOPs: the MFU of two kernels stays comparable.
+  ModelSpec model = *config.model;
+  model.attention = Attention::kStandard;
   const double logits = 2.0 * model.seq_len * model.hidden * model.vocab;
   const double per_sequence = model.layers * layer_forward_flops(model, 1, 1) + logits;
   return static_cast<double>(config.training.global_batch) * 3 * per_sequence;

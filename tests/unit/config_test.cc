@@ -196,7 +196,7 @@ parallel:
   pipelines: 4
 )"),
             "test.yaml:3:3: parallel.pipelines: unknown key, expected one of pipeline, tensor, "
-            "data, virtual_stages, sequence_parallel, layers_per_stage");
+            "data, virtual_stages, sequence_parallel, tp_comm_overlap, layers_per_stage");
 }
 
 TEST(ConfigTest, UnknownKeyInsideCostsFixed) {
@@ -249,7 +249,7 @@ TEST(ConfigTest, ListWhereIntegerExpected) {
 TEST(ConfigTest, SectionMustBeAMap) {
   EXPECT_EQ(error_of("parallel: 4\n"),
             "test.yaml:1:11: parallel: expected a map with keys pipeline, tensor, data, "
-            "virtual_stages, sequence_parallel, layers_per_stage, got \"4\"");
+            "virtual_stages, sequence_parallel, tp_comm_overlap, layers_per_stage, got \"4\"");
 }
 
 TEST(ConfigTest, DocumentMustBeAMap) {
@@ -494,7 +494,7 @@ TEST(ConfigTest, BadSetValueNamesTheFlag) {
             "(one per stage: pipeline x virtual_stages), got 2");
   EXPECT_EQ(error_of(kIdeal, {{"parallel.pipline", "2"}}),
             "--set parallel.pipline=2: parallel.pipline: unknown key, expected one of pipeline, "
-            "tensor, data, virtual_stages, sequence_parallel, layers_per_stage");
+            "tensor, data, virtual_stages, sequence_parallel, tp_comm_overlap, layers_per_stage");
 }
 
 TEST(ConfigTest, SetIntoAnEmptySection) {

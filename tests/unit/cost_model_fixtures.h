@@ -44,7 +44,6 @@ inline HardwareSpec round_hardware(int gpus_per_node, int nodes) {
   hw.name = "round";
   hw.peak_tflops_bf16 = 100;
   hw.max_gemm_efficiency = 1.0;
-  hw.gemm_half_efficiency_gflop = 0.0;
   hw.hbm_bandwidth_gbps = 1000;
   hw.intra_node_bandwidth_gbps = 100;
   hw.intra_node_latency_us = 1;

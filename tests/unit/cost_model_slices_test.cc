@@ -100,59 +100,33 @@ TEST(Slices, LengthsMustCoverTheSequence) {
   EXPECT_FALSE(build_cost_table(fixed, {0}, {3, -5}).ok());
 }
 
-TEST(Slices, AttentionWorkIsConservedAcrossTheCut) {
-  // Round hardware runs every GEMM at one efficiency, and t = 1 has no
-  // collectives, so a slice's time is linear in its tokens and in its
-  // attention pairs 2 l c + l^2; these sum over any cut to s and s^2, so the
-  // slices of a stage add up to the whole, up to rounding each piece (the
-  // layer, and the embedding or logits) of each slice to a picosecond.
+TEST(Slices, SmallSlicesPayTheWeightGradientBufferEachTime) {
+  // Each slice's weight-gradient GEMMs read and write the fp32 gradient
+  // buffer: for 256 tokens the QKV one moves 8 x 12288 x 36864 = 3.6e9
+  // bytes, 3.6 ms at 1e12 B/s, more than its 2.3 ms of FLOPs at 1e14. So
+  // the slices' W sum to more than the whole sequence's, which is
+  // compute-bound.
   const Config c = gpt3_three_stages(Recompute::kNone);
   const CostTable whole = build_ok(c);
-  const std::vector<int> lengths = {512, 1024, 256, 256};
-  const int k = static_cast<int>(lengths.size());
-  const CostTable sliced = build_ok(c, lengths);
-  for (int s = 0; s < 3; ++s) {
-    Picos forward = 0;
-    Picos weight_grad = 0;
-    for (int j = 0; j < k; ++j) {
-      forward += at(sliced, s, j).forward;
-      weight_grad += at(sliced, s, j).weight_grad;
-      // t = 1 without recompute: B = 2F for every slice too.
-      EXPECT_EQ(at(sliced, s, j).backward, 2 * at(sliced, s, j).forward) << s << "," << j;
-    }
-    // Two pieces at most, each off by at most k/2 + 1/2 picoseconds.
-    EXPECT_NEAR(forward, whole.stages[s].forward, k + 1) << "stage " << s;
-    EXPECT_NEAR(weight_grad, whole.stages[s].weight_grad, k + 1) << "stage " << s;
-  }
+  const CostTable sliced = build_ok(c, {512, 1024, 256, 256});
+  Picos weight_grad = 0;
+  for (int j = 0; j < 4; ++j) weight_grad += at(sliced, 1, j).weight_grad;
+  EXPECT_GT(weight_grad, whole.stages[1].weight_grad);
+  // W does not see the context: the two slices of 256 tokens pay the same.
+  EXPECT_EQ(at(sliced, 1, 2).weight_grad, at(sliced, 1, 3).weight_grad);
 }
 
 TEST(Slices, LaterSlicePaysForItsContext) {
-  // Two halves of 1024: the second attends to 1024 more keys. Its pairs are
-  // 2 * 1024 * 1024 + 1024^2 against the first's 1024^2, 2 * 1024^2 =
-  // 2097152 more. Attention GEMMs: 4 b h pairs = 4 * 12288 * 2097152
-  // = 103079215104 FLOP / 1e14 = 0.00103079215104 s. Softmax traffic, read
-  // and written: 2 * 5 a b pairs = 2 * 5 * 96 * 2097152 = 2013265920 bytes
-  // / 1e12 = 0.00201326592 s. Everything else scales with the 1024 tokens,
-  // the same for both.
+  // Two halves of 1024: the second's attention core computes 1024 rows
+  // against 2048 keys, the first's against 1024; every other operation of
+  // the layer is the same for both. On round hardware the attention GEMMs
+  // stay compute-bound: 2 x 2 b a l (c + l) d FLOP, 1024 x 1024 more pairs
+  // = 51539607552 more FLOP, 5.1540e-4 s; softmax (2 x 2 bytes) and
+  // dropout (5 bytes) over 96 x 1024 x 1024 more scores: 905969664 bytes,
+  // 9.0597e-4 s.
   const CostTable table = build_ok(gpt3_three_stages(Recompute::kNone), {1024, 1024});
-  EXPECT_NEAR(at(table, 1, 1).forward - at(table, 1, 0).forward, 3044058071, 2);
-  // Only the linear GEMMs are W; they do not see the context.
+  EXPECT_NEAR(at(table, 1, 1).forward - at(table, 1, 0).forward, 1421365740, 2);
   EXPECT_EQ(at(table, 1, 1).weight_grad, at(table, 1, 0).weight_grad);
-}
-
-TEST(Slices, SmallSlicesRunGemmsLessEfficiently) {
-  // With a fixed overhead of 1 GFLOP per GEMM (gemm_half_efficiency_gflop),
-  // each of the 6 GEMMs of a layer costs (x + 1) / 5e4 s at x GFLOP: cutting
-  // the sequence into k slices adds 6 (k - 1) GFLOP of overhead, 6 (k - 1)
-  // / 5e4 s on a one-layer stage.
-  Config c = gpt3_three_stages(Recompute::kNone);
-  c.hardware->max_gemm_efficiency = 0.5;
-  c.hardware->gemm_half_efficiency_gflop = 1.0;
-  const CostTable whole = build_ok(c);
-  const CostTable sliced = build_ok(c, {512, 512, 512, 512});
-  Picos forward = 0;
-  for (int j = 0; j < 4; ++j) forward += at(sliced, 1, j).forward;
-  EXPECT_NEAR(forward - whole.stages[1].forward, 360'000'000, 5);  // 18 / 5e4 s
 }
 
 TEST(Slices, ActivationBytesByHand) {

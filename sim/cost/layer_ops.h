@@ -1,0 +1,122 @@
+// The operations one GPU runs for a piece of a stage (a transformer layer,
+// the embedding, the output head and loss) on one token slice of one
+// microbatch, in each phase of training: forward (F), input gradient (I) and
+// weight gradient (W). Each operation is what its kernel costs: a GEMM with
+// its M, N, K, a memory-bound kernel with the bytes it moves, the fused
+// attention kernel with its FLOPs, or a tensor-parallel collective with its
+// message. op_time.h prices them on a HardwareSpec; docs/cost_model.md lists
+// every operation and where its bytes come from.
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+#include "sim/core/workload.h"
+
+namespace ppsim {
+
+enum class OpKind {
+  kGemm,            // matrix product: compute- or memory-bound (roofline)
+  kMemory,          // elementwise, normalization, softmax, loss: memory-bound
+  kFlashAttention,  // the fused attention kernel (forward, or backward)
+  kCollective,      // a collective over the tensor-parallel group
+};
+
+enum class CollectiveKind { kAllReduce, kReduceScatter, kAllGather };
+
+// One kernel. Sizes are doubles: a large layer's byte counts overflow 32 bits
+// and products of them are formed freely.
+struct Op {
+  OpKind kind = OpKind::kMemory;
+  const char* name = "";
+  // kGemm: `batch` independent products of (m x k) by (k x n).
+  double batch = 1;
+  double m = 0;
+  double n = 0;
+  double k = 0;
+  // kGemm and kFlashAttention: floating-point operations.
+  double flops = 0;
+  // kMemory: bytes read and written; kGemm: the operands it reads;
+  // kFlashAttention: the least bytes it moves (Q, K, V in, O out);
+  // kCollective: the message, as nccl-tests counts it (the buffer each GPU
+  // holds).
+  double bytes = 0;
+  // kGemm: the bytes its epilogue moves: the result written, or read and
+  // written when it accumulates into a buffer.
+  double result_bytes = 0;
+  CollectiveKind collective = CollectiveKind::kAllReduce;
+  bool backward = false;  // kFlashAttention: the backward kernel
+  // kCollective: runs alongside the GEMM it feeds (an all-gather: the next
+  // operation) or drains (a reduce-scatter: the previous one), paying only
+  // what outlasts it (parallel.tp_comm_overlap).
+  bool overlaps_gemm = false;
+};
+
+// A GEMM of `batch` products of (m x k) by (k x n): operands read in
+// `value_bytes`, the result written in `result_bytes` per value (or read and
+// written, when it accumulates into a buffer).
+Op gemm_op(const char* name, double batch, double m, double n, double k, double value_bytes,
+           double result_bytes);
+
+// A phase's operations, in order, without allocating (the TeraPipe search
+// prices millions of slices).
+class OpList {
+ public:
+  static constexpr int kCapacity = 48;
+
+  void add(const Op& op) {
+    if (size_ < kCapacity) ops_[size_++] = op;  // layer_ops.cc stays well below
+  }
+  const Op* begin() const { return ops_.data(); }
+  const Op* end() const { return ops_.data() + size_; }
+  int size() const { return size_; }
+
+ private:
+  std::array<Op, kCapacity> ops_{};
+  int size_ = 0;
+};
+
+// A layer's token slice: `tokens` positions of each of the microbatch's
+// sequences whose queries attend to the `context` positions before them and
+// causally to themselves (the whole sequence: {seq_len, 0}).
+struct TokenSlice {
+  int64_t tokens = 0;
+  int64_t context = 0;
+};
+
+// What shapes one GPU's kernels: the model, the micro-batch, the
+// tensor-parallel degree and sequence parallelism, whether the weight
+// gradients accumulate into fp32 inside their GEMMs, and the dtype the
+// gradients are accumulated in.
+struct OpShape {
+  ModelSpec model;
+  int micro_batch = 1;
+  int tensor = 1;
+  bool sequence_parallel = false;
+  bool tp_comm_overlap = false;
+  bool fused_grad_accumulation = true;
+  int grad_bytes = 4;  // bytes per value of the accumulated gradient
+
+  static OpShape of(const Config& config);
+};
+
+// The three phases of one piece. Recompute is not here: full recompute runs
+// the forward again before I, selective the attention core's forward
+// (attention_core_forward), both decided by the caller.
+struct PieceOps {
+  OpList forward;
+  OpList input_grad;
+  OpList weight_grad;
+};
+
+PieceOps layer_ops(const OpShape& shape, const TokenSlice& slice);
+// The forward of the attention core alone (scores, softmax, dropout, the
+// product with the values; or the flash kernel): what selective recompute
+// runs again.
+OpList attention_core_forward(const OpShape& shape, const TokenSlice& slice);
+// The word (and learned position) embedding on the first stage.
+PieceOps embedding_ops(const OpShape& shape, const TokenSlice& slice);
+// The final norm, the logits and the cross-entropy loss on the last stage.
+PieceOps head_ops(const OpShape& shape, const TokenSlice& slice);
+
+}  // namespace ppsim

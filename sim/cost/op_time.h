@@ -1,0 +1,62 @@
+// What a kernel costs on a HardwareSpec (docs/cost_model.md, "Pricing an
+// operation"): a GEMM by its tiles, waves and operand traffic (roofline), a
+// memory-bound kernel at the achieved HBM bandwidth, the fused attention
+// kernel at its own efficiency, and collectives and transfers at the bus
+// bandwidth nccl-tests would report for their message size. Every kernel
+// also pays the device's launch gap.
+#pragma once
+
+#include "sim/core/workload.h"
+#include "sim/cost/layer_ops.h"
+
+namespace ppsim {
+
+// A link as collectives and transfers over it see it: the latency of one
+// step, the bus bandwidth reached by large messages (bytes/s per GPU per
+// direction, efficiency included), and the message size at which half of
+// it is reached (nccl-tests' busbw rises with the message: busbw(M) =
+// bandwidth * M / (M + half_bytes)).
+struct Link {
+  double latency_s = 0;
+  double bandwidth_Bps = 0;
+  double half_bytes = 0;
+
+  double bus_bandwidth_Bps(double bytes) const {
+    return half_bytes > 0 ? bandwidth_Bps * bytes / (bytes + half_bytes) : bandwidth_Bps;
+  }
+};
+
+// A collective of `bytes` (the buffer each GPU holds) on a ring of n GPUs:
+// n - 1 steps for a reduce-scatter or an all-gather, 2 (n - 1) for an
+// all-reduce, each moving 1 / n of the buffer at the link's bus bandwidth.
+double collective_seconds(CollectiveKind kind, double bytes, int n, const Link& link);
+// A point-to-point transfer of `bytes`.
+double transfer_seconds(double bytes, const Link& link);
+
+// Prices the operations of one GPU of a tensor-parallel group of `tensor`
+// GPUs, in the model's dtype; the group's collectives go over `tensor_link`.
+class OpTimer {
+ public:
+  OpTimer(const HardwareSpec& hardware, DType dtype, int tensor);
+
+  double seconds(const Op& op, const Link& tensor_link) const;
+  // The list's operations one after another, except that a collective that
+  // overlaps its GEMM (Op::overlaps_gemm) pays only what outlasts it.
+  double seconds(const OpList& ops, const Link& tensor_link) const;
+
+  // The parts of seconds(op) for a GEMM, for tests and docs: its compute
+  // time by tiles and waves, and its operand traffic's.
+  double gemm_compute_seconds(const Op& op) const;
+  double memory_seconds(double bytes) const;
+
+ private:
+  double gemm_compute_seconds(const Op& op, double tile_m, double tile_n) const;
+
+  HardwareSpec hw_;
+  double flops_per_s_;
+  double memory_Bps_;
+  double launch_s_;
+  int tensor_;
+};
+
+}  // namespace ppsim

@@ -1,0 +1,537 @@
+#include "sim/fit/hardware_fit.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "sim/fit/hardware_preset.h"
+
+namespace ppsim {
+namespace {
+
+// The forward-difference step of the Jacobian, in units of a parameter's
+// range: large against the picosecond rounding of the cost table (a row's
+// prediction moves by ~1e-3 relative, the rounding by ~1e-9), small against
+// the curvature.
+constexpr double kJacobianStep = 1e-3;
+// Stops when an accepted step lowers the sum of squares by less than this
+// fraction of it, or moves no parameter by more than kMinStep of its range.
+constexpr double kMinRelativeDecrease = 1e-10;
+constexpr double kMinStep = 1e-10;
+constexpr double kInitialDamping = 1e-3;
+constexpr double kMaxDamping = 1e10;
+// A parameter takes part in a near-null combination when its weight in the
+// singular vector is at least this (the vector has unit length).
+constexpr double kCollinearWeight = 0.2;
+
+// One value per kFitParameters entry.
+using Values = std::vector<double>;
+
+Values values_of(const HardwareSpec& hardware) {
+  Values values;
+  for (const FitParameter& p : kFitParameters) values.push_back(hardware.*p.member);
+  return values;
+}
+
+void set_values(const Values& values, HardwareSpec* hardware) {
+  for (int j = 0; j < kNumFitParameters; ++j) hardware->*kFitParameters[j].member = values[j];
+}
+
+double to_unit(int j, double value) {
+  return (value - kFitParameters[j].lower) / kFitParameters[j].range();
+}
+
+double from_unit(int j, double unit) {
+  return kFitParameters[j].lower + std::clamp(unit, 0.0, 1.0) * kFitParameters[j].range();
+}
+
+std::string describe(const Values& values) {
+  std::vector<std::string> parts;
+  for (int j = 0; j < kNumFitParameters; ++j) {
+    parts.push_back(fmt::format("{} {:.6g}", kFitParameters[j].name, values[j]));
+  }
+  return fmt::format("{}", fmt::join(parts, ", "));
+}
+
+// The rows one fit sees (all of them, or all but one), predicted at any
+// parameter values.
+class Rows {
+ public:
+  Rows(const MeasuredRuns& runs, const std::vector<Config>& configs, std::vector<size_t> rows,
+       int threads)
+      : runs_(runs), configs_(configs), rows_(std::move(rows)), threads_(threads) {}
+
+  size_t size() const { return rows_.size(); }
+
+  // The predicted iteration times of the rows at each point: [point][row].
+  Result<std::vector<Eigen::VectorXd>> predict(const std::vector<Values>& points) const {
+    std::vector<Config> configs;
+    configs.reserve(points.size() * rows_.size());
+    for (const Values& values : points) {
+      for (size_t row : rows_) {
+        configs.push_back(configs_[row]);
+        set_values(values, &*configs.back().hardware);
+      }
+    }
+    const auto name = [&](size_t k) {
+      const size_t row = rows_[k % rows_.size()];
+      return fmt::format("{} (with {})", runs_.where(runs_.runs[row]),
+                         describe(points[k / rows_.size()]));
+    };
+    Result<std::vector<double>> times = predict_iteration_times(configs, threads_, name);
+    if (!times.ok()) return times.error();
+    std::vector<Eigen::VectorXd> out(points.size(), Eigen::VectorXd(rows_.size()));
+    for (size_t k = 0; k < times->size(); ++k)
+      out[k / rows_.size()][k % rows_.size()] = (*times)[k];
+    return out;
+  }
+
+  // r_i = (predicted_i - measured_i) / measured_i.
+  Eigen::VectorXd residuals(const Eigen::VectorXd& predicted) const {
+    Eigen::VectorXd r(rows_.size());
+    for (size_t i = 0; i < rows_.size(); ++i) {
+      r[i] = relative_error(predicted[i], runs_.runs[rows_[i]].iteration_time_s);
+    }
+    return r;
+  }
+
+ private:
+  const MeasuredRuns& runs_;
+  const std::vector<Config>& configs_;
+  std::vector<size_t> rows_;
+  int threads_;
+};
+
+struct Point {
+  Values values;
+  Eigen::VectorXd residuals;
+  double cost = 0;  // the sum of squared residuals
+};
+
+struct Outcome {
+  Point point;
+  int iterations = 0;
+  bool converged = false;
+};
+
+// Levenberg-Marquardt over the `fitted` parameters (indices into
+// kFitParameters) in unit coordinates, projected onto [0, 1]. A parameter
+// at a bound whose gradient points outward is held there for the step.
+class Minimiser {
+ public:
+  Minimiser(const Rows& rows, std::vector<int> fitted, int max_iterations,
+            std::function<void(int)> on_iteration)
+      : rows_(rows),
+        fitted_(std::move(fitted)),
+        max_iterations_(max_iterations),
+        on_iteration_(std::move(on_iteration)) {}
+
+  Result<Point> evaluate(const Values& values) const {
+    Result<std::vector<Eigen::VectorXd>> predicted = rows_.predict({values});
+    if (!predicted.ok()) return predicted.error();
+    Point point{values, rows_.residuals((*predicted)[0]), 0};
+    point.cost = point.residuals.squaredNorm();
+    return point;
+  }
+
+  // d r / d u, one column per fitted parameter (u: its unit coordinate).
+  Result<Eigen::MatrixXd> jacobian(const Point& at) const {
+    std::vector<Values> points;
+    std::vector<double> steps;
+    for (int j : fitted_) {
+      const double u = to_unit(j, at.values[j]);
+      const double step = u + kJacobianStep <= 1 ? kJacobianStep : -kJacobianStep;
+      Values moved = at.values;
+      moved[j] = from_unit(j, u + step);
+      points.push_back(std::move(moved));
+      steps.push_back(step);
+    }
+    Result<std::vector<Eigen::VectorXd>> predicted = rows_.predict(points);
+    if (!predicted.ok()) return predicted.error();
+    Eigen::MatrixXd jac(static_cast<Eigen::Index>(rows_.size()),
+                        static_cast<Eigen::Index>(fitted_.size()));
+    for (size_t k = 0; k < fitted_.size(); ++k) {
+      jac.col(static_cast<Eigen::Index>(k)) =
+          (rows_.residuals((*predicted)[k]) - at.residuals) / steps[k];
+    }
+    return jac;
+  }
+
+  Result<Outcome> run(const Values& start) {
+    Result<Point> first = evaluate(start);
+    if (!first.ok()) return first.error();
+    Outcome out{std::move(*first), 0, false};
+    if (fitted_.empty()) {
+      out.converged = true;
+      return out;
+    }
+    double damping = kInitialDamping;
+    while (!out.converged && out.iterations < max_iterations_) {
+      ++out.iterations;
+      if (on_iteration_) on_iteration_(out.iterations);
+      Result<bool> stepped = step(&out.point, &damping);
+      if (!stepped.ok()) return stepped.error();
+      out.converged = !*stepped;
+    }
+    return out;
+  }
+
+ private:
+  // The fitted parameters free to move: not at a bound with the gradient
+  // pointing out of it.
+  std::vector<int> free_columns(const Point& at, const Eigen::VectorXd& gradient) const {
+    std::vector<int> free;
+    for (size_t k = 0; k < fitted_.size(); ++k) {
+      const double u = to_unit(fitted_[k], at.values[fitted_[k]]);
+      const double g = gradient[static_cast<Eigen::Index>(k)];
+      if ((u <= 0 && g > 0) || (u >= 1 && g < 0)) continue;
+      free.push_back(static_cast<int>(k));
+    }
+    return free;
+  }
+
+  // The damped Gauss-Newton step of the free columns, projected.
+  Values trial(const Point& at, const Eigen::MatrixXd& jac, const Eigen::VectorXd& gradient,
+               const std::vector<int>& free, double damping) const {
+    const Eigen::Index n = static_cast<Eigen::Index>(free.size());
+    Eigen::MatrixXd normal(n, n);
+    Eigen::VectorXd rhs(n);
+    for (Eigen::Index a = 0; a < n; ++a) {
+      rhs[a] = -gradient[free[a]];
+      for (Eigen::Index b = 0; b < n; ++b) normal(a, b) = jac.col(free[a]).dot(jac.col(free[b]));
+    }
+    const double floor = 1e-12 * std::max(normal.diagonal().maxCoeff(), 1e-300);
+    for (Eigen::Index a = 0; a < n; ++a) normal(a, a) += damping * std::max(normal(a, a), floor);
+    const Eigen::VectorXd delta = normal.ldlt().solve(rhs);
+    Values values = at.values;
+    for (Eigen::Index a = 0; a < n; ++a) {
+      const int j = fitted_[free[a]];
+      values[j] = from_unit(j, to_unit(j, at.values[j]) + delta[a]);
+    }
+    return values;
+  }
+
+  static double largest_unit_move(const Values& a, const Values& b) {
+    double largest = 0;
+    for (int j = 0; j < kNumFitParameters; ++j) {
+      largest = std::max(largest, std::abs(to_unit(j, a[j]) - to_unit(j, b[j])));
+    }
+    return largest;
+  }
+
+  // One iteration: a Jacobian, then steps with growing damping until one
+  // lowers the sum of squares. False when converged (no useful step left).
+  Result<bool> step(Point* at, double* damping) const {
+    Result<Eigen::MatrixXd> jac = jacobian(*at);
+    if (!jac.ok()) return jac.error();
+    const Eigen::VectorXd gradient = jac->transpose() * at->residuals;
+    const std::vector<int> free = free_columns(*at, gradient);
+    if (free.empty() || at->cost == 0) return false;
+    for (; *damping <= kMaxDamping; *damping *= 10) {
+      const Values values = trial(*at, *jac, gradient, free, *damping);
+      if (largest_unit_move(values, at->values) < kMinStep) return false;
+      Result<Point> next = evaluate(values);
+      if (!next.ok()) return next.error();
+      if (next->cost < at->cost) {
+        const bool small = at->cost - next->cost < kMinRelativeDecrease * at->cost;
+        *at = std::move(*next);
+        *damping = std::max(*damping / 10, 1e-12);
+        return !small;
+      }
+    }
+    return false;
+  }
+
+  const Rows& rows_;
+  std::vector<int> fitted_;
+  int max_iterations_;
+  std::function<void(int)> on_iteration_;
+};
+
+// ---- Identifiability ----
+
+struct Probe {
+  Eigen::VectorXd before;   // predictions at the preset values
+  Eigen::MatrixXd secants;  // d r / d u per parameter, from the probes
+  std::vector<double> largest_row_change;
+};
+
+// Moves each parameter by kProbeFraction of its range, up and down from the
+// start (inward only at a bound), and measures what the predictions do.
+Result<Probe> probe(const Rows& rows, const Values& preset, const Values& start) {
+  std::vector<Values> points = {preset, start};
+  std::vector<std::pair<int, double>> moves;  // (parameter, unit step)
+  for (int j = 0; j < kNumFitParameters; ++j) {
+    const double u = to_unit(j, start[j]);
+    for (double step : {kProbeFraction, -kProbeFraction}) {
+      if (u + step < -1e-12 || u + step > 1 + 1e-12) continue;
+      Values moved = start;
+      moved[j] = from_unit(j, u + step);
+      points.push_back(std::move(moved));
+      moves.emplace_back(j, step);
+    }
+  }
+  Result<std::vector<Eigen::VectorXd>> predicted = rows.predict(points);
+  if (!predicted.ok()) return predicted.error();
+  const Eigen::VectorXd& base = (*predicted)[1];
+  Probe out{(*predicted)[0],
+            Eigen::MatrixXd::Zero(static_cast<Eigen::Index>(rows.size()), kNumFitParameters),
+            std::vector<double>(kNumFitParameters, 0.0)};
+  std::vector<double> span(kNumFitParameters, 0.0);
+  for (size_t k = 0; k < moves.size(); ++k) {
+    const auto [j, step] = moves[k];
+    const Eigen::VectorXd& moved = (*predicted)[k + 2];
+    const double change = ((moved.array() / base.array()) - 1).abs().maxCoeff();
+    out.largest_row_change[j] = std::max(out.largest_row_change[j], change);
+    // Secant over both probes (or the one): in r units, r = predicted / measured - 1.
+    out.secants.col(j) += (rows.residuals(moved) - rows.residuals(base)) * (step > 0 ? 1 : -1);
+    span[j] += std::abs(step);
+  }
+  for (int j = 0; j < kNumFitParameters; ++j) {
+    if (span[j] > 0) out.secants.col(j) /= span[j];
+  }
+  return out;
+}
+
+// The smallest singular value of `columns` of the secants scaled to unit
+// length, and its right singular vector (zero-padded to as many rows as
+// columns, so that fewer rows than parameters show as zeros).
+std::pair<double, Eigen::VectorXd> weakest_direction(const Eigen::MatrixXd& secants,
+                                                     const std::vector<int>& columns) {
+  const Eigen::Index k = static_cast<Eigen::Index>(columns.size());
+  Eigen::MatrixXd m = Eigen::MatrixXd::Zero(std::max(secants.rows(), k), k);
+  for (Eigen::Index c = 0; c < k; ++c) {
+    const Eigen::VectorXd col = secants.col(columns[c]);
+    m.col(c).head(secants.rows()) = col / col.norm();
+  }
+  Eigen::JacobiSVD<Eigen::MatrixXd> svd(m, Eigen::ComputeFullV);
+  return {svd.singularValues()[k - 1], svd.matrixV().col(k - 1)};
+}
+
+// Sets aside the parameters the rows cannot tell apart, one at a time.
+void set_aside_collinear(const Probe& probe, std::vector<ParameterResult>* params,
+                         std::vector<int>* fitted) {
+  while (fitted->size() > 1) {
+    const auto [sigma, v] = weakest_direction(probe.secants, *fitted);
+    if (sigma >= kMinSingularValue) return;
+    // The last listed of the heavy ones (`fitted` is in table order).
+    const double heaviest = v.cwiseAbs().maxCoeff();
+    int drop = 0;
+    for (size_t c = 0; c < fitted->size(); ++c) {
+      if (std::abs(v[static_cast<Eigen::Index>(c)]) >= 0.5 * heaviest) drop = static_cast<int>(c);
+    }
+    ParameterResult& dropped = (*params)[(*fitted)[drop]];
+    dropped.status = ParameterStatus::kCollinear;
+    for (size_t c = 0; c < fitted->size(); ++c) {
+      if (static_cast<int>(c) != drop &&
+          std::abs(v[static_cast<Eigen::Index>(c)]) >= kCollinearWeight) {
+        dropped.collinear_with.emplace_back(kFitParameters[(*fitted)[c]].name);
+      }
+    }
+    fitted->erase(fitted->begin() + drop);
+  }
+}
+
+// Decides which parameters are fitted (returned, in table order) and fills
+// in each one's status.
+std::vector<int> identify(const Probe& probe, std::vector<ParameterResult>* params) {
+  std::vector<int> fitted;
+  for (int j = 0; j < kNumFitParameters; ++j) {
+    (*params)[j].largest_row_change = probe.largest_row_change[j];
+    if (probe.largest_row_change[j] <= kMinRowChange) {
+      (*params)[j].status = ParameterStatus::kInsensitive;
+    } else {
+      fitted.push_back(j);
+    }
+  }
+  set_aside_collinear(probe, params, &fitted);
+  return fitted;
+}
+
+// ---- The result ----
+
+// s (J^T J)^-1/2 per fitted parameter, in its units, from the Jacobian in
+// parameter units; with no more rows than parameters there is no s.
+void add_standard_errors(const Eigen::MatrixXd& jac, double cost, const std::vector<int>& fitted,
+                         std::vector<ParameterResult>* params) {
+  const Eigen::Index n = jac.rows(), k = jac.cols();
+  if (k == 0 || n <= k) return;
+  const double variance = cost / static_cast<double>(n - k);
+  const Eigen::MatrixXd covariance =
+      variance * (jac.transpose() * jac).completeOrthogonalDecomposition().pseudoInverse();
+  for (Eigen::Index c = 0; c < k; ++c) {
+    (*params)[fitted[c]].standard_error = std::sqrt(std::max(0.0, covariance(c, c)));
+  }
+}
+
+std::vector<ParameterResult> initial_parameters(const Values& preset) {
+  std::vector<ParameterResult> params(kNumFitParameters);
+  for (int j = 0; j < kNumFitParameters; ++j) {
+    params[j].parameter = &kFitParameters[j];
+    params[j].preset = preset[j];
+    params[j].value = preset[j];
+  }
+  return params;
+}
+
+Values clamped(Values values) {
+  for (int j = 0; j < kNumFitParameters; ++j) values[j] = from_unit(j, to_unit(j, values[j]));
+  return values;
+}
+
+std::vector<size_t> all_but(size_t n, size_t left_out) {
+  std::vector<size_t> rows;
+  for (size_t i = 0; i < n; ++i) {
+    if (i != left_out) rows.push_back(i);
+  }
+  return rows;
+}
+
+// Each row predicted with the fit on the others.
+Result<std::vector<double>> leave_one_out(const MeasuredRuns& runs,
+                                          const std::vector<Config>& configs,
+                                          const std::vector<int>& fitted, const Values& start,
+                                          const HardwareFitOptions& options) {
+  const size_t n = configs.size();
+  std::vector<double> held_out(n);
+  for (size_t i = 0; i < n; ++i) {
+    const Rows others(runs, configs, all_but(n, i), options.threads);
+    Minimiser minimiser(others, fitted, options.max_iterations, nullptr);
+    Result<Outcome> fit = minimiser.run(start);
+    if (!fit.ok()) return fit.error();
+    const Rows one(runs, configs, {i}, options.threads);
+    Result<std::vector<Eigen::VectorXd>> predicted = one.predict({fit->point.values});
+    if (!predicted.ok()) return predicted.error();
+    held_out[i] = (*predicted)[0][0];
+    if (options.progress) options.progress("leave-one-out", i + 1, n);
+  }
+  return held_out;
+}
+
+std::vector<RowResult> row_results(const MeasuredRuns& runs, const Probe& probe, const Point& fit) {
+  std::vector<RowResult> rows;
+  for (size_t i = 0; i < runs.runs.size(); ++i) {
+    const Eigen::Index r = static_cast<Eigen::Index>(i);
+    const double measured = runs.runs[i].iteration_time_s;
+    rows.push_back({&runs.runs[i], probe.before[r], measured * (1 + fit.residuals[r]), {}});
+  }
+  return rows;
+}
+
+void summarize(HardwareFitResult* result) {
+  std::vector<double> before, fitted, held_out;
+  for (const RowResult& row : result->rows) {
+    before.push_back(row.before_error());
+    fitted.push_back(row.fitted_error());
+    if (row.held_out_s) held_out.push_back(*row.held_out_error());
+  }
+  result->before = summarize_errors(before);
+  result->fitted = summarize_errors(fitted);
+  if (!held_out.empty()) result->held_out = summarize_errors(held_out);
+}
+
+}  // namespace
+
+const char* to_string(ParameterStatus status) {
+  switch (status) {
+    case ParameterStatus::kFitted:
+      return "fitted";
+    case ParameterStatus::kInsensitive:
+      return "insensitive";
+    case ParameterStatus::kCollinear:
+      return "collinear";
+  }
+  return "?";
+}
+
+std::optional<double> RowResult::held_out_error() const {
+  if (!held_out_s) return std::nullopt;
+  return relative_error(*held_out_s, measured_s());
+}
+
+const ParameterResult& HardwareFitResult::parameter(std::string_view name) const {
+  for (const ParameterResult& p : parameters) {
+    if (p.parameter->name == name) return p;
+  }
+  PPSIM_CHECK(false && "no such fit parameter");
+  return parameters.front();
+}
+
+Status check_fit_rows(const MeasuredRuns& runs, const std::vector<Config>& configs) {
+  PPSIM_CHECK(configs.size() == runs.runs.size());
+  for (size_t i = 0; i < configs.size(); ++i) {
+    const std::string where = runs.where(runs.runs[i]);
+    const Config& c = configs[i];
+    if (!c.model || !c.hardware) {
+      return Error{
+          fmt::format("{}: {} has no {}: the fit adjusts the analytic model's hardware figures",
+                      where, runs.runs[i].config, c.model ? "hardware section" : "model section")};
+    }
+    if (!c.profile_path.empty()) {
+      return Error{fmt::format(
+          "{}: {} has costs.profile, whose measured times replace the analytic ones the fit "
+          "adjusts; leave it out of the measured runs",
+          where, runs.runs[i].config)};
+    }
+    if (std::optional<std::string> field = hardware_difference(*configs[0].hardware, *c.hardware)) {
+      return Error{fmt::format(
+          "{}: its hardware differs from the first row's ({}) in {}: calibrate one cluster at a "
+          "time (every row the same preset and overrides, but gpus_per_node and nodes)",
+          where, runs.where(runs.runs[0]), *field)};
+    }
+  }
+  return {};
+}
+
+Result<HardwareFitResult> fit_hardware(const MeasuredRuns& runs, const std::vector<Config>& configs,
+                                       const HardwareFitOptions& options) {
+  PPSIM_CHECK(configs.size() == runs.runs.size() && !configs.empty());
+  const Values preset = values_of(*configs[0].hardware);
+  const Rows all(runs, configs, all_but(configs.size(), configs.size()), options.threads);
+
+  Result<Probe> probed = probe(all, preset, clamped(preset));
+  if (!probed.ok()) return probed.error();
+  if (options.progress) options.progress("probe", 1, 1);
+  HardwareFitResult result;
+  result.parameters = initial_parameters(preset);
+  const std::vector<int> fitted = identify(*probed, &result.parameters);
+  // Parameters not fitted keep their preset values, even out of bounds.
+  Values start = preset;
+  for (int j : fitted) start[j] = from_unit(j, to_unit(j, preset[j]));
+
+  Minimiser minimiser(all, fitted, options.max_iterations, [&](int iteration) {
+    if (options.progress) options.progress("fit", iteration, options.max_iterations);
+  });
+  Result<Outcome> fit = minimiser.run(start);
+  if (!fit.ok()) return fit.error();
+  result.iterations = fit->iterations;
+  result.converged = fit->converged;
+  Result<Eigen::MatrixXd> jac = minimiser.jacobian(fit->point);
+  if (!jac.ok()) return jac.error();
+  result.jacobian = *jac;
+  for (size_t c = 0; c < fitted.size(); ++c) {
+    const int j = fitted[c];
+    result.jacobian.col(static_cast<Eigen::Index>(c)) /= kFitParameters[j].range();
+    ParameterResult& p = result.parameters[j];
+    p.value = fit->point.values[j];
+    const double u = to_unit(j, p.value);
+    p.at_bound = u <= 1e-9 || u >= 1 - 1e-9;
+  }
+  add_standard_errors(result.jacobian, fit->point.cost, fitted, &result.parameters);
+  result.hardware = *configs[0].hardware;
+  set_values(fit->point.values, &result.hardware);
+  result.rows = row_results(runs, *probed, fit->point);
+
+  if (options.leave_one_out && configs.size() > 1) {
+    Result<std::vector<double>> held_out =
+        leave_one_out(runs, configs, fitted, fit->point.values, options);
+    if (!held_out.ok()) return held_out.error();
+    for (size_t i = 0; i < configs.size(); ++i) result.rows[i].held_out_s = (*held_out)[i];
+  }
+  summarize(&result);
+  return result;
+}
+
+}  // namespace ppsim

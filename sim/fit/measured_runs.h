@@ -1,0 +1,91 @@
+// Measured runs: a CSV of configs and the iteration times measured for them
+// on a real cluster, which `ppsim calibrate --measured` compares with the
+// model's predictions and fits the hardware's efficiency parameters to
+// (hardware_fit.h).
+//
+//   config,iteration_time_s,label,source
+//   gpt-1.3b-p4t2.yaml,1.234,"1.3B, p=4, t=2",Megatron-LM log 2026-11-30
+//
+// Columns, in any order: `config` (a YAML config, relative to the CSV's
+// folder) and `iteration_time_s` (the measured steady-state iteration, > 0)
+// are required; `label` (default: the config as written) and `source` (where
+// the number came from, for people) are optional. A field may be quoted
+// ("a, b"; "" inside quotes is one "), and a quoted field may span lines.
+// Blank lines are skipped. Every error names file:line, and an unknown or
+// repeated column its name.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "schedules/status.h"
+#include "sim/config/config.h"
+
+namespace ppsim {
+
+struct MeasuredRun {
+  int line = 0;             // where its record starts in the CSV, for messages
+  std::string config;       // as written
+  std::string config_path;  // resolved against the CSV's folder
+  double iteration_time_s = 0;
+  std::string label;  // as given, else `config`
+  std::string source;
+};
+
+struct MeasuredRuns {
+  std::string path;  // the CSV, as given
+  std::vector<MeasuredRun> runs;
+
+  // "runs.csv:7", for messages about a row.
+  std::string where(const MeasuredRun& run) const;
+};
+
+// Reads the CSV text; `path` names it in messages, and its folder resolves
+// the configs. Errors: no header, a missing required column, an unknown or
+// repeated column, a record with more or fewer fields than the header, an
+// unterminated quote, an empty config, a time that is not a number > 0, no
+// rows.
+Result<MeasuredRuns> parse_measured_runs(std::string_view text, const std::string& path);
+Result<MeasuredRuns> load_measured_runs(const std::string& path);
+
+// Every row's config, read with the normal loader (load_config), in row
+// order. Errors name the row (file:line) and then the loader's message.
+Result<std::vector<Config>> load_run_configs(const MeasuredRuns& runs);
+
+// Called as work completes, from one thread at a time: `done` of `total`.
+using ProgressFn = std::function<void(size_t done, size_t total)>;
+
+// The steady-state iteration time simulate() predicts for each config, in
+// order, on `threads` threads (0: one per core). Each thread reuses one
+// Engine; the results do not depend on the thread count. Any failure is an
+// error: the first by index, its message prefixed by `name(index)`.
+Result<std::vector<double>> predict_iteration_times(const std::vector<Config>& configs, int threads,
+                                                    const std::function<std::string(size_t)>& name,
+                                                    const ProgressFn& progress = {});
+
+// (predicted - measured) / measured: > 0 when the model is slow.
+double relative_error(double predicted_s, double measured_s);
+
+struct ErrorSummary {
+  double mean_abs = 0;
+  double max_abs = 0;
+};
+ErrorSummary summarize_errors(const std::vector<double>& errors);
+
+// One row's prediction against its measurement.
+struct RowPrediction {
+  const MeasuredRun* run = nullptr;
+  double predicted_s = 0;
+
+  double error() const { return relative_error(predicted_s, run->iteration_time_s); }
+};
+
+// Predicts every row (the measured-runs file without -o). Errors name the row.
+Result<std::vector<RowPrediction>> predict_runs(const MeasuredRuns& runs,
+                                                const std::vector<Config>& configs, int threads,
+                                                const ProgressFn& progress = {});
+
+}  // namespace ppsim

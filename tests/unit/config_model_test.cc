@@ -1,0 +1,472 @@
+// The config contract for current dense LLMs (issue 12): the Llama-style model
+// keys, model presets (configs/models/), presets given as paths, the new
+// hardware figures and training.overlap_grad_reduce. Every error names
+// file:line:column and the key, like config_test.cc's.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sim/config/config.h"
+
+namespace ppsim {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+// Line 1 is `model:`: a key inserted after it is on line 2. The hardware is
+// inline so that these tests do not depend on the hardware presets' figures.
+constexpr std::string_view kConfig = R"(model:
+  layers: 24
+  hidden: 2048
+  heads: 16
+  seq_len: 2048
+  vocab: 51200
+hardware:
+  memory_gib: 80
+  peak_tflops_bf16: 312
+  peak_tflops_fp16: 312
+  peak_tflops_fp32: 19.5
+  hbm_bandwidth_gbps: 2039
+  intra_node_bandwidth_gbps: 300
+  inter_node_bandwidth_gbps: 25
+  gpus_per_node: 8
+parallel:
+  pipeline: 4
+  tensor: 2
+training:
+  global_batch: 32
+)";
+
+// kConfig with `line` inserted after the line that opens `section`.
+std::string with_line(std::string_view section, std::string_view line) {
+  std::string text(kConfig);
+  const size_t at = text.find(std::string(section) + ":\n") + section.size() + 2;
+  return text.insert(at, std::string(line) + "\n");
+}
+
+// kConfig's model section replaced by `model`.
+std::string with_model(std::string_view model) {
+  std::string text(kConfig);
+  const size_t end = text.find("hardware:");
+  return text.replace(0, end, std::string(model));
+}
+
+std::string error_of(const std::string& text, const std::vector<ConfigOverride>& overrides = {}) {
+  Result<Config> config = parse_config(text, "test.yaml", overrides);
+  return config.ok() ? "(no error)" : config.error().message;
+}
+
+// A folder of files for one test, removed when it ends.
+class TempDir {
+ public:
+  explicit TempDir(std::string_view name)
+      : path_(std::filesystem::temp_directory_path() /
+              ("ppsim_" + std::string(name) + "_" + std::to_string(::getpid()))) {
+    std::filesystem::remove_all(path_);
+    std::filesystem::create_directories(path_);
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
+  // Writes `text` to `name` under the folder; returns its path.
+  std::string write(const std::string& name, std::string_view text) const {
+    const std::filesystem::path file = path_ / name;
+    std::filesystem::create_directories(file.parent_path());
+    std::ofstream(file) << text;
+    return file.string();
+  }
+  std::string root() const { return path_.string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+TEST(ConfigModelTest, DefaultsAreGpt3Style) {
+  Result<Config> config = parse_config(std::string(kConfig), "test.yaml");
+  ASSERT_TRUE(config.ok()) << config.error().message;
+  const ModelSpec& model = *config->model;
+  EXPECT_EQ(model.kv_heads, 16);  // = heads: multi-head attention
+  EXPECT_EQ(model.mlp, Mlp::kGelu);
+  EXPECT_EQ(model.norm, Norm::kLayerNorm);
+  EXPECT_EQ(model.attention, Attention::kStandard);
+  EXPECT_EQ(model.positions, Positions::kLearned);
+  EXPECT_TRUE(model.tie_embeddings);
+  EXPECT_TRUE(model.bias);
+  EXPECT_DOUBLE_EQ(model.dropout, 0.1);
+  EXPECT_FALSE(config->training.overlap_grad_reduce);
+  EXPECT_EQ(config->hardware->nics_per_node, 0);
+}
+
+TEST(ConfigModelTest, ReadsEveryLlamaStyleKey) {
+  std::string text = with_model(R"(model:
+  layers: 24
+  hidden: 2048
+  heads: 16
+  kv_heads: 4
+  seq_len: 4096
+  vocab: 128256
+  mlp: swiglu
+  norm: rmsnorm
+  attention: flash
+  positions: rotary
+  tie_embeddings: false
+  bias: false
+  dropout: 0
+)");
+  Result<Config> config =
+      parse_config(text, "test.yaml", {{"training.overlap_grad_reduce", "true"}});
+  ASSERT_TRUE(config.ok()) << config.error().message;
+  const ModelSpec& model = *config->model;
+  EXPECT_EQ(model.kv_heads, 4);
+  EXPECT_EQ(model.mlp, Mlp::kSwiglu);
+  EXPECT_EQ(model.norm, Norm::kRmsNorm);
+  EXPECT_EQ(model.attention, Attention::kFlash);
+  EXPECT_EQ(model.positions, Positions::kRotary);
+  EXPECT_FALSE(model.tie_embeddings);
+  EXPECT_FALSE(model.bias);
+  EXPECT_DOUBLE_EQ(model.dropout, 0);
+  EXPECT_TRUE(config->training.overlap_grad_reduce);
+}
+
+TEST(ConfigModelTest, KvHeadsZeroMeansHeads) {
+  Result<Config> config = parse_config(with_line("model", "  kv_heads: 0"), "test.yaml");
+  ASSERT_TRUE(config.ok()) << config.error().message;
+  EXPECT_EQ(config->model->kv_heads, 16);
+}
+
+TEST(ConfigModelTest, AlibiPositions) {
+  Result<Config> config = parse_config(with_line("model", "  positions: alibi"), "test.yaml");
+  ASSERT_TRUE(config.ok()) << config.error().message;
+  EXPECT_EQ(config->model->positions, Positions::kAlibi);
+}
+
+struct BadValue {
+  std::string_view section;
+  std::string_view line;
+  std::string_view error;
+};
+
+// Each bad value is on line 2 of its section (model) or the line after the
+// section's opening line (hardware: 8, training: 20).
+constexpr BadValue kBadValues[] = {
+    {"model", "  kv_heads: -1",
+     "test.yaml:2:13: model.kv_heads: expected an integer >= 0, got \"-1\""},
+    {"model", "  kv_heads: four",
+     "test.yaml:2:13: model.kv_heads: expected an integer >= 0, got \"four\""},
+    {"model", "  kv_heads: 3",
+     "test.yaml:2:13: model.kv_heads: expected a divisor of model.heads (16): each KV head serves "
+     "a group of query heads, got \"3\""},
+    {"model", "  mlp: relu",
+     "test.yaml:2:8: model.mlp: expected one of gelu, swiglu, got \"relu\""},
+    {"model", "  norm: batchnorm",
+     "test.yaml:2:9: model.norm: expected one of layernorm, rmsnorm, got \"batchnorm\""},
+    {"model", "  attention: sparse",
+     "test.yaml:2:14: model.attention: expected one of standard, flash, got \"sparse\""},
+    {"model", "  positions: sinusoidal",
+     "test.yaml:2:14: model.positions: expected one of learned, rotary, alibi, got "
+     "\"sinusoidal\""},
+    {"model", "  tie_embeddings: sometimes",
+     "test.yaml:2:19: model.tie_embeddings: expected true or false, got \"sometimes\""},
+    {"model", "  bias: [true]",
+     "test.yaml:2:9: model.bias: expected true or false, got \"[true]\""},
+    {"model", "  dropout: 1",
+     "test.yaml:2:12: model.dropout: expected a number in [0, 1), got \"1\""},
+    {"model", "  dropout: -0.1",
+     "test.yaml:2:12: model.dropout: expected a number in [0, 1), got \"-0.1\""},
+    {"model", "  dropout: high",
+     "test.yaml:2:12: model.dropout: expected a number in [0, 1), got \"high\""},
+    {"model", "  preset: []",
+     "test.yaml:2:11: model.preset: expected a preset's name or the path of a YAML file, got "
+     "\"[]\""},
+    {"training", "  overlap_grad_reduce: later",
+     "test.yaml:20:24: training.overlap_grad_reduce: expected true or false, got \"later\""},
+    {"hardware", "  nics_per_node: -1",
+     "test.yaml:8:18: hardware.nics_per_node: expected an integer >= 0, got \"-1\""},
+    {"hardware", "  nics_per_node: 1.5",
+     "test.yaml:8:18: hardware.nics_per_node: expected an integer >= 0, got \"1.5\""},
+    {"hardware", "  sm_count: -1",
+     "test.yaml:8:13: hardware.sm_count: expected a number >= 0, got \"-1\""},
+    {"hardware", "  gemm_tile_m: 0",
+     "test.yaml:8:16: hardware.gemm_tile_m: expected a positive number, got \"0\""},
+    {"hardware", "  gemm_tile_n: wide",
+     "test.yaml:8:16: hardware.gemm_tile_n: expected a positive number, got \"wide\""},
+    {"hardware", "  gemm_tile_k_overhead: -8",
+     "test.yaml:8:25: hardware.gemm_tile_k_overhead: expected a number >= 0, got \"-8\""},
+    {"hardware", "  flash_forward_efficiency: 0",
+     "test.yaml:8:29: hardware.flash_forward_efficiency: expected a number in (0, 1], got \"0\""},
+    {"hardware", "  flash_backward_efficiency: 1.2",
+     "test.yaml:8:30: hardware.flash_backward_efficiency: expected a number in (0, 1], got "
+     "\"1.2\""},
+    {"hardware", "  hbm_efficiency: 95",
+     "test.yaml:8:19: hardware.hbm_efficiency: expected a number in (0, 1], got \"95\""},
+    {"hardware", "  kernel_launch_us: -2",
+     "test.yaml:8:21: hardware.kernel_launch_us: expected a number >= 0, got \"-2\""},
+    {"hardware", "  intra_node_collective_efficiency: 0",
+     "test.yaml:8:37: hardware.intra_node_collective_efficiency: expected a number in (0, 1], got "
+     "\"0\""},
+    {"hardware", "  inter_node_collective_efficiency: 2",
+     "test.yaml:8:37: hardware.inter_node_collective_efficiency: expected a number in (0, 1], got "
+     "\"2\""},
+    {"hardware", "  collective_half_mb: -1",
+     "test.yaml:8:23: hardware.collective_half_mb: expected a number >= 0, got \"-1\""},
+};
+
+TEST(ConfigModelTest, BadValuesNameTheirPlaceAndKey) {
+  for (const BadValue& bad : kBadValues) {
+    EXPECT_EQ(error_of(with_line(bad.section, bad.line)), bad.error) << bad.line;
+  }
+}
+
+TEST(ConfigModelTest, GemmHalfEfficiencyIsGone) {
+  EXPECT_THAT(error_of(with_line("hardware", "  gemm_half_efficiency_gflop: 2")),
+              StartsWith("test.yaml:8:3: hardware.gemm_half_efficiency_gflop: unknown key, "
+                         "expected one of preset, gpus_per_node, nodes, name, memory_gib, "));
+}
+
+TEST(ConfigModelTest, NewHardwareFiguresAreRead) {
+  std::string text = with_line("hardware",
+                               "  sm_count: 132\n  gemm_tile_m: 128\n  gemm_tile_n: 256\n"
+                               "  gemm_tile_k_overhead: 64\n  flash_forward_efficiency: 0.7\n"
+                               "  flash_backward_efficiency: 0.6\n  hbm_efficiency: 0.9\n"
+                               "  kernel_launch_us: 4\n  intra_node_collective_efficiency: 0.8\n"
+                               "  inter_node_collective_efficiency: 0.75\n"
+                               "  collective_half_mb: 16\n  nics_per_node: 4");
+  Result<Config> config = parse_config(text, "test.yaml");
+  ASSERT_TRUE(config.ok()) << config.error().message;
+  const HardwareSpec& hw = *config->hardware;
+  EXPECT_DOUBLE_EQ(hw.sm_count, 132);
+  EXPECT_DOUBLE_EQ(hw.gemm_tile_m, 128);
+  EXPECT_DOUBLE_EQ(hw.gemm_tile_n, 256);
+  EXPECT_DOUBLE_EQ(hw.gemm_tile_k_overhead, 64);
+  EXPECT_DOUBLE_EQ(hw.flash_forward_efficiency, 0.7);
+  EXPECT_DOUBLE_EQ(hw.flash_backward_efficiency, 0.6);
+  EXPECT_DOUBLE_EQ(hw.hbm_efficiency, 0.9);
+  EXPECT_DOUBLE_EQ(hw.kernel_launch_us, 4);
+  EXPECT_DOUBLE_EQ(hw.intra_node_collective_efficiency, 0.8);
+  EXPECT_DOUBLE_EQ(hw.inter_node_collective_efficiency, 0.75);
+  EXPECT_DOUBLE_EQ(hw.collective_half_mb, 16);
+  EXPECT_EQ(hw.nics_per_node, 4);
+}
+
+// Megatron-LM splits KV heads over the tensor ranks, or replicates them when
+// there are more ranks than KV heads: either way one divides the other.
+TEST(ConfigModelTest, KvHeadsAndTensorParallelism) {
+  std::string fewer = with_line("model", "  kv_heads: 1");  // t = 2 ranks share one KV head
+  EXPECT_EQ(error_of(fewer), "(no error)");
+  std::string text = with_model(R"(model:
+  layers: 24
+  hidden: 1536
+  heads: 24
+  kv_heads: 6
+  seq_len: 2048
+  vocab: 51200
+)");
+  EXPECT_EQ(error_of(text, {{"parallel.tensor", "4"}, {"parallel.pipeline", "2"}}),
+            "test.yaml:5:13: model.kv_heads: expected a multiple or a divisor of parallel.tensor "
+            "(4), got \"6\"");
+  EXPECT_EQ(error_of(text, {{"parallel.tensor", "2"}, {"parallel.pipeline", "4"}}), "(no error)");
+}
+
+constexpr std::string_view kPresetConfig = R"(model:
+  preset: llama3-8b
+hardware:
+  memory_gib: 80
+  peak_tflops_bf16: 989
+  peak_tflops_fp16: 989
+  peak_tflops_fp32: 67
+  hbm_bandwidth_gbps: 3350
+  intra_node_bandwidth_gbps: 450
+  inter_node_bandwidth_gbps: 50
+  gpus_per_node: 8
+parallel:
+  pipeline: 8
+training:
+  global_batch: 16
+)";
+
+TEST(ConfigModelPresetTest, ConfigKeysOverrideThePresets) {
+  std::string text(kPresetConfig);
+  text.insert(text.find("hardware:"), "  seq_len: 4096\n  layers: 16\n  dropout: 0.05\n");
+  Result<Config> config = parse_config(text, "test.yaml");
+  ASSERT_TRUE(config.ok()) << config.error().message;
+  const ModelSpec& model = *config->model;
+  EXPECT_EQ(model.seq_len, 4096);
+  EXPECT_EQ(model.layers, 16);
+  EXPECT_DOUBLE_EQ(model.dropout, 0.05);
+  EXPECT_EQ(model.hidden, 4096);  // the preset's
+  EXPECT_EQ(model.kv_heads, 8);
+  EXPECT_EQ(model.mlp, Mlp::kSwiglu);
+}
+
+TEST(ConfigModelPresetTest, SetNamesAPreset) {
+  std::string text(kPresetConfig);
+  text.erase(0, text.find("hardware:"));
+  Result<Config> config = parse_config(text, "test.yaml", {{"model.preset", "llama2-70b"}});
+  ASSERT_TRUE(config.ok()) << config.error().message;
+  EXPECT_EQ(config->model->layers, 80);
+  EXPECT_EQ(config->model->kv_heads, 8);
+}
+
+TEST(ConfigModelPresetTest, UnknownPresetListsTheShippedOnes) {
+  std::string text(kPresetConfig);
+  text.replace(text.find("llama3-8b"), 9, "gpt5");
+  std::string error = error_of(text);
+  EXPECT_THAT(error, StartsWith("test.yaml:2:11: model.preset: expected one of the presets in "));
+  EXPECT_THAT(error, HasSubstr("(or a YAML file's path): gpt3-175b, llama2-70b, llama2-7b, "
+                               "llama3-405b, llama3-70b, llama3-8b, got \"gpt5\""));
+}
+
+TEST(ConfigModelPresetTest, PresetPathIsRelativeToTheConfig) {
+  TempDir dir("preset_path_relative");
+  dir.write("models/tiny.yaml",
+            "layers: 8\nhidden: 512\nheads: 8\nkv_heads: 2\n"
+            "seq_len: 1024\nvocab: 1000\nmlp: swiglu\n");
+  dir.write("gpus/box.yaml",
+            "memory_gib: 16\npeak_tflops_bf16: 100\npeak_tflops_fp16: 100\n"
+            "peak_tflops_fp32: 10\nhbm_bandwidth_gbps: 900\nintra_node_bandwidth_gbps: 100\n"
+            "inter_node_bandwidth_gbps: 10\nnics_per_node: 1\n");
+  const std::string path = dir.write("configs/run.yaml", R"(model: {preset: ../models/tiny.yaml}
+hardware: {preset: ../gpus/box.yaml, gpus_per_node: 2}
+parallel: {pipeline: 2}
+training: {global_batch: 4}
+)");
+  Result<Config> config = load_config(path);
+  ASSERT_TRUE(config.ok()) << config.error().message;
+  EXPECT_EQ(config->model->layers, 8);
+  EXPECT_EQ(config->model->kv_heads, 2);
+  EXPECT_EQ(config->model->ffn_hidden, 4 * 512);
+  EXPECT_EQ(config->model->mlp, Mlp::kSwiglu);
+  EXPECT_EQ(config->hardware->name, "box");
+  EXPECT_DOUBLE_EQ(config->hardware->memory_gib, 16);
+  EXPECT_EQ(config->hardware->nics_per_node, 1);
+}
+
+TEST(ConfigModelPresetTest, MissingPresetPathNamesTheResolvedPath) {
+  TempDir dir("preset_path_missing");
+  const std::string path = dir.write("run.yaml", R"(model:
+  preset: models/none.yaml
+hardware:
+  preset: /no/such/gpu.yaml
+)");
+  const std::string resolved = dir.root() + "/models/none.yaml";
+  Result<Config> model = load_config(path);
+  ASSERT_FALSE(model.ok());
+  EXPECT_EQ(model.error().message, path + ":2:11: model.preset: no such preset file: " + resolved +
+                                       ", got \"models/none.yaml\"");
+  Result<Config> hardware = load_config(path, {{"model.preset", "llama2-7b"}});
+  ASSERT_FALSE(hardware.ok());
+  EXPECT_EQ(hardware.error().message,
+            path +
+                ":4:11: hardware.preset: no such preset file: /no/such/gpu.yaml, got "
+                "\"/no/such/gpu.yaml\"");
+}
+
+// With --set, a relative path is the working directory's, where the command
+// was typed.
+TEST(ConfigModelPresetTest, PresetPathFromSetIsRelativeToTheWorkingDirectory) {
+  EXPECT_EQ(error_of(std::string(kPresetConfig), {{"model.preset", "mine.yaml"}}),
+            "--set model.preset=mine.yaml: model.preset: no such preset file: mine.yaml, got "
+            "\"mine.yaml\"");
+}
+
+TEST(ConfigModelPresetTest, ErrorsInAPresetNameThePresetFile) {
+  TempDir dir("preset_errors");
+  const std::string bad = dir.write("bad.yaml",
+                                    "layers: 32\nhidden: 4096\nheads: 32\n"
+                                    "kv_heads: 5\nseq_len: 4096\nvocab: 32000\n");
+  const std::string nested = dir.write("nested.yaml", "preset: llama2-7b\n");
+  const std::string broken = dir.write("broken.yaml",
+                                       "layers: 32\nhidden: 4096\nheads: 32\n"
+                                       "seq_len: 4096\nvocab: 32000\n"
+                                       "norm: groupnorm\n");
+  EXPECT_EQ(error_of(std::string(kPresetConfig), {{"model.preset", bad}}),
+            bad +
+                ":4:11: model.kv_heads: expected a divisor of model.heads (32): each KV head "
+                "serves a group of query heads, got \"5\"");
+  EXPECT_THAT(error_of(std::string(kPresetConfig), {{"model.preset", nested}}),
+              StartsWith(nested + ":1:1: model.preset: unknown key, expected one of layers, "));
+  EXPECT_EQ(error_of(std::string(kPresetConfig), {{"model.preset", broken}}),
+            broken + ":6:7: model.norm: expected one of layernorm, rmsnorm, got \"groupnorm\"");
+}
+
+// A required key that neither the config nor its preset gives names the
+// config's section.
+TEST(ConfigModelPresetTest, MissingRequiredKeyNamesTheConfig) {
+  TempDir dir("preset_incomplete");
+  const std::string partial = dir.write("partial.yaml", "hidden: 4096\nheads: 32\n");
+  EXPECT_EQ(error_of(std::string(kPresetConfig), {{"model.preset", partial}}),
+            "test.yaml:1:1: model.layers: expected a positive integer, got nothing");
+}
+
+TEST(ConfigModelPresetTest, PresetDirectoryFromEnvironment) {
+  TempDir dir("preset_dir_env");
+  dir.write("mini.yaml", "layers: 8\nhidden: 256\nheads: 4\nseq_len: 128\nvocab: 100\n");
+  setenv("PPSIM_MODEL_DIR", dir.root().c_str(), 1);
+  const std::string found = model_preset_dir();
+  Result<Config> config =
+      parse_config(std::string(kPresetConfig), "test.yaml", {{"model.preset", "mini"}});
+  unsetenv("PPSIM_MODEL_DIR");
+  EXPECT_EQ(found, dir.root());
+  ASSERT_TRUE(config.ok()) << config.error().message;
+  EXPECT_EQ(config->model->hidden, 256);
+}
+
+// The documented shape of each shipped preset (the sources are in each file).
+struct Shipped {
+  std::string_view name;
+  int layers, hidden, heads, kv_heads, ffn_hidden, vocab, seq_len;
+};
+
+constexpr Shipped kShipped[] = {
+    {"gpt3-175b", 96, 12288, 96, 96, 49152, 50257, 2048},
+    {"llama2-7b", 32, 4096, 32, 32, 11008, 32000, 4096},
+    {"llama2-70b", 80, 8192, 64, 8, 28672, 32000, 4096},
+    {"llama3-8b", 32, 4096, 32, 8, 14336, 128256, 8192},
+    {"llama3-70b", 80, 8192, 64, 8, 28672, 128256, 8192},
+    {"llama3-405b", 126, 16384, 128, 8, 53248, 128256, 8192},
+};
+
+class ShippedModelPresetTest : public ::testing::TestWithParam<Shipped> {};
+
+TEST_P(ShippedModelPresetTest, LoadsWithItsDocumentedShape) {
+  const Shipped& preset = GetParam();
+  Result<Config> config = parse_config(std::string(kPresetConfig), "test.yaml",
+                                       {{"model.preset", std::string(preset.name)}});
+  ASSERT_TRUE(config.ok()) << config.error().message;
+  const ModelSpec& model = *config->model;
+  EXPECT_EQ(model.layers, preset.layers);
+  EXPECT_EQ(model.hidden, preset.hidden);
+  EXPECT_EQ(model.heads, preset.heads);
+  EXPECT_EQ(model.kv_heads, preset.kv_heads);
+  EXPECT_EQ(model.ffn_hidden, preset.ffn_hidden);
+  EXPECT_EQ(model.vocab, preset.vocab);
+  EXPECT_EQ(model.seq_len, preset.seq_len);
+  EXPECT_EQ(model.dtype, DType::kBf16);
+  const bool llama = preset.name.starts_with("llama");
+  EXPECT_EQ(model.mlp, llama ? Mlp::kSwiglu : Mlp::kGelu);
+  EXPECT_EQ(model.norm, llama ? Norm::kRmsNorm : Norm::kLayerNorm);
+  EXPECT_EQ(model.attention, llama ? Attention::kFlash : Attention::kStandard);
+  EXPECT_EQ(model.positions, llama ? Positions::kRotary : Positions::kLearned);
+  EXPECT_EQ(model.tie_embeddings, !llama);
+  EXPECT_EQ(model.bias, !llama);
+  EXPECT_DOUBLE_EQ(model.dropout, llama ? 0.0 : 0.1);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shipped, ShippedModelPresetTest, ::testing::ValuesIn(kShipped),
+                         [](const ::testing::TestParamInfo<Shipped>& info) {
+                           std::string name(info.param.name);
+                           for (char& c : name) c = c == '-' ? '_' : c;
+                           return name;
+                         });
+
+}  // namespace
+}  // namespace ppsim

@@ -1,0 +1,267 @@
+// The op-level cost model: one Llama 3 70B layer's parameters, FLOPs and
+// kept bytes worked by hand, and each kind of operation priced on the
+// shipped a100-80gb preset against a hand calculation from its fields.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "sim/config/config.h"
+#include "sim/cost/cost_model.h"
+#include "sim/cost/layer_ops.h"
+#include "sim/cost/op_time.h"
+
+namespace ppsim {
+namespace {
+
+// Llama 3 70B (Llama 3 paper, Table 3; meta-llama/Meta-Llama-3-70B
+// config.json): h = 8192, 64 heads of 128, 8 KV heads, SwiGLU FFN 28672,
+// RMSNorm, no biases, vocabulary 128256, sequence 8192.
+ModelSpec llama3_70b(Attention attention) {
+  ModelSpec m;
+  m.layers = 80;
+  m.hidden = 8192;
+  m.ffn_hidden = 28672;
+  m.heads = 64;
+  m.kv_heads = 8;
+  m.seq_len = 8192;
+  m.vocab = 128256;
+  m.dtype = DType::kBf16;
+  m.mlp = Mlp::kSwiglu;
+  m.norm = Norm::kRmsNorm;
+  m.attention = attention;
+  m.positions = Positions::kRotary;
+  m.tie_embeddings = false;
+  m.bias = false;
+  m.dropout = 0;
+  return m;
+}
+
+TEST(Llama3Layer, ParametersByHand) {
+  const ModelSpec m = llama3_70b(Attention::kFlash);
+  // Q and O: 8192^2 each = 134217728; K and V: 8192 x 1024 each = 16777216;
+  // gate, up, down: 3 x 8192 x 28672 = 704643072; two RMSNorms: 16384.
+  EXPECT_EQ(layer_parameters(m), 855654400);
+  // 80 layers, the input and (untied) output matrices 2 x 128256 x 8192,
+  // the final norm 8192: 70.55 B, the published 70.6 B within 0.1%.
+  EXPECT_EQ(model_parameters(m), 70553706496);
+}
+
+// Forward FLOPs, b = 1, s = 8192, t = 1.
+TEST(Llama3Layer, ForwardFlopsByHand) {
+  // QKV 2 s h (h + 2 * 1024) = 1374389534720; O 2 s h^2 = 1099511627776;
+  // gate and up 2 s h (2 * 28672) = 7696581394432; down 3848290697216.
+  const double linear = 14018773254144.0;
+  // Standard attention materializes all s^2 scores: QK^T and PV are 2 a s^2 d each.
+  EXPECT_DOUBLE_EQ(layer_forward_flops(llama3_70b(Attention::kStandard), 1, 1),
+                   linear + 2 * 1099511627776.0);
+  // Flash attention computes the causal half: 4 a d s^2 / 2.
+  EXPECT_DOUBLE_EQ(layer_forward_flops(llama3_70b(Attention::kFlash), 1, 1),
+                   linear + 1099511627776.0);
+}
+
+// Kept for backward, b = 1, no recompute, no dropout (so no masks), bf16.
+TEST(Llama3Layer, ActivationBytesByHand) {
+  ParallelSpec one;
+  // Whole on every tensor rank: the two norms' inputs and the two linear
+  // inputs after them, 4 x 2 s h = 536870912. Split over t: Q (h), K and V
+  // (1024 each), the attention output (h), gate and up (2 f), the down
+  // projection's input (f), 2 bytes each: 2 s (8192 + 2048 + 8192 + 57344 +
+  // 28672) = 1711276032.
+  const int64_t linear = int64_t{536870912} + 1711276032;
+  // Standard: the softmax output, 2 a s^2 = 8589934592 (no dropout output or mask).
+  EXPECT_EQ(layer_activation_bytes(llama3_70b(Attention::kStandard), 1, one, Recompute::kNone),
+            linear + 8589934592);
+  // Flash keeps an fp32 log-sum-exp per head and token instead: 4 a s = 2097152.
+  EXPECT_EQ(layer_activation_bytes(llama3_70b(Attention::kFlash), 1, one, Recompute::kNone),
+            linear + 2097152);
+  // t = 8 with sequence parallelism splits everything: (linear + 2097152) / 8.
+  ParallelSpec eight;
+  eight.tensor = 8;
+  eight.sequence_parallel = true;
+  EXPECT_EQ(layer_activation_bytes(llama3_70b(Attention::kFlash), 1, eight, Recompute::kNone),
+            (linear + 2097152) / 8);
+}
+
+// ---------------------------------------------------------------- pricing
+
+// The shipped preset, as a config loads it.
+HardwareSpec a100() {
+  const Result<Config> config = parse_config(
+      "model: {layers: 1, hidden: 64, heads: 1, seq_len: 8, vocab: 8}\n"
+      "hardware: {preset: a100-80gb, gpus_per_node: 1}\n"
+      "training: {global_batch: 1}\n",
+      "a100.yaml");
+  EXPECT_TRUE(config.ok()) << (config.ok() ? "" : config.error().message);
+  return *config->hardware;
+}
+
+// A bf16 GEMM whose result is written once.
+Op gemm_of(double batch, double m, double n, double k) {
+  return gemm_op("gemm", batch, m, n, k, 2, 2);
+}
+
+// Preset fields used below: 312 TFLOP/s, max_gemm_efficiency 0.82, 108 SMs,
+// 128 x 128 tiles, gemm_tile_k_overhead 50, HBM 2039 GB/s at 0.72.
+TEST(OpTime, LargeGemmRunsWavesOfTiles) {
+  const HardwareSpec hw = a100();
+  const OpTimer timer(hw, DType::kBf16, 1);
+  // 8192^3: 64 x 64 = 4096 tiles, ceil(4096 / 108) = 38 waves of 108 tiles
+  // of 2 x 128 x 128 x (8192 + 50) FLOP, at 312e12 x 0.82 / 108 per SM:
+  // 38 x 270008320 x 108 / 255.84e12 = 4.3323292e-3 s (81.3% of peak).
+  EXPECT_NEAR(timer.seconds(gemm_of(1, 8192, 8192, 8192), Link{}), 4.3323292e-3, 1e-9);
+}
+
+TEST(OpTime, ShortWideGemmIsMemoryBound) {
+  const OpTimer timer(a100(), DType::kBf16, 1);
+  // Attention scores of 512 heads, 2048 x 2048 over K = 128: 131072 tiles
+  // (1214 waves) of 2 x 128^2 x 178 FLOP = 2.98912e-3 s; its operands and
+  // result, 2 x 512 x (2 x 2048 x 128 + 2048^2) = 4831838208 bytes at
+  // 2039e9 x 0.72 B/s = 3.29126e-3 s: memory-bound.
+  const Op scores = gemm_of(512, 2048, 2048, 128);
+  EXPECT_NEAR(timer.gemm_compute_seconds(scores), 2.98912e-3, 1e-8);
+  EXPECT_NEAR(timer.seconds(scores, Link{}), 3.29126e-3, 1e-8);
+  // K = 512: 1214 waves of 2 x 128^2 x 562 FLOP, 9.43757e-3 s, against
+  // 6442450944 bytes, 4.38835e-3 s: compute-bound.
+  EXPECT_NEAR(timer.seconds(gemm_of(512, 2048, 2048, 512), Link{}), 9.43757e-3, 1e-8);
+}
+
+TEST(OpTime, FewTilesSplitTheirK) {
+  const OpTimer timer(a100(), DType::kBf16, 1);
+  // 256 x 256 x 8192: 4 tiles on 108 SMs; split K in floor(108 / 4) = 27
+  // parts (each 303 >= 256 of K): 108 tiles, one wave of 2 x 128^2 x
+  // (8192 / 27 + 50) FLOP = 1.15806e7 at 312e12 x 0.82 / 108 per SM: 4.88856e-6 s.
+  EXPECT_NEAR(timer.gemm_compute_seconds(gemm_of(1, 256, 256, 8192)), 4.88856e-6, 1e-10);
+}
+
+TEST(OpTime, MemoryKernelAtAchievedBandwidth) {
+  const OpTimer timer(a100(), DType::kBf16, 1);
+  Op softmax;
+  softmax.kind = OpKind::kMemory;
+  softmax.bytes = 1e9;
+  // 1e9 / (2039e9 x 0.72) = 6.81162e-4 s.
+  EXPECT_NEAR(timer.seconds(softmax, Link{}), 6.811618e-4, 1e-9);
+}
+
+TEST(OpTime, FlashKernelAtItsEfficiency) {
+  const OpTimer timer(a100(), DType::kBf16, 1);
+  Op flash;
+  flash.kind = OpKind::kFlashAttention;
+  flash.flops = 1e12;
+  flash.bytes = 1e6;
+  // Forward 1e12 / (312e12 x 0.73); backward at 0.63.
+  EXPECT_NEAR(timer.seconds(flash, Link{}), 1e12 / (312e12 * 0.73), 1e-12);
+  flash.backward = true;
+  EXPECT_NEAR(timer.seconds(flash, Link{}), 1e12 / (312e12 * 0.63), 1e-12);
+}
+
+TEST(OpTime, CollectivesAtBusBandwidthForTheirSize) {
+  // NVLink 300 GB/s at 0.78 efficiency, half of it at 25 MB, 3 us a step.
+  const Link nvlink{3e-6, 300e9 * 0.78, 25e6};
+  // An all-reduce of 100 MB on 8 GPUs: 14 steps of 1/8 of the buffer at
+  // busbw(100 MB) = 234e9 x 100 / 125 = 187.2e9 B/s:
+  // 14 x 3e-6 + 14 x 12.5e6 / 187.2e9 = 9.76829e-4 s.
+  EXPECT_NEAR(collective_seconds(CollectiveKind::kAllReduce, 100e6, 8, nvlink), 9.768291e-4, 1e-9);
+  // Reduce-scatter and all-gather: half the steps.
+  EXPECT_NEAR(collective_seconds(CollectiveKind::kReduceScatter, 100e6, 8, nvlink), 9.768291e-4 / 2,
+              1e-9);
+  EXPECT_EQ(collective_seconds(CollectiveKind::kAllGather, 100e6, 1, nvlink), 0);
+  // As an op of a tensor group of 8 it pays the same.
+  const OpTimer timer(a100(), DType::kBf16, 8);
+  Op all_reduce;
+  all_reduce.kind = OpKind::kCollective;
+  all_reduce.bytes = 100e6;
+  EXPECT_NEAR(timer.seconds(all_reduce, nvlink), 9.768291e-4, 1e-9);
+  // A transfer: one latency and the bytes at busbw.
+  EXPECT_NEAR(transfer_seconds(100e6, nvlink), 3e-6 + 100e6 / 187.2e9, 1e-12);
+}
+
+TEST(OpTime, LaunchGapOnEveryKernel) {
+  HardwareSpec hw = a100();
+  hw.kernel_launch_us = 5;
+  const OpTimer timer(hw, DType::kBf16, 1);
+  Op copy;
+  copy.kind = OpKind::kMemory;
+  copy.bytes = 1e9;
+  EXPECT_NEAR(timer.seconds(copy, Link{}), 6.811618e-4 + 5e-6, 1e-9);
+}
+
+// ---------------------------------------------------------------- the op lists
+
+OpShape shape_of(const ModelSpec& model, int tensor, bool sequence_parallel) {
+  OpShape shape;
+  shape.model = model;
+  shape.tensor = tensor;
+  shape.sequence_parallel = sequence_parallel;
+  return shape;
+}
+
+int count(const OpList& ops, OpKind kind) {
+  int n = 0;
+  for (const Op& op : ops) n += op.kind == kind ? 1 : 0;
+  return n;
+}
+
+double flops(const OpList& ops) {
+  double total = 0;
+  for (const Op& op : ops) total += op.flops;
+  return total;
+}
+
+TEST(LayerOps, TensorParallelCollectivesEachWay) {
+  const ModelSpec m = llama3_70b(Attention::kFlash);
+  // Megatron: an all-reduce after each row-parallel product in forward and
+  // after each column-parallel input gradient in backward; with sequence
+  // parallelism each becomes a reduce-scatter and gains an all-gather.
+  const PieceOps plain = layer_ops(shape_of(m, 8, false), TokenSlice{8192, 0});
+  EXPECT_EQ(count(plain.forward, OpKind::kCollective), 2);
+  EXPECT_EQ(count(plain.input_grad, OpKind::kCollective), 2);
+  EXPECT_EQ(count(plain.weight_grad, OpKind::kCollective), 0);
+  const PieceOps sp = layer_ops(shape_of(m, 8, true), TokenSlice{8192, 0});
+  EXPECT_EQ(count(sp.forward, OpKind::kCollective), 4);
+  EXPECT_EQ(count(sp.input_grad, OpKind::kCollective), 4);
+  // No tensor parallelism, no collectives.
+  EXPECT_EQ(
+      count(layer_ops(shape_of(m, 1, false), TokenSlice{8192, 0}).forward, OpKind::kCollective), 0);
+}
+
+TEST(LayerOps, GradientsCostTwiceTheForwardsProducts) {
+  // The input gradient runs each linear product once more and the attention
+  // products twice (standard); the weight gradient each linear product once.
+  const ModelSpec m = llama3_70b(Attention::kStandard);
+  const PieceOps ops = layer_ops(shape_of(m, 1, false), TokenSlice{8192, 0});
+  const double linear = 14018773254144.0;
+  const double attention = 2 * 1099511627776.0;
+  EXPECT_DOUBLE_EQ(flops(ops.forward), linear + attention);
+  EXPECT_DOUBLE_EQ(flops(ops.input_grad), linear + 2 * attention);
+  EXPECT_DOUBLE_EQ(flops(ops.weight_grad), linear);
+  // FlashAttention-2's backward: 2.5 forwards of its causal work.
+  const PieceOps flash =
+      layer_ops(shape_of(llama3_70b(Attention::kFlash), 1, false), TokenSlice{8192, 0});
+  EXPECT_DOUBLE_EQ(flops(flash.input_grad), linear + 2.5 * 1099511627776.0);
+}
+
+TEST(LayerOps, SlicesPayTheirRectangleOfScores) {
+  // Standard attention computes a slice's l rows against its c + l keys:
+  // slices {2048, 2048} of 4096 do 2048^2 + 2048 x 4096 = 3/4 of 4096^2.
+  ModelSpec m = llama3_70b(Attention::kStandard);
+  m.seq_len = 4096;
+  const OpShape shape = shape_of(m, 1, false);
+  const double whole = flops(layer_ops(shape, TokenSlice{4096, 0}).forward);
+  const double first = flops(layer_ops(shape, TokenSlice{2048, 0}).forward);
+  const double second = flops(layer_ops(shape, TokenSlice{2048, 2048}).forward);
+  const double scores_whole = 2 * 2 * 64.0 * 4096 * 4096 * 128;  // QK^T and PV
+  EXPECT_DOUBLE_EQ(first + second, whole - scores_whole / 4);
+  // The later slice pays for its context: twice the first's score pairs.
+  EXPECT_DOUBLE_EQ(second - first, scores_whole / 4);
+}
+
+TEST(LayerOps, UnfusedGradientAccumulationAddsAKernelPerWeight) {
+  OpShape shape = shape_of(llama3_70b(Attention::kFlash), 1, false);
+  EXPECT_EQ(layer_ops(shape, TokenSlice{8192, 0}).weight_grad.size(), 4);
+  shape.fused_grad_accumulation = false;
+  // Each weight-gradient GEMM then writes a gradient that its own kernel adds.
+  EXPECT_EQ(layer_ops(shape, TokenSlice{8192, 0}).weight_grad.size(), 8);
+}
+
+}  // namespace
+}  // namespace ppsim
