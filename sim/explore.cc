@@ -72,6 +72,14 @@ void prepare(Candidate& cand, Config& config, double cap_bytes,
                               config.parallel.tensor);
     return;
   }
+  // Megatron splits key-value heads over t, or replicates them when t is a
+  // multiple of their count.
+  const int kv = config.model->key_value_heads();
+  if (kv % config.parallel.tensor != 0 && config.parallel.tensor % kv != 0) {
+    cand.reason = fmt::format("{} key-value heads neither split over nor divide tensor {}", kv,
+                              config.parallel.tensor);
+    return;
+  }
   const int64_t per_microbatch = int64_t{config.training.micro_batch} * config.parallel.data;
   if (config.training.global_batch % per_microbatch != 0) {
     cand.reason = fmt::format("global_batch {} is not a whole number of micro_batch {} x data {}",

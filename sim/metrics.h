@@ -47,8 +47,16 @@ struct Throughput {
   std::optional<double> mfu;             // needs model and hardware
 };
 
+// The whole model's parameters (all GPUs together, not divided by any
+// parallelism) and those each token uses; equal for dense models.
+struct ModelSize {
+  int64_t parameters = 0;
+  int64_t active_parameters = 0;
+};
+
 struct Summary {
   std::string schedule;
+  std::optional<ModelSize> model;  // needs the model
   int pipeline = 1;
   int tensor = 1;
   int data = 1;

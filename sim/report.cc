@@ -75,6 +75,13 @@ std::string summary_to_json(const Summary& s) {
 void write_summary(JsonWriter& w, const Summary& s) {
   w.begin_object();
   w.field("schedule", s.schedule);
+  w.key("model");
+  if (s.model) {
+    w.begin_object().field("parameters", s.model->parameters);
+    w.field("active_parameters", s.model->active_parameters).end_object();
+  } else {
+    w.null();
+  }
   w.key("parallel").begin_object();
   w.field("pipeline", s.pipeline).field("tensor", s.tensor).field("data", s.data);
   w.field("virtual_stages", s.virtual_stages).end_object();

@@ -113,6 +113,29 @@ TEST(Explore, EveryCandidateIsAccountedFor) {
   }
 }
 
+TEST(Explore, KeyValueHeadsMustSplitOrBeReplicatedOverTensor) {
+  // 12 heads, 3 key-value heads: t = 3 splits them, t = 6 replicates each on
+  // two GPUs, t = 2 does neither.
+  Result<Sweep> sw = parse_sweep(R"(
+model: {layers: 12, hidden: 768, heads: 12, kv_heads: 3, seq_len: 512, vocab: 1024}
+hardware: {preset: a100-80gb, gpus_per_node: 6, nodes: 1}
+training: {global_batch: 12}
+search: {pipeline: [1], tensor: [2, 3, 6], micro_batch: [1], schedule: [1f1b],
+         recompute: [none], zero_stage: [0]}
+)",
+                                 "gqa.yaml");
+  ASSERT_TRUE(sw.ok()) << sw.error().message;
+  const ExploreResult r = explore(*sw);
+  ASSERT_EQ(r.candidates.size(), 3u);
+  for (const Candidate& c : r.candidates) {
+    const bool split_or_replicated = c.parallel.tensor != 2;
+    EXPECT_EQ(c.status == CandidateStatus::kInvalid, !split_or_replicated) << c.layout();
+    if (!split_or_replicated) {
+      EXPECT_EQ(c.reason, "3 key-value heads neither split over nor divide tensor 2");
+    }
+  }
+}
+
 TEST(Explore, SweepNeedsModelAndHardware) {
   const Result<Sweep> s = parse_sweep(
       "parallel: {pipeline: 2}\ntraining: {global_batch: 4}\ncosts: {fixed: {forward_s: 1, "

@@ -9,6 +9,8 @@
 #include "sim/cost/cost_model.h"
 #include "sim/cost/layer_ops.h"
 #include "sim/cost/op_time.h"
+#include "sim/report.h"
+#include "sim/simulate.h"
 
 namespace ppsim {
 namespace {
@@ -261,6 +263,57 @@ TEST(LayerOps, UnfusedGradientAccumulationAddsAKernelPerWeight) {
   shape.fused_grad_accumulation = false;
   // Each weight-gradient GEMM then writes a gradient that its own kernel adds.
   EXPECT_EQ(layer_ops(shape, TokenSlice{8192, 0}).weight_grad.size(), 8);
+}
+
+// ---------------------------------------------------------------- presets
+
+struct PublishedCount {
+  const char* preset;
+  double parameters;  // as published (the preset file names the source)
+};
+
+class ModelPresetParameters : public testing::TestWithParam<PublishedCount> {};
+
+// The issue's bound: every shipped preset within 0.5% of its published count,
+// and the summary JSON carries the count.
+TEST_P(ModelPresetParameters, MatchThePublishedCount) {
+  const PublishedCount& published = GetParam();
+  const Result<Config> config = parse_config(
+      std::string("model: {preset: ") + published.preset +
+          "}\nhardware: {preset: a100-80gb, gpus_per_node: 1}\ntraining: {global_batch: 1}\n",
+      "preset.yaml");
+  ASSERT_TRUE(config.ok()) << config.error().message;
+  const double counted = static_cast<double>(model_parameters(*config->model));
+  EXPECT_NEAR(counted / published.parameters, 1.0, 0.005) << published.preset << ": " << counted;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shipped, ModelPresetParameters,
+    testing::Values(PublishedCount{"gpt3-175b", 175.0e9}, PublishedCount{"llama2-7b", 6.74e9},
+                    PublishedCount{"llama2-70b", 68.98e9}, PublishedCount{"llama3-8b", 8.03e9},
+                    PublishedCount{"llama3-70b", 70.6e9}, PublishedCount{"llama3-405b", 405.9e9}),
+    [](const testing::TestParamInfo<PublishedCount>& info) {
+      std::string name = info.param.preset;
+      for (char& c : name) c = c == '-' ? '_' : c;
+      return name;
+    });
+
+TEST(ModelPresetParameters, SummaryJsonCarriesThem) {
+  const Result<Config> config = parse_config(
+      "model: {preset: llama3-8b}\n"
+      "hardware: {preset: h100-sxm, gpus_per_node: 2}\n"
+      "parallel: {pipeline: 2}\n"
+      "training: {global_batch: 4}\n",
+      "summary.yaml");
+  ASSERT_TRUE(config.ok()) << config.error().message;
+  const Result<Simulation> run = simulate(*config);
+  ASSERT_TRUE(run.ok()) << run.error().message;
+  // 8030261248 = 32 layers x 218112000 + 2 x 128256 x 4096 + 4096: dense,
+  // so every parameter is active.
+  EXPECT_NE(summary_to_json(run->summary)
+                .find(R"("model":{"parameters":8030261248,"active_parameters":8030261248})"),
+            std::string::npos)
+      << summary_to_json(run->summary);
 }
 
 }  // namespace
