@@ -11,6 +11,7 @@
 #include <array>
 #include <cstdint>
 
+#include "schedules/status.h"
 #include "sim/core/workload.h"
 
 namespace ppsim {
@@ -64,8 +65,11 @@ class OpList {
  public:
   static constexpr int kCapacity = 48;
 
+  // REQUIRES: fewer than kCapacity operations so far (a layer's longest
+  // phase has 24).
   void add(const Op& op) {
-    if (size_ < kCapacity) ops_[size_++] = op;  // layer_ops.cc stays well below
+    PPSIM_CHECK(size_ < kCapacity);
+    ops_[size_++] = op;
   }
   const Op* begin() const { return ops_.data(); }
   const Op* end() const { return ops_.data() + size_; }

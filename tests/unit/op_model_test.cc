@@ -257,6 +257,17 @@ TEST(LayerOps, SlicesPayTheirRectangleOfScores) {
   EXPECT_DOUBLE_EQ(second - first, scores_whole / 4);
 }
 
+TEST(LayerOps, LongestPhaseFitsTheList) {
+  // Standard attention with biases, dropout, sequence parallelism, rotary
+  // positions: the input gradient is the longest list a layer makes.
+  ModelSpec m = llama3_70b(Attention::kStandard);
+  m.bias = true;
+  m.dropout = 0.1;
+  const PieceOps ops = layer_ops(shape_of(m, 8, true), TokenSlice{8192, 0});
+  EXPECT_EQ(ops.input_grad.size(), 24);
+  EXPECT_LT(ops.input_grad.size(), OpList::kCapacity);
+}
+
 TEST(LayerOps, UnfusedGradientAccumulationAddsAKernelPerWeight) {
   OpShape shape = shape_of(llama3_70b(Attention::kFlash), 1, false);
   EXPECT_EQ(layer_ops(shape, TokenSlice{8192, 0}).weight_grad.size(), 4);
