@@ -3,14 +3,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <atomic>
-#include <thread>
 
 #include "schedules/generators.h"
 #include "sim/cost/calibration.h"
 #include "sim/cost/cost_model.h"
 #include "sim/cost/partition.h"
 #include "sim/json.h"
+#include "sim/parallel.h"
 #include "sim/report.h"
 #include "sim/simulate.h"
 
@@ -237,31 +236,12 @@ ExploreResult explore(const Sweep& sweep, const ExploreOptions& options) {
   result.memory_cap_bytes = sweep.search.memory_cap_gib * kGiB;
   auto work = enumerate_candidates(sweep, &result.layouts_skipped);
   const size_t n = work.size();
-  const unsigned threads = options.threads > 0 ? static_cast<unsigned>(options.threads)
-                                               : std::max(1u, std::thread::hardware_concurrency());
-
-  // Runs fn(i, engine) for every i in `items`, spread over the threads, each
-  // with an engine of its own that keeps its buffers from one candidate to
-  // the next. Results go to per-index slots, so the order of completion does
-  // not matter.
-  std::vector<Engine> engines(threads);
-  const auto parallel_for = [&](const std::vector<size_t>& items, auto fn) {
-    std::atomic<size_t> next{0};
-    const auto worker = [&](unsigned t) {
-      for (size_t k = next++; k < items.size(); k = next++) fn(items[k], engines[t]);
-    };
-    std::vector<std::thread> pool;
-    for (unsigned t = 1; t < std::min<size_t>(threads, items.size()); ++t) {
-      pool.emplace_back(worker, t);
-    }
-    worker(0);
-    for (std::thread& t : pool) t.join();
-  };
+  std::vector<Engine> engines(thread_count(options.threads));
 
   const Result<Calibration> calibration = calibration_for(sweep.base, nullptr);
   std::vector<size_t> all(n);
   for (size_t i = 0; i < n; ++i) all[i] = i;
-  parallel_for(all, [&](size_t i, Engine&) {
+  parallel_for(all, engines, [&](size_t i, Engine&) {
     prepare(work[i].first, work[i].second, result.memory_cap_bytes, calibration);
   });
   size_t decided = 0;
@@ -295,7 +275,7 @@ ExploreResult explore(const Sweep& sweep, const ExploreOptions& options) {
         wave.push_back(queue[k]);
       }
     }
-    parallel_for(wave, [&](size_t i, Engine& engine) {
+    parallel_for(wave, engines, [&](size_t i, Engine& engine) {
       // Only candidates prepare() accepted get here, so the calibration was read.
       run_simulation(work[i].first, work[i].second, result.memory_cap_bytes, *calibration, engine);
     });

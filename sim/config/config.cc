@@ -342,6 +342,12 @@ void Loader::check_cross_fields(const Config& config, const Sections& tree) cons
     fail(slicing.key_mark, slicing.path,
          "optimal needs hardware: the cut is chosen with the analytic model's times");
   }
+  if (par.tp_comm_overlap && !par.sequence_parallel) {
+    const Field overlap = tree.parallel.get("tp_comm_overlap");
+    fail(overlap.key_mark, overlap.path,
+         "needs parallel.sequence_parallel: the overlapped collectives are its all-gathers and "
+         "reduce-scatters (as Megatron's --tp-comm-overlap)");
+  }
   if (config.hardware) {
     const HardwareSpec& hw = *config.hardware;
     int64_t gpus = product({par.pipeline, par.tensor, par.data});

@@ -300,7 +300,7 @@ OpShape OpShape::of(const Config& config) {
   shape.micro_batch = config.training.micro_batch;
   shape.tensor = config.parallel.tensor;
   shape.sequence_parallel = config.parallel.sequence_parallel;
-  shape.tp_comm_overlap = config.parallel.tp_comm_overlap && config.parallel.sequence_parallel;
+  shape.tp_comm_overlap = config.parallel.tp_comm_overlap;
   shape.fused_grad_accumulation = config.training.grad_accumulation_fusion;
   // Megatron accumulates and reduces gradients in fp32 when training in
   // bf16 (it forces accumulate_allreduce_grads_in_fp32), in the model's

@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <atomic>
 #include <charconv>
 #include <cmath>
 #include <filesystem>
@@ -11,9 +10,9 @@
 #include <mutex>
 #include <optional>
 #include <sstream>
-#include <thread>
 #include <utility>
 
+#include "sim/parallel.h"
 #include "sim/simulate.h"
 
 namespace ppsim {
@@ -287,30 +286,23 @@ Result<std::vector<double>> predict_iteration_times(const std::vector<Config>& c
   const size_t n = configs.size();
   std::vector<double> times(n);
   std::vector<std::optional<Error>> errors(n);
-  std::atomic<size_t> next{0};
   std::mutex progress_mutex;
   size_t done = 0;
-  const auto work = [&] {
-    Engine engine;
-    for (size_t i = next++; i < n; i = next++) {
-      Result<Simulation> sim = simulate(configs[i], &engine);
-      if (sim.ok()) {
-        times[i] = sim->summary.iteration_time_s;
-      } else {
-        errors[i] = sim.error();
-      }
-      if (progress) {
-        std::lock_guard<std::mutex> lock(progress_mutex);
-        progress(++done, n);
-      }
+  std::vector<size_t> all(n);
+  for (size_t i = 0; i < n; ++i) all[i] = i;
+  std::vector<Engine> engines(thread_count(threads));
+  parallel_for(all, engines, [&](size_t i, Engine& engine) {
+    Result<Simulation> sim = simulate(configs[i], &engine);
+    if (sim.ok()) {
+      times[i] = sim->summary.iteration_time_s;
+    } else {
+      errors[i] = sim.error();
     }
-  };
-  const size_t workers = std::min<size_t>(
-      n, threads > 0 ? threads : std::max(1u, std::thread::hardware_concurrency()));
-  std::vector<std::thread> pool;
-  for (size_t t = 1; t < workers; ++t) pool.emplace_back(work);
-  work();
-  for (std::thread& t : pool) t.join();
+    if (progress) {
+      std::lock_guard<std::mutex> lock(progress_mutex);
+      progress(++done, n);
+    }
+  });
   for (size_t i = 0; i < n; ++i) {
     if (errors[i]) return Error{fmt::format("{}: {}", name(i), errors[i]->message)};
   }

@@ -276,6 +276,15 @@ TEST(ConfigModelTest, KvHeadsAndTensorParallelism) {
   EXPECT_EQ(error_of(text, {{"parallel.tensor", "2"}, {"parallel.pipeline", "4"}}), "(no error)");
 }
 
+TEST(ConfigModelTest, TensorCommOverlapNeedsSequenceParallelism) {
+  // The overlapped collectives are sequence parallelism's all-gathers and
+  // reduce-scatters: without it the key would mean nothing.
+  const std::string text = with_line("parallel", "  tp_comm_overlap: true");
+  EXPECT_THAT(error_of(text), testing::HasSubstr("parallel.tp_comm_overlap: needs "
+                                                 "parallel.sequence_parallel"));
+  EXPECT_EQ(error_of(text, {{"parallel.sequence_parallel", "true"}}), "(no error)");
+}
+
 constexpr std::string_view kPresetConfig = R"(model:
   preset: llama3-8b
 hardware:

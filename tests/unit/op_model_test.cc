@@ -259,7 +259,15 @@ TEST(LayerOps, SlicesPayTheirRectangleOfScores) {
 
 TEST(LayerOps, LongestPhaseFitsTheList) {
   // Standard attention with biases, dropout, sequence parallelism, rotary
-  // positions: the input gradient is the longest list a layer makes.
+  // positions: the input gradient is the longest list a layer makes. Per
+  // MLP and attention half: dropout-add backward, an all-gather, the
+  // second product's input gradient, the activation's (or the context
+  // transpose's) backward, ..., the first product's input gradient, a
+  // reduce-scatter, the norm's backward and the residual add. Counted: MLP
+  // 8 (dropout-add, all-gather, down, SwiGLU, up, reduce-scatter, norm,
+  // residual); attention 16 (dropout-add, all-gather, output, transpose, dP,
+  // dV, dropout, softmax, dQ, dK, rotary, QKV bias, QKV, reduce-scatter,
+  // norm, residual): 24.
   ModelSpec m = llama3_70b(Attention::kStandard);
   m.bias = true;
   m.dropout = 0.1;
