@@ -27,7 +27,7 @@
 
 namespace po = boost::program_options;
 
-int main(int argc, char** argv) {
+int tool_main(int argc, char** argv) {
   std::string config_path;
   std::string output;
   std::vector<std::string> sets;
@@ -181,4 +181,8 @@ int main(int argc, char** argv) {
   }
   std::cout << "profile written to " << output << "\n";
   return 0;
+}
+
+int main(int argc, char** argv) {
+  return ppsim::guarded_main("ppsim-profile", [&] { return tool_main(argc, argv); });
 }

@@ -96,7 +96,7 @@ class MpiScope {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int tool_main(int argc, char** argv) {
   std::string config_path;
   std::string json_path;
   std::string trace_path;
@@ -291,4 +291,8 @@ int main(int argc, char** argv) {
     std::cerr << "trace written to " << trace_path << " (open it in ui.perfetto.dev)\n";
   }
   return 0;
+}
+
+int main(int argc, char** argv) {
+  return ppsim::guarded_main("ppsim-run", [&] { return tool_main(argc, argv); });
 }

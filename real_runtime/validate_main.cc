@@ -89,7 +89,7 @@ std::string relative_to(const std::string& path, const std::string& runs) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int tool_main(int argc, char** argv) {
   std::string config_path;
   std::string profile_path;
   std::string schedules = "gpipe,1f1b,interleaved-1f1b:2,zb-h1,zb-h2,zb-v,terapipe:2";
@@ -373,4 +373,8 @@ int main(int argc, char** argv) {
     std::cerr << "runs written to " << runs_path << " (for ppsim calibrate)\n";
   }
   return all_ok ? 0 : 1;
+}
+
+int main(int argc, char** argv) {
+  return ppsim::guarded_main("ppsim-validate", [&] { return tool_main(argc, argv); });
 }

@@ -4,6 +4,8 @@
 
 #include <charconv>
 
+#include "schedules/limits.h"
+
 namespace ppsim {
 
 char action_kind_letter(ActionKind kind) {
@@ -38,6 +40,13 @@ bool parse_index(std::string_view text, int32_t* out) {
   return ec == std::errc() && end == text.data() + text.size() && *out >= 0;
 }
 
+// An index past its cap (schedules/limits.h) names the cap; an action's
+// indices are below the sizes they count.
+Status check_index(std::string_view what, int32_t index, int64_t cap) {
+  if (index < cap) return {};
+  return Error{fmt::format("{} {} is past the largest ppsim simulates ({})", what, index, cap - 1)};
+}
+
 }  // namespace
 
 Result<Action> parse_action(std::string_view text) {
@@ -55,7 +64,12 @@ Result<Action> parse_action(std::string_view text) {
     return Error{fmt::format(
         "\"{}\" is not an action: expected STAGE KIND MICROBATCH with KIND one of F, B, I, W, S "
         "(e.g. \"2F0\"), and sSLICE for a token slice (\"2F0s3\")",
-        text)};
+        printable(text))};
+  }
+  for (const Status& index : {check_index("stage", action.stage, kMaxStages),
+                              check_index("microbatch", action.microbatch, kMaxMicrobatches),
+                              check_index("slice", action.slice, kMaxSlices)}) {
+    if (!index) return Error{fmt::format("\"{}\": {}", printable(text), index.message())};
   }
   switch (text[pos]) {
     case 'F':

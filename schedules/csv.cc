@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <vector>
+
+#include "schedules/limits.h"
 
 namespace ppsim {
 
@@ -23,6 +26,7 @@ std::string schedule_to_csv(const Schedule& schedule) {
 Result<Schedule> schedule_from_csv(std::string_view text, std::string_view source) {
   Schedule s;
   s.name = "custom";
+  std::vector<int> row_lines;  // the line of each rank's row, for errors
   int line_no = 0;
   while (!text.empty()) {
     const size_t eol = text.find('\n');
@@ -48,7 +52,12 @@ Result<Schedule> schedule_from_csv(std::string_view text, std::string_view sourc
       line.remove_prefix(comma + 1);
       ++column;
     }
+    if (static_cast<int64_t>(s.programs.size()) == kMaxRanks) {
+      return Error{fmt::format("{}:{}: more than {} ranks (rows), the most ppsim simulates", source,
+                               line_no, kMaxRanks)};
+    }
     s.programs.push_back(std::move(program));
+    row_lines.push_back(line_no);
   }
   // Trailing blank lines are not ranks.
   while (!s.programs.empty() && s.programs.back().empty()) s.programs.pop_back();
@@ -57,20 +66,26 @@ Result<Schedule> schedule_from_csv(std::string_view text, std::string_view sourc
 
   s.num_ranks = static_cast<int>(s.programs.size());
   for (const auto& program : s.programs) {
-    for (const Action& a : program) {
+    for (const Action& a : program) {  // parse_action capped each index
       s.num_stages = std::max(s.num_stages, a.stage + 1);
       s.num_microbatches = std::max(s.num_microbatches, a.microbatch + 1);
       s.num_slices = std::max(s.num_slices, a.slice + 1);
     }
   }
+  const Status size =
+      check_schedule_size(s.num_ranks, s.num_stages, s.num_microbatches, s.num_slices);
+  if (!size) return Error{fmt::format("{}: {}", source, size.message())};
   s.stage_rank.assign(s.num_stages, -1);
   for (int rank = 0; rank < s.num_ranks; ++rank) {
     for (const Action& a : s.programs[rank]) {
       if (a.kind != ActionKind::kForward) continue;
       int& owner = s.stage_rank[a.stage];
       if (owner >= 0 && owner != rank) {
-        return Error{fmt::format("{}: stage {} has forwards on rank {} and on rank {}", source,
-                                 a.stage, owner, rank)};
+        return Error{fmt::format(
+            "{}:{}: stage {} has forwards on rank {} (line {}) and on rank {} (line {}, \"{}\"); "
+            "a stage runs on one rank",
+            source, row_lines[rank], a.stage, owner, row_lines[owner], rank, row_lines[rank],
+            to_string(a))};
       }
       owner = rank;
     }

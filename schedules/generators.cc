@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "schedules/generator_util.h"
+#include "schedules/limits.h"
 #include "schedules/zero_bubble.h"
 
 namespace ppsim {
@@ -107,10 +108,6 @@ std::optional<int> fixed_virtual_stages(std::string_view kind) {
 
 Result<Schedule> make_terapipe(const ScheduleParams& params) {
   if (Status st = check_one_stage("terapipe", params); !st) return Error{st.message()};
-  if (params.slices < 1) {
-    return Error{fmt::format("schedule terapipe: needs at least 1 slice per microbatch, got {}",
-                             params.slices)};
-  }
   Schedule s = generator_util::make_empty("terapipe", params);
   s.num_slices = params.slices;
   for (int rank = 0; rank < params.ranks; ++rank) {
@@ -207,6 +204,14 @@ Status check_params(std::string_view kind, const ScheduleParams& params, int req
     return Error{fmt::format("schedule {} {}: virtual_stages must be {}, got {}", kind, why,
                              required_v, params.virtual_stages)};
   }
+  if (params.slices < 1) {
+    return Error{
+        fmt::format("schedule {}: needs at least 1 token slice, got {}", kind, params.slices)};
+  }
+  const Status size =
+      check_schedule_size(params.ranks, int64_t{params.ranks} * params.virtual_stages,
+                          params.microbatches, params.slices);
+  if (!size) return Error{fmt::format("schedule {}: {}", kind, size.message())};
   return {};
 }
 

@@ -8,7 +8,10 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
+#include <new>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <variant>
 
@@ -56,9 +59,40 @@ class [[nodiscard]] Status {
   bool ok_ = true;
 };
 
+// User text as an error message may echo it: control bytes (a terminal
+// would act on them) become \xNN; everything else is kept.
+inline std::string printable(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const unsigned char c : text) {
+    if (c < 0x20 || c == 0x7f) {
+      char hex[5];
+      std::snprintf(hex, sizeof hex, "\\x%02x", c);
+      out += hex;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
 [[noreturn]] inline void check_failed(const char* expr, const char* file, int line) {
   std::fprintf(stderr, "ppsim: internal error: check failed: %s at %s:%d\n", expr, file, line);
   std::abort();
+}
+
+// A tool's main: what `body` returns, or, for an exception that escaped
+// it, a one-line error and exit status 1 (never std::terminate).
+template <typename Body>
+int guarded_main(const char* tool, Body&& body) {
+  try {
+    return body();
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "%s: error: out of memory\n", tool);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: error: %s\n", tool, printable(e.what()).c_str());
+  }
+  return 1;
 }
 
 }  // namespace ppsim

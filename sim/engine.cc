@@ -1,5 +1,7 @@
 #include "sim/engine.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <limits>
 
@@ -18,10 +20,31 @@ struct Later {
 
 }  // namespace
 
-// Links are directed pairs of neighbouring ranks (the interleaved layout
-// wraps from rank p-1 to rank 0): two per source rank, next and previous.
-int Engine::link_id(int src, int dst) const {
-  return dst == (src + 1) % num_ranks_ ? 2 * src : 2 * src + 1;
+// Links are the directed pairs of ranks that data flows between: usually a
+// rank's two neighbours, so the scan is short.
+int32_t Engine::link_id(int src, int dst) const {
+  for (int32_t link = link_begin_[src]; link < link_begin_[src + 1]; ++link) {
+    if (link_dst_[link] == dst) return link;
+  }
+  PPSIM_CHECK(false);  // build() made one for every edge between ranks
+  return -1;
+}
+
+void Engine::add_link(int src, int dst) {
+  std::vector<int16_t>& dsts = dsts_of_[src];
+  if (std::find(dsts.begin(), dsts.end(), dst) == dsts.end()) {
+    dsts.push_back(static_cast<int16_t>(dst));
+  }
+}
+
+void Engine::index_links() {
+  link_begin_.assign(1, 0);
+  link_dst_.clear();
+  for (int src = 0; src < num_ranks_; ++src) {
+    link_dst_.insert(link_dst_.end(), dsts_of_[src].begin(), dsts_of_[src].end());
+    link_begin_.push_back(static_cast<int32_t>(link_dst_.size()));
+  }
+  link_free_.assign(link_dst_.size(), 0);
 }
 
 void Engine::build(const Schedule& s, const CostTable& costs) {
@@ -42,7 +65,8 @@ void Engine::build(const Schedule& s, const CostTable& costs) {
   node_of_.resize(n);
   record_of_.resize(n);
   ranks_.assign(num_ranks_, RankState{});
-  link_free_.assign(2 * static_cast<size_t>(num_ranks_), 0);
+  dsts_of_.resize(num_ranks_);
+  for (std::vector<int16_t>& dsts : dsts_of_) dsts.clear();
   heap_.clear();
   seq_ = 0;
   barrier_arrived_ = 0;
@@ -109,9 +133,11 @@ void Engine::build(const Schedule& s, const CostTable& costs) {
         PPSIM_CHECK(k < 3);
         p.out[k] = consumer;
         ++nodes_[consumer].pending;
+        if (p.rank != rank) add_link(p.rank, rank);
       });
     }
   }
+  index_links();
   // Later iterations: the same graph, shifted.
   for (int k = 1; k < options_.iterations; ++k) {
     const int32_t shift = k * nodes_per_iteration_;
@@ -133,8 +159,9 @@ void Engine::push(Picos time, int32_t rank) {
 void Engine::start_epilogue(int32_t rank, EpilogueKind kind, Picos now, Picos duration) {
   RankState& r = ranks_[rank];
   r.busy = true;
-  out_->epilogue.push_back(EpilogueRecord{kind, rank, r.iteration, now, now + duration});
-  push(now + duration, rank);
+  const Picos end = add_saturated(now, duration);
+  out_->epilogue.push_back(EpilogueRecord{kind, rank, r.iteration, now, end});
+  push(end, rank);
 }
 
 void Engine::try_start(int32_t rank, Picos now) {
@@ -155,7 +182,7 @@ void Engine::try_start(int32_t rank, Picos now) {
           out_->peak_activation_bytes[rank] =
               std::max(out_->peak_activation_bytes[rank], r.activation);
         }
-        push(nd.time + nd.duration, rank);
+        push(add_saturated(nd.time, nd.duration), rank);
         return;
       }
       case Phase::kGradSync:
@@ -171,14 +198,14 @@ void Engine::try_start(int32_t rank, Picos now) {
         r.busy = true;
         if (++barrier_arrived_ == num_ranks_) {
           barrier_arrived_ = 0;
+          const Picos end = add_saturated(now, costs_->pipeline_sync);
           for (int32_t other = 0; other < num_ranks_; ++other) {
             ranks_[other].phase = Phase::kPipelineSync;
             if (costs_->pipeline_sync > 0) {
               out_->epilogue.push_back(EpilogueRecord{EpilogueKind::kPipelineSync, other,
-                                                      ranks_[other].iteration, now,
-                                                      now + costs_->pipeline_sync});
+                                                      ranks_[other].iteration, now, end});
             }
-            push(now + costs_->pipeline_sync, other);
+            push(end, other);
           }
         }
         return;
@@ -200,7 +227,7 @@ void Engine::try_start(int32_t rank, Picos now) {
 void Engine::finish_action(int32_t rank, int32_t node, Picos now) {
   RankState& r = ranks_[rank];
   const Node& nd = nodes_[node];
-  out_->busy[rank] += nd.duration;
+  out_->busy[rank] = add_saturated(out_->busy[rank], nd.duration);
   const int64_t freed = freed_bytes(costs_->stages[nd.cost], nd.kind);
   r.activation -= freed;
   if (freed < 0) {  // an I that leaves more than its F took
@@ -220,7 +247,7 @@ void Engine::finish_action(int32_t rank, int32_t node, Picos now) {
                                                          : costs_->p2p_backward[boundary];
       Picos& link_free = link_free_[link_id(rank, consumer.rank)];
       const Picos start = std::max(now, link_free);
-      arrival = link_free = start + cost;
+      arrival = link_free = add_saturated(start, cost);
       out_->transfers.push_back(TransferRecord{
           record, iteration_base + record_of_[target - iteration_base], start, arrival});
     }
@@ -260,8 +287,8 @@ void Engine::finish(int32_t rank, Picos now) {
   try_start(rank, now);
 }
 
-void Engine::run(const Schedule& schedule, const CostTable& costs, Timeline* timeline,
-                 const RunOptions& options) {
+Status Engine::run(const Schedule& schedule, const CostTable& costs, Timeline* timeline,
+                   const RunOptions& options) {
   PPSIM_CHECK(options.iterations >= 1);
   options_ = options;
   build(schedule, costs);
@@ -307,11 +334,21 @@ void Engine::run(const Schedule& schedule, const CostTable& costs, Timeline* tim
       for (size_t pos = 0; pos < program.size(); ++pos) {
         const int32_t rec = ranks_[rank].begin + static_cast<int32_t>(pos);
         const Node& nd = nodes_[base + node_of_[rec]];
-        t.actions[base + rec] = ActionRecord{program[pos], rank, k, nd.time, nd.time + nd.duration};
+        t.actions[base + rec] =
+            ActionRecord{program[pos], rank, k, nd.time, add_saturated(nd.time, nd.duration)};
       }
     }
   }
   out_ = nullptr;
+  // Every time is a saturating sum: one that reached kMaxPicos would have
+  // wrapped, and the run's end is the latest of them all.
+  if (t.makespan == kMaxPicos) {
+    return Error{fmt::format(
+        "the simulated run ({} iterations) is longer than 2^63 ps (106 days), the longest ppsim "
+        "replays: the costs are too large for this many microbatches",
+        options.iterations)};
+  }
+  return {};
 }
 
 }  // namespace ppsim

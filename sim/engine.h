@@ -42,9 +42,11 @@ struct RunOptions {
 class Engine {
  public:
   // REQUIRES: validate(schedule).ok(); costs sized for schedule's stages and
-  // ranks; options.iterations >= 1. Overwrites *timeline, reusing its capacity.
-  void run(const Schedule& schedule, const CostTable& costs, Timeline* timeline,
-           const RunOptions& options = {});
+  // ranks and within their bounds (check_costs); options.iterations >= 1.
+  // Overwrites *timeline, reusing its capacity. The one error: a run longer
+  // than kMaxPicos (the timeline is then not to be read).
+  Status run(const Schedule& schedule, const CostTable& costs, Timeline* timeline,
+             const RunOptions& options = {});
 
  private:
   // The run-time state of one action: 40 bytes, so that the actions in
@@ -83,7 +85,11 @@ class Engine {
   };
 
   void build(const Schedule& schedule, const CostTable& costs);
-  int link_id(int src, int dst) const;
+  // The directed links are numbered by source rank, then in the order their
+  // first transfer appears in build().
+  void add_link(int src, int dst);
+  void index_links();
+  int32_t link_id(int src, int dst) const;
   void try_start(int32_t rank, Picos now);
   void finish(int32_t rank, Picos now);
   void finish_action(int32_t rank, int32_t node, Picos now);
@@ -97,7 +103,10 @@ class Engine {
   Timeline* out_ = nullptr;
   std::vector<Node> nodes_;
   std::vector<RankState> ranks_;
-  std::vector<Picos> link_free_;  // per directed link: when its last transfer ends
+  std::vector<std::vector<int16_t>> dsts_of_;  // per rank: the ranks it sends to
+  std::vector<int32_t> link_begin_;            // per rank: its first link; one past the last rank's
+  std::vector<int16_t> link_dst_;              // per link: its destination
+  std::vector<Picos> link_free_;               // per link: when its last transfer ends
   std::vector<Event> heap_;
   std::vector<int32_t> node_of_;    // record -> node, in iteration 0
   std::vector<int32_t> record_of_;  // node -> record, in iteration 0

@@ -1,5 +1,7 @@
 #include "sim/metrics.h"
 
+#include <fmt/format.h>
+
 #include <map>
 #include <set>
 
@@ -61,6 +63,35 @@ std::vector<StageWeights> weight_versions(const Timeline& t,
   return out;
 }
 
+namespace {
+
+void add_warnings(Summary& s) {
+  if (s.throughput.mfu && *s.throughput.mfu > 1) {
+    s.warnings.push_back(fmt::format(
+        "MFU {:.1f} % is above 100 %: the times (costs.fixed, a profile or a calibration) are "
+        "shorter than the hardware's peak FLOP/s allows",
+        100 * *s.throughput.mfu));
+  }
+  if (!s.memory_capacity_bytes) return;
+  int over = 0;
+  const DeviceSummary* fullest = nullptr;
+  for (const DeviceSummary& d : s.devices) {
+    if (d.peak_memory_bytes <= *s.memory_capacity_bytes) continue;
+    ++over;
+    if (!fullest || d.peak_memory_bytes > fullest->peak_memory_bytes) fullest = &d;
+  }
+  if (fullest != nullptr) {
+    s.warnings.push_back(fmt::format(
+        "{} of {} ranks need more memory than the device has (rank {}: {:.2f} GiB of {:.2f} "
+        "GiB): this layout does not fit",
+        over, s.devices.size(), fullest->rank,
+        static_cast<double>(fullest->peak_memory_bytes) / (1ull << 30),
+        *s.memory_capacity_bytes / (1ull << 30)));
+  }
+}
+
+}  // namespace
+
 Summary summarize(const Config& config, const std::string& schedule_name, const Timeline& timeline,
                   const std::vector<int64_t>& stage_weight_bytes) {
   Summary s;
@@ -77,7 +108,7 @@ Summary summarize(const Config& config, const std::string& schedule_name, const 
   s.iterations_simulated = timeline.iterations;
 
   // Every iteration does the same work; report one iteration's.
-  Picos busy = 0;
+  double busy = 0;  // summed over ranks in double: p x period can pass 2^63 ps
   for (int rank = 0; rank < timeline.num_ranks; ++rank) {
     DeviceSummary d;
     d.rank = rank;
@@ -85,7 +116,7 @@ Summary summarize(const Config& config, const std::string& schedule_name, const 
     d.static_bytes = timeline.static_bytes[rank];
     d.peak_activation_bytes = timeline.peak_activation_bytes[rank];
     s.devices.push_back(d);
-    busy += timeline.busy[rank];
+    busy += static_cast<double>(timeline.busy[rank]);
   }
   s.weights = weight_versions(timeline, stage_weight_bytes);
   for (const StageWeights& w : s.weights) s.devices[w.rank].weight_version_bytes += w.extra_bytes;
@@ -93,7 +124,7 @@ Summary summarize(const Config& config, const std::string& schedule_name, const 
     d.peak_memory_bytes = d.static_bytes + d.weight_version_bytes + d.peak_activation_bytes;
   }
   if (timeline.period() > 0) {
-    s.bubble_fraction = 1.0 - static_cast<double>(busy) / timeline.iterations /
+    s.bubble_fraction = 1.0 - busy / timeline.iterations /
                                   (static_cast<double>(timeline.num_ranks) * timeline.period());
     s.throughput.samples_per_s = config.training.global_batch / s.iteration_time_s;
     if (config.model) {
@@ -108,6 +139,7 @@ Summary summarize(const Config& config, const std::string& schedule_name, const 
     }
   }
   if (config.hardware) s.memory_capacity_bytes = config.hardware->memory_gib * (1ull << 30);
+  add_warnings(s);
   if (config.model) {
     const int64_t parameters = model_parameters(*config.model);
     s.model = ModelSize{parameters, parameters};  // dense: every token uses every weight

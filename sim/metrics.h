@@ -76,6 +76,9 @@ struct Summary {
   std::vector<int> slice_lengths;               // token slices (terapipe), else empty
   std::vector<StageWeights> weights;            // asynchronous schedules, else empty
   std::vector<DeviceSummary> devices;
+  // Figures that cannot be right or will not run, each a sentence: an MFU
+  // above 100 %, a rank needing more memory than the device has.
+  std::vector<std::string> warnings;
 };
 
 // `stage_weight_bytes` (CostTable::stage_weight_bytes) prices the extra

@@ -8,6 +8,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cstddef>
+#include <exception>
+#include <mutex>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -25,16 +28,34 @@ inline unsigned thread_count(int requested) {
 // threads (never more than the items), thread t with engines[t].
 // REQUIRES: !engines.empty(); fn is safe to call from several threads for
 // different items.
+// An exception that escapes fn (an allocation that fails on a large item)
+// stops the other threads at their next item and is rethrown here, after
+// they have all been joined, for the tool's main to report.
 template <typename Fn>
 void parallel_for(const std::vector<size_t>& items, std::vector<Engine>& engines, Fn fn) {
   std::atomic<size_t> next{0};
+  std::mutex failure_mu;
+  std::exception_ptr failure;
   const auto worker = [&](size_t t) {
-    for (size_t k = next++; k < items.size(); k = next++) fn(items[k], engines[t]);
+    try {
+      for (size_t k = next++; k < items.size(); k = next++) fn(items[k], engines[t]);
+    } catch (...) {
+      next = items.size();
+      std::lock_guard<std::mutex> lock(failure_mu);
+      if (!failure) failure = std::current_exception();
+    }
   };
   std::vector<std::thread> pool;
-  for (size_t t = 1; t < std::min(engines.size(), items.size()); ++t) pool.emplace_back(worker, t);
+  for (size_t t = 1; t < std::min(engines.size(), items.size()); ++t) {
+    try {
+      pool.emplace_back(worker, t);
+    } catch (const std::system_error&) {
+      break;  // the system gives no more threads: the ones running share the items
+    }
+  }
   worker(0);
   for (std::thread& t : pool) t.join();
+  if (failure) std::rethrow_exception(failure);
 }
 
 }  // namespace ppsim

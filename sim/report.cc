@@ -61,6 +61,7 @@ std::string format_summary_table(const Summary& s) {
     }
     out += '\n';
   }
+  for (const std::string& warning : s.warnings) out += fmt::format("\nwarning: {}\n", warning);
   return out;
 }
 
@@ -92,6 +93,9 @@ void write_summary(JsonWriter& w, const Summary& s) {
   w.field("iterations_simulated", s.iterations_simulated);
   w.field("steady", s.steady);
   w.field("bubble_fraction", s.bubble_fraction);
+  w.key("warnings").begin_array();
+  for (const std::string& warning : s.warnings) w.value(warning);
+  w.end_array();
   w.key("throughput").begin_object();
   w.field("samples_per_s", s.throughput.samples_per_s);
   w.field("tokens_per_s", s.throughput.tokens_per_s);

@@ -203,7 +203,7 @@ Result<RunsFile> parse_runs(std::string_view json, std::string_view source) {
 }
 
 Result<RunsFile> load_runs(const std::string& path) {
-  const Result<std::string> text = yaml_util::read_text_file(path);
+  const Result<std::string> text = read_text_file(path, kMaxDataFileBytes);
   if (!text.ok()) return text.error();
   Result<RunsFile> runs = parse_runs(*text, path);
   if (!runs.ok()) return runs;

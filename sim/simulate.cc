@@ -2,13 +2,11 @@
 
 #include <fmt/format.h>
 
-#include <fstream>
-#include <sstream>
-
 #include "schedules/csv.h"
 #include "schedules/generators.h"
 #include "schedules/token_slicing.h"
 #include "schedules/validate.h"
+#include "sim/core/text_file.h"
 #include "sim/cost/calibration.h"
 #include "sim/cost/cost_model.h"
 #include "sim/engine.h"
@@ -17,11 +15,9 @@
 namespace ppsim {
 
 Result<Schedule> load_schedule_csv(const std::string& path, const Config& config) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file) return Error{fmt::format("{}: cannot read", path)};
-  std::stringstream text;
-  text << file.rdbuf();
-  Result<Schedule> schedule = schedule_from_csv(text.str(), path);
+  const Result<std::string> text = read_text_file(path, kMaxDataFileBytes);
+  if (!text) return text.error();
+  Result<Schedule> schedule = schedule_from_csv(*text, path);
   if (!schedule) return schedule;
   const Schedule& s = *schedule;
   if (s.num_ranks != config.parallel.pipeline || s.num_stages != config.num_stages() ||
@@ -103,6 +99,9 @@ Result<Schedule> make_zb_auto_for(const Config& config, const Calibration* calib
   if (!calibrated) return calibrated.error();
   apply_calibration(*calibrated, stage_rank, uniform_forms(p, BackwardForm::kSplit), config.fixed,
                     *costs);
+  if (Status st = check_costs(*costs, stage_rank, config.num_microbatches()); !st) {
+    return Error{fmt::format("{}: {}", config.source, st.message())};
+  }
   // Judge the candidates the way simulate() will measure the winner.
   RunOptions judge;
   if (config.training.optimizer_step == OptimizerStep::kPostValidation) {
@@ -182,21 +181,33 @@ Result<Simulation> simulate(const Config& config, Engine* shared_engine,
   // steady period. Without the barrier iterations overlap and the pipeline
   // may take a while to settle: double the run until the last two periods
   // agree.
+  if (Status st = check_costs(sim.costs, sim.schedule.stage_rank, sim.schedule.num_microbatches);
+      !st) {
+    return Error{fmt::format("{}: {}", config.source, st.message())};
+  }
   Engine own_engine;
   Engine& engine = shared_engine != nullptr ? *shared_engine : own_engine;
   RunOptions options;
   options.synchronous_step = config.training.optimizer_step == OptimizerStep::kSynchronous;
-  options.iterations = 2;
+  options.iterations = is_asynchronous(sim.schedule.name) ? 1 : 2;
+  const auto replay = [&]() -> Status {
+    const int64_t actions = static_cast<int64_t>(sim.schedule.num_actions()) * options.iterations;
+    if (actions > kMaxReplayedActions) {
+      return Error{fmt::format(
+          "{}: replaying {} iterations of {} actions is more than the {} actions ppsim replays "
+          "(about 10 GiB of memory): use fewer microbatches or stages",
+          config.source, options.iterations, sim.schedule.num_actions(), kMaxReplayedActions)};
+    }
+    const Status st = engine.run(sim.schedule, sim.costs, &sim.timeline, options);
+    if (!st) return Error{fmt::format("{}: {}", config.source, st.message())};
+    return {};
+  };
+  if (Status st = replay(); !st) return Error{st.message()};
   if (is_asynchronous(sim.schedule.name)) {
-    options.iterations = 1;
-    engine.run(sim.schedule, sim.costs, &sim.timeline, options);
     batches_as_iterations(config.num_microbatches(), &sim.timeline);
-  } else {
-    engine.run(sim.schedule, sim.costs, &sim.timeline, options);
-  }
-  if (!options.synchronous_step && !is_asynchronous(sim.schedule.name)) {
+  } else if (!options.synchronous_step) {
     for (options.iterations = 4;; options.iterations *= 2) {
-      engine.run(sim.schedule, sim.costs, &sim.timeline, options);
+      if (Status st = replay(); !st) return Error{st.message()};
       const auto& end = sim.timeline.iteration_end;
       const size_t n = end.size();
       sim.settled = end[n - 1] - end[n - 2] == end[n - 2] - end[n - 3];

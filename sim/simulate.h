@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "schedules/limits.h"
 #include "schedules/schedule.h"
 #include "schedules/status.h"
 #include "sim/core/costs.h"
@@ -30,6 +31,9 @@ struct Simulation {
 // Iterations simulated at most while waiting for a post-validation pipeline
 // to settle into a steady period.
 inline constexpr int kMaxIterations = 32;
+// Actions times iterations replayed at most: two iterations of the largest
+// schedule (schedules/limits.h), about 150 bytes each.
+inline constexpr int64_t kMaxReplayedActions = 2 * kMaxScheduleActions;
 // Batches of m microbatches in the stream of an asynchronous schedule: the
 // first fills the pipeline, the last drains it, the ones between are steady.
 inline constexpr int kAsyncBatches = 4;

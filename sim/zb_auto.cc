@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "schedules/limits.h"
 #include "schedules/zero_bubble.h"
 #include "sim/core/timeline.h"
 #include "sim/engine.h"
@@ -272,12 +273,8 @@ class Greedy {
 
 Result<Schedule> make_zb_auto(int ranks, int microbatches, const CostTable& costs,
                               int64_t memory_limit_bytes, const RunOptions& judge) {
-  if (ranks < 1) {
-    return Error{fmt::format("schedule zb-auto: needs at least 1 pipeline rank, got {}", ranks)};
-  }
-  if (microbatches < 1) {
-    return Error{
-        fmt::format("schedule zb-auto: needs at least 1 microbatch, got {}", microbatches)};
+  if (Status size = check_schedule_size(ranks, ranks, microbatches, 1); !size) {
+    return Error{fmt::format("schedule zb-auto: {}", size.message())};
   }
   PPSIM_CHECK(costs.num_slices == 1);
   PPSIM_CHECK(costs.num_stages() == ranks);
@@ -293,8 +290,25 @@ Result<Schedule> make_zb_auto(int ranks, int microbatches, const CostTable& cost
     }
   }
 
+  // The greedy's clock never passes the sum of every action and transfer of
+  // the iteration, so times below 2^62 ps cannot overflow it.
+  double total_picos = 0;
+  for (int stage = 0; stage < ranks; ++stage) {
+    total_picos += static_cast<double>(costs.stages[stage].forward + costs.stages[stage].backward);
+    if (stage + 1 < ranks) {
+      total_picos += static_cast<double>(costs.p2p_forward[stage] + costs.p2p_backward[stage]);
+    }
+  }
+  if (total_picos * microbatches > 0x1p62) {
+    return Error{fmt::format(
+        "schedule zb-auto: one iteration's actions add up to {:.3g} s, past the 53 days its "
+        "search can time",
+        total_picos * microbatches * 1e-12)};
+  }
+
   Engine engine;
   Timeline timeline;
+  Status failed;  // the first candidate the engine could not replay
   std::optional<Schedule> best;
   Picos best_makespan = 0;
   int64_t smallest_peak = std::numeric_limits<int64_t>::max();
@@ -303,7 +317,10 @@ Result<Schedule> make_zb_auto(int ranks, int microbatches, const CostTable& cost
     const uint64_t h = programs_hash(candidate);
     if (std::find(seen.begin(), seen.end(), h) != seen.end()) return;
     seen.push_back(h);
-    engine.run(candidate, costs, &timeline, judge);
+    if (Status st = engine.run(candidate, costs, &timeline, judge); !st) {
+      if (failed) failed = st;
+      return;
+    }
     const int64_t peak = *std::max_element(timeline.peak_activation_bytes.begin(),
                                            timeline.peak_activation_bytes.end());
     smallest_peak = std::min(smallest_peak, peak);
@@ -323,6 +340,7 @@ Result<Schedule> make_zb_auto(int ranks, int microbatches, const CostTable& cost
   Greedy greedy(ranks, microbatches, costs, memory_limit_bytes);
   for (const Variant& variant : kVariants) consider(greedy.build(variant));
 
+  if (!failed) return Error{fmt::format("schedule zb-auto: {}", failed.message())};
   if (!best) {
     // The greedy variants keep to the limit by construction; this guards the
     // rule that only what the engine measured is trusted.

@@ -39,7 +39,7 @@ namespace ppsim {
 // several post-validated iterations are asked for); ties go to the first in
 // a fixed order (ZB-H1 first), so the result is deterministic.
 // REQUIRES: costs for `ranks` stages and ranks, num_slices == 1.
-// Errors: ranks < 1, microbatches < 1, and a limit below what one
+// Errors: sizes outside schedules/limits.h, and a limit below what one
 // microbatch holds at most on some stage (nothing can run there).
 Result<Schedule> make_zb_auto(int ranks, int microbatches, const CostTable& costs,
                               int64_t memory_limit_bytes, const RunOptions& judge = {});

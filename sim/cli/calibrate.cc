@@ -213,7 +213,8 @@ int parse_measured_args(const std::vector<std::string>& args, MeasuredArgs* out)
       "fit the hardware's efficiency parameters and write them as a hardware preset")(
       "json", po::value(&out->json_path)->value_name("FILE|-"),
       "write the results as JSON to FILE, or to stdout for '-'")(
-      "threads", po::value(&out->threads)->value_name("N"),
+      "threads",
+      po::value(&out->threads)->value_name("N")->notifier(within("--threads", 1, kMaxThreads)),
       "simulation threads (default: one per core); results do not depend on it");
   // Before parsing: "--measured --help" would read as --measured missing its value.
   if (std::any_of(args.begin(), args.end(),

@@ -5,16 +5,15 @@
 
 #include <boost/program_options.hpp>
 #include <chrono>
-#include <fstream>
 #include <functional>
 #include <iostream>
-#include <sstream>
 
 #include "schedules/csv.h"
 #include "schedules/generators.h"
 #include "sim/cli/options.h"
 #include "sim/compare.h"
 #include "sim/config/config.h"
+#include "sim/core/text_file.h"
 #include "sim/explore.h"
 #include "sim/html_report.h"
 #include "sim/report.h"
@@ -48,10 +47,17 @@ Result<Config> load(const ConfigArgs& args) {
 // The file's text, for a report's "config" section (empty when unreadable:
 // the report is still worth writing).
 std::string file_text(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  std::stringstream text;
-  text << file.rdbuf();
-  return text.str();
+  Result<std::string> text = read_text_file(path, kMaxYamlFileBytes);
+  return text ? std::move(*text) : std::string();
+}
+
+// The files a command will write, checked before its work: a path that
+// cannot be written fails at once, not after the results were printed.
+Status check_outputs(std::initializer_list<std::string> paths) {
+  for (const std::string& path : paths) {
+    if (Status st = check_writable(path); !st) return st;
+  }
+  return {};
 }
 
 // Writes the HTML and Markdown reports that were asked for.
@@ -88,6 +94,7 @@ int run_simulate(const std::vector<std::string>& args) {
       "  ppsim simulate configs/examples/gpt3-175b-64gpu.yaml --json - --trace out.json\n\n";
   po::variables_map vm;
   if (int code = parse_command_line(args, desc, "simulate", usage, &vm); code >= 0) return code;
+  if (Status st = check_outputs({json_path, trace_path}); !st) return fail(st.message());
 
   Result<Config> config = load(config_args);
   if (!config) return fail(config.error().message);
@@ -142,6 +149,9 @@ int run_compare(const std::vector<std::string>& args) {
       "1f1b,interleaved-1f1b:2,interleaved-1f1b:3 --csv out.csv\n\n";
   po::variables_map vm;
   if (int code = parse_command_line(args, desc, "compare", usage, &vm); code >= 0) return code;
+  if (Status st = check_outputs({json_path, csv_path, report_path, markdown_path}); !st) {
+    return fail(st.message());
+  }
 
   std::vector<std::string> entries;
   if (schedules.empty()) {
@@ -218,14 +228,16 @@ int run_explore(const std::vector<std::string>& args) {
   ConfigArgs config_args;
   std::string json_path;
   std::string csv_path;
-  size_t top = 10;
-  int threads = 0;
+  int top = 10;
+  int threads = 0;  // one per core
   std::string report_path;
   std::string markdown_path;
   po::options_description desc("Options");
   add_config_options(desc, &config_args);
-  desc.add_options()("top", po::value(&top)->value_name("K"), "rows of the ranked table (10)")(
-      "threads", po::value(&threads)->value_name("N"),
+  desc.add_options()("top", po::value(&top)->value_name("K")->notifier(within("--top", 1, 1 << 20)),
+                     "rows of the ranked table (10)")(
+      "threads",
+      po::value(&threads)->value_name("N")->notifier(within("--threads", 1, kMaxThreads)),
       "simulation threads (default: one per core)")(
       "json", po::value(&json_path)->value_name("FILE|-"), "every candidate as JSON")(
       "csv", po::value(&csv_path)->value_name("FILE|-"), "every candidate as CSV")(
@@ -246,6 +258,9 @@ int run_explore(const std::vector<std::string>& args) {
       "  ppsim explore configs/sweeps/llama-7b-64gpu.yaml --top 20 --csv all.csv\n\n";
   po::variables_map vm;
   if (int code = parse_command_line(args, desc, "explore", usage, &vm); code >= 0) return code;
+  if (Status st = check_outputs({json_path, csv_path, report_path, markdown_path}); !st) {
+    return fail(st.message());
+  }
 
   Result<std::vector<ConfigOverride>> overrides = parse_overrides(config_args.sets);
   if (!overrides) return fail(overrides.error().message);
@@ -257,11 +272,11 @@ int run_explore(const std::vector<std::string>& args) {
   options.progress = std::ref(progress);
   const ExploreResult result = explore(*sweep, options);
   if (json_path != "-" && csv_path != "-" && markdown_path != "-") {
-    std::cout << format_explore_table(result, top);
+    std::cout << format_explore_table(result, static_cast<size_t>(top));
   }
   if (!report_path.empty() || !markdown_path.empty()) {
     // Timelines are not kept while exploring: replay the top K for the report.
-    const size_t k = std::min(top, result.ranking.size());
+    const size_t k = std::min(static_cast<size_t>(top), result.ranking.size());
     std::vector<Simulation> runs;
     runs.reserve(k);
     ReportInput report{"Top " + std::to_string(k) + " for " + sweep->base.source,
@@ -311,6 +326,7 @@ int run_schedule(const std::vector<std::string>& args) {
       "  ppsim schedule configs/examples/ideal.yaml --csv-in my.csv\n\n";
   po::variables_map vm;
   if (int code = parse_command_line(args, desc, "schedule", usage, &vm); code >= 0) return code;
+  if (Status st = check_writable(csv_out); !st) return fail(st.message());
 
   Result<Config> config = load(config_args);
   if (!config) return fail(config.error().message);

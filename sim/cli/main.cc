@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "schedules/status.h"
 #include "sim/cli/commands.h"
 
 namespace {
@@ -63,7 +64,7 @@ std::string self_path(const char* argv0) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int tool_main(int argc, char** argv) {
   if (argc < 2) {
     std::cerr << kUsage;
     return 2;
@@ -88,4 +89,8 @@ int main(int argc, char** argv) {
   if (command == "explore") return ppsim::cli::run_explore(args);
   if (command == "calibrate") return ppsim::cli::run_calibrate(args);
   return dispatch_external(self_path(argv[0]), command, std::move(args));
+}
+
+int main(int argc, char** argv) {
+  return ppsim::guarded_main("ppsim", [&] { return tool_main(argc, argv); });
 }

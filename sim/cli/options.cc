@@ -1,6 +1,12 @@
 #include "sim/cli/options.h"
 
-#include <fstream>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <iostream>
 
 namespace po = boost::program_options;
@@ -14,15 +20,42 @@ int fail(const std::string& message) {
   return 1;
 }
 
+std::function<void(int)> within(const char* flag, int min, int max) {
+  return [flag, min, max](int value) {
+    if (value < min || value > max) {
+      throw po::error(fmt::format("{} must be from {} to {}, got {}", flag, min, max, value));
+    }
+  };
+}
+
+Status check_writable(const std::string& path) {
+  if (path.empty() || path == "-") return {};
+  std::filesystem::path file(path);
+  std::error_code ec;
+  if (std::filesystem::is_directory(file, ec)) {
+    return Error{fmt::format("cannot write {}: is a directory", path)};
+  }
+  const std::filesystem::path dir = file.has_parent_path() ? file.parent_path() : ".";
+  const bool exists = std::filesystem::exists(file, ec);
+  const std::string& target = exists ? path : dir.string();
+  if (::access(target.c_str(), W_OK) != 0) {
+    return Error{fmt::format("cannot write {}: {}", path, std::strerror(errno))};
+  }
+  return {};
+}
+
 Status write_output(const std::string& path, const std::string& text) {
   if (path == "-") {
     std::cout << text;
     return {};
   }
-  std::ofstream file(path, std::ios::binary);
-  file << text;
-  file.close();
-  if (!file) return Error{"cannot write " + path};
+  std::FILE* file = std::fopen(path.c_str(), "wb");
+  if (file == nullptr) return Error{fmt::format("cannot write {}: {}", path, std::strerror(errno))};
+  const bool written = std::fwrite(text.data(), 1, text.size(), file) == text.size();
+  const int error = errno;
+  if (std::fclose(file) != 0 || !written) {
+    return Error{fmt::format("cannot write {}: {}", path, std::strerror(written ? errno : error))};
+  }
   return {};
 }
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <boost/program_options.hpp>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -20,7 +21,19 @@ namespace ppsim::cli {
 // Prints "ppsim: error: MESSAGE" and returns 1, the exit code of bad input.
 int fail(const std::string& message);
 
-// Writes `text` to FILE, or to stdout for "-".
+// The most simulation threads --threads may ask for: past the cores of any
+// machine, and each thread keeps an engine's buffers.
+inline constexpr int kMaxThreads = 1024;
+
+// A notifier for an integer option: a value outside [min, max] is a usage
+// error that names the flag and the range.
+std::function<void(int)> within(const char* flag, int min, int max);
+
+// OK when FILE can be written (its folder, or the file when it exists);
+// checked before the work whose results it will hold. "-" and "" are OK.
+Status check_writable(const std::string& path);
+
+// Writes `text` to FILE, or to stdout for "-"; the error says why not.
 Status write_output(const std::string& path, const std::string& text);
 
 // A command that takes several positional arguments (`ppsim calibrate

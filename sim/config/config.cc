@@ -18,7 +18,10 @@
 #include <vector>
 
 #include "schedules/generators.h"
+#include "schedules/limits.h"
 #include "sim/config/config_loader.h"
+#include "sim/core/costs.h"
+#include "sim/core/time.h"
 
 namespace ppsim {
 namespace config_internal {
@@ -30,6 +33,19 @@ struct HardwareNumber {
   Bound bound;
   bool required;  // no useful default: must come from the preset or inline
 };
+
+// The largest sizes a config may give (schedules/limits.h has the schedule's):
+// far past today's models (Llama 3 405B: 126 layers, hidden 16384, vocab
+// 128256), and small enough that every product of them the cost model
+// forms in 64-bit integers (parameters x 16 bytes, micro_batch x seq_len x
+// hidden x 4 bytes) stays below 2^63.
+constexpr int kMaxLayers = 16384;
+constexpr int kMaxHidden = 1 << 17;
+constexpr int kMaxFfnHidden = 1 << 20;
+constexpr int kMaxTokens = 1 << 24;  // seq_len, vocab
+constexpr int kMaxGroup = 1 << 20;   // tensor, data, GPUs per node, nodes
+constexpr int kMaxGlobalBatch = 1 << 30;
+constexpr int kMaxMicroBatch = 1 << 16;
 
 constexpr HardwareNumber kHardwareNumbers[] = {
     {"memory_gib", &HardwareSpec::memory_gib, Bound::kPositive, true},
@@ -61,15 +77,17 @@ constexpr HardwareNumber kHardwareNumbers[] = {
 struct FixedList {
   const char* key;
   std::vector<double> FixedCosts::*member;
+  double max;  // the cost table's limit (sim/core/time.h, costs.h)
 };
 
+constexpr double kMaxBytesValue = static_cast<double>(kMaxBytes);
 constexpr FixedList kFixedLists[] = {
-    {"forward_s", &FixedCosts::forward_s},
-    {"backward_s", &FixedCosts::backward_s},
-    {"weight_grad_s", &FixedCosts::weight_grad_s},
-    {"p2p_s", &FixedCosts::p2p_s},
-    {"activation_bytes", &FixedCosts::activation_bytes},
-    {"weight_grad_bytes", &FixedCosts::weight_grad_bytes},
+    {"forward_s", &FixedCosts::forward_s, kMaxDurationSeconds},
+    {"backward_s", &FixedCosts::backward_s, kMaxDurationSeconds},
+    {"weight_grad_s", &FixedCosts::weight_grad_s, kMaxDurationSeconds},
+    {"p2p_s", &FixedCosts::p2p_s, kMaxDurationSeconds},
+    {"activation_bytes", &FixedCosts::activation_bytes, kMaxBytesValue},
+    {"weight_grad_bytes", &FixedCosts::weight_grad_bytes, kMaxBytesValue},
 };
 
 // Keys a hardware preset file may hold; a config's hardware section also has
@@ -140,19 +158,13 @@ ModelSpec Loader::read_model(const Section& s) const {
 }
 
 void Loader::read_model_shape(const Section& s, ModelSpec& model) const {
-  model.layers = to_int(s.get("layers"), 1);
-  model.hidden = to_int(s.get("hidden"), 1);
-  read_int(s, "ffn_hidden", model.ffn_hidden, 0);
-  if (model.ffn_hidden == 0) {
-    if (model.hidden > INT_MAX / 4) {
-      fail_expected(s.get("hidden"),
-                    fmt::format("at most {} when ffn_hidden defaults to 4 * hidden", INT_MAX / 4));
-    }
-    model.ffn_hidden = 4 * model.hidden;
-  }
+  model.layers = to_int(s.get("layers"), 1, kMaxLayers);
+  model.hidden = to_int(s.get("hidden"), 1, kMaxHidden);
+  read_int(s, "ffn_hidden", model.ffn_hidden, 0, kMaxFfnHidden);
+  if (model.ffn_hidden == 0) model.ffn_hidden = 4 * model.hidden;  // within kMaxFfnHidden
   model.heads = to_int(s.get("heads"), 1);
-  model.seq_len = to_int(s.get("seq_len"), 1);
-  model.vocab = to_int(s.get("vocab"), 1);
+  model.seq_len = to_int(s.get("seq_len"), 1, kMaxTokens);
+  model.vocab = to_int(s.get("vocab"), 1, kMaxTokens);
   if (model.hidden % model.heads != 0) {
     fail_expected(s.get("heads"), fmt::format("a divisor of model.hidden ({})", model.hidden));
   }
@@ -231,8 +243,8 @@ HardwareSpec Loader::read_hardware(const Section& s) const {
   for (const HardwarePresetInteger& integer : hardware_preset_integers()) {
     read_int(s, integer.key, hardware.*integer.member, 0);
   }
-  read_int(s, "gpus_per_node", hardware.gpus_per_node, 1);
-  read_int(s, "nodes", hardware.nodes, 1);
+  read_int(s, "gpus_per_node", hardware.gpus_per_node, 1, kMaxGroup);
+  read_int(s, "nodes", hardware.nodes, 1, kMaxGroup);
   for (const HardwareNumber& number : kHardwareNumbers) {
     if (number.required && hardware.*number.member == 0) {
       fail_expected(s.get(number.key), "a positive number (inline or from hardware.preset)");
@@ -243,10 +255,10 @@ HardwareSpec Loader::read_hardware(const Section& s) const {
 
 ParallelSpec Loader::read_parallel(const Section& s) const {
   ParallelSpec parallel;
-  read_int(s, "pipeline", parallel.pipeline, 1);
-  read_int(s, "tensor", parallel.tensor, 1);
-  read_int(s, "data", parallel.data, 1);
-  read_int(s, "virtual_stages", parallel.virtual_stages, 1);
+  read_int(s, "pipeline", parallel.pipeline, 1, static_cast<int>(kMaxRanks));
+  read_int(s, "tensor", parallel.tensor, 1, kMaxGroup);
+  read_int(s, "data", parallel.data, 1, kMaxGroup);
+  read_int(s, "virtual_stages", parallel.virtual_stages, 1, static_cast<int>(kMaxStages));
   read_bool(s, "sequence_parallel", parallel.sequence_parallel);
   read_bool(s, "tp_comm_overlap", parallel.tp_comm_overlap);
   // Only the values here; their count and sum are checked against the model
@@ -261,7 +273,7 @@ ParallelSpec Loader::read_parallel(const Section& s) const {
     for (size_t i = 0; i < field.node.size(); ++i) {
       const Field item{fmt::format("{}[{}]", field.path, i), field.node[i], field.mark(),
                        field.file};
-      parallel.layers_per_stage.push_back(to_int(item, 1));
+      parallel.layers_per_stage.push_back(to_int(item, 1, kMaxLayers));
     }
   }
   return parallel;
@@ -270,8 +282,8 @@ ParallelSpec Loader::read_parallel(const Section& s) const {
 TrainingSpec Loader::read_training(const Section& s) const {
   TrainingSpec training;
   // Required: a default batch size would silently decide the bubble fraction.
-  training.global_batch = to_int(s.get("global_batch"), 1);
-  read_int(s, "micro_batch", training.micro_batch, 1);
+  training.global_batch = to_int(s.get("global_batch"), 1, kMaxGlobalBatch);
+  read_int(s, "micro_batch", training.micro_batch, 1, kMaxMicroBatch);
   if (s.has("recompute")) training.recompute = to_enum(s.get("recompute"), kRecomputes);
   read_int(s, "zero_stage", training.zero_stage, 0, 3);
   if (s.has("optimizer_step")) {
@@ -286,7 +298,7 @@ FixedCosts Loader::read_fixed(const Section& s, const ParallelSpec& parallel) co
   FixedCosts fixed;
   int64_t stages = int64_t{parallel.pipeline} * parallel.virtual_stages;
   for (const FixedList& list : kFixedLists) {
-    if (s.has(list.key)) fixed.*list.member = to_numbers(s.get(list.key), stages);
+    if (s.has(list.key)) fixed.*list.member = to_numbers(s.get(list.key), stages, list.max);
   }
   const std::vector<double>& w = fixed.weight_grad_s;
   const std::vector<double>& b = fixed.backward_s;
@@ -370,6 +382,17 @@ void Loader::check_cross_fields(const Config& config, const Sections& tree) cons
          fmt::format("{} is not divisible by micro_batch {} x data {}",
                      config.training.global_batch, config.training.micro_batch, par.data));
   }
+  // The schedule's sizes, named by the keys that set them, before anything
+  // is allocated for it.
+  const Status size = check_schedule_size(par.pipeline, int64_t{par.pipeline} * par.virtual_stages,
+                                          config.training.global_batch / samples_per_microbatch,
+                                          std::max(1, sched.slices));
+  if (!size) {
+    fail(tree.parallel.field().key_mark, "parallel",
+         fmt::format("{} (stages: pipeline x virtual_stages; microbatches: "
+                     "training.global_batch / (micro_batch x data); slices: schedule.slices)",
+                     size.message()));
+  }
   if (config.model) {
     int64_t stages = int64_t{par.pipeline} * par.virtual_stages;
     if (config.model->layers < stages) {
@@ -430,9 +453,9 @@ void Loader::read_slicing(const Section& s, ScheduleSpec& schedule) const {
     }
   }
   if (!token_level) return;
-  read_int(s, "slices", schedule.slices, 1);
+  read_int(s, "slices", schedule.slices, 1, static_cast<int>(kMaxSlices));
   if (s.has("slicing")) schedule.slicing = to_enum(s.get("slicing"), kSlicings);
-  read_int(s, "slice_granularity", schedule.slice_granularity, 1);
+  read_int(s, "slice_granularity", schedule.slice_granularity, 1, kMaxTokens);
   if (schedule.slicing == SlicingMethod::kEven && schedule.slices == 0) {
     fail_expected(s.get("slices"),
                   "a number of token slices per microbatch (or schedule.slicing: optimal)");

@@ -6,18 +6,16 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <charconv>
 #include <climits>
 #include <cmath>
-#include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "sim/config/yaml_util.h"
+#include "sim/core/text_file.h"
 
 namespace ppsim {
 namespace config_internal {
@@ -63,27 +61,15 @@ bool valid_path(std::string_view path) {
 }
 
 YAML::Node parse_yaml(const std::string& text, const std::string& source) {
-  try {
-    return YAML::Load(text);
-  } catch (const YAML::ParserException& e) {
-    throw ConfigError{fmt::format("{}:{}:{}: invalid YAML: {}", source, e.mark.line + 1,
-                                  e.mark.column + 1, e.msg)};
-  }
+  Result<YAML::Node> root = yaml_util::load_document(text, source);
+  if (!root) throw ConfigError{root.error().message};
+  return *root;
 }
 
 std::string read_file(const std::string& path) {
-  std::FILE* file = std::fopen(path.c_str(), "rb");
-  if (file == nullptr)
-    throw ConfigError{fmt::format("{}: cannot open: {}", path, std::strerror(errno))};
-  std::string text;
-  char buffer[1 << 14];
-  size_t n;
-  while ((n = std::fread(buffer, 1, sizeof buffer, file)) > 0) text.append(buffer, n);
-  bool failed = std::ferror(file) != 0;
-  int error = errno;
-  std::fclose(file);
-  if (failed) throw ConfigError{fmt::format("{}: cannot read: {}", path, std::strerror(error))};
-  return text;
+  Result<std::string> text = read_text_file(path, kMaxYamlFileBytes);
+  if (!text) throw ConfigError{text.error().message};
+  return std::move(*text);
 }
 
 const ConfigOverride* Loader::override_under(std::string_view prefix) const {
@@ -208,9 +194,8 @@ double Loader::to_number(const Field& field, Bound bound) const {
   return value;
 }
 
-// A scalar, or one value per stage; either way each value is >= 0.
-std::vector<double> Loader::to_numbers(const Field& field, int64_t stages) const {
-  if (!field.node.IsSequence()) return {to_number(field, Bound::kNonNegative)};
+std::vector<double> Loader::to_numbers(const Field& field, int64_t stages, double max) const {
+  if (!field.node.IsSequence()) return {to_number_at_most(field, max)};
   if (field.node.size() != 1 && static_cast<int64_t>(field.node.size()) != stages) {
     fail(field.mark(), field.path,
          fmt::format("expected 1 value or {} (one per stage: pipeline x virtual_stages), got {}",
@@ -219,9 +204,17 @@ std::vector<double> Loader::to_numbers(const Field& field, int64_t stages) const
   std::vector<double> values;
   for (size_t i = 0; i < field.node.size(); ++i) {
     Field element{fmt::format("{}[{}]", field.path, i), field.node[i], field.mark(), field.file};
-    values.push_back(to_number(element, Bound::kNonNegative));
+    values.push_back(to_number_at_most(element, max));
   }
   return values;
+}
+
+double Loader::to_number_at_most(const Field& field, double max) const {
+  const double value = to_number(field, Bound::kNonNegative);
+  if (value > max) {
+    fail_expected(field, fmt::format("a number from 0 to {:g}, the most ppsim simulates", max));
+  }
+  return value;
 }
 
 size_t Loader::to_choice(const Field& field, const std::vector<std::string>& choices) const {
@@ -250,9 +243,9 @@ std::string Loader::to_existing_file(const Field& field, std::string_view expect
     fail_expected(field, expected);
   }
   std::filesystem::path path = resolve_path(field);
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) {
-    fail(field.mark(), field.path, fmt::format("no such file: {}", path.string()), field.file);
+  if (const std::string why = why_not_readable(path.string()); !why.empty()) {
+    fail(field.mark(), field.path, fmt::format("cannot read {}: {}", path.string(), why),
+         field.file);
   }
   return path.string();
 }

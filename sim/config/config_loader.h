@@ -147,7 +147,9 @@ class Loader {
   bool to_bool(const Field& field) const;
   void read_bool(const Section& s, std::string_view key, bool& out) const;
   double to_number(const Field& field, Bound bound) const;
-  std::vector<double> to_numbers(const Field& field, int64_t stages) const;
+  // A scalar, or one value per stage; either way each value in [0, max].
+  std::vector<double> to_numbers(const Field& field, int64_t stages, double max) const;
+  double to_number_at_most(const Field& field, double max) const;
   size_t to_choice(const Field& field, const std::vector<std::string>& choices) const;
   // A path as written, resolved against the folder of the file that holds it
   // unless it came from --set (then against the working directory).

@@ -11,12 +11,8 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <charconv>
 #include <cmath>
-#include <cstring>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -24,6 +20,7 @@
 
 #include "schedules/status.h"
 #include "sim/config/yaml_util.h"
+#include "sim/core/text_file.h"
 
 namespace ppsim::yaml_util {
 
@@ -159,32 +156,15 @@ class TreeReader {
 // `source`.
 template <typename T, typename Read>
 Result<T> read_document(std::string_view text, std::string_view source, Read&& read) {
-  YAML::Node root;
+  Result<YAML::Node> root = load_document(std::string(text), source);
+  if (!root) return root.error();
   try {
-    root = YAML::Load(std::string(text));
-  } catch (const YAML::ParserException& e) {
-    return Error{fmt::format("{}:{}:{}: invalid YAML: {}", source, e.mark.line + 1,
-                             e.mark.column + 1, e.msg)};
-  } catch (const std::exception& e) {
-    return Error{fmt::format("{}: {}", source, e.what())};
-  }
-  try {
-    return read(root);
+    return read(*root);
   } catch (const ReadError& e) {
     return Error{e.message};
   } catch (const std::exception& e) {  // yaml-cpp's own, or allocation: never a crash
     return Error{fmt::format("{}: {}", source, e.what())};
   }
-}
-
-// The whole text of a file; the error names it and why it could not be read.
-inline Result<std::string> read_text_file(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file) return Error{fmt::format("{}: cannot open: {}", path, std::strerror(errno))};
-  std::ostringstream text;
-  text << file.rdbuf();
-  if (file.bad()) return Error{fmt::format("{}: cannot read", path)};
-  return text.str();
 }
 
 }  // namespace ppsim::yaml_util

@@ -54,6 +54,24 @@ struct CostTable {
   int num_stages() const { return static_cast<int>(stages.size()) / num_slices; }
 };
 
+// The most bytes one entry of a cost table may hold (1 PiB): a figure past
+// it cannot be a GPU's, and sums of such entries over a rank's program stay
+// far from int64's limit (check_costs bounds them).
+inline constexpr int64_t kMaxBytes = int64_t{1} << 50;
+// A byte count computed in floating point, rounded to the nearest. One that is no count
+// (negative or NaN) becomes -1 and one past kMaxBytes kMaxBytes + 1, for
+// check_costs to reject by name.
+int64_t bytes_to_int(double bytes);
+
+// OK when every duration of `costs` is in [0, kMaxDuration] and every byte
+// count in [0, kMaxBytes], and the activations a rank can hold at once stay
+// below 2^62 bytes; otherwise an error naming the entry (stage, slice,
+// rank) and the limit. Run before the engine: within these bounds it
+// cannot overflow (a run longer than 2^63 ps is its own error).
+// `stage_rank` is the schedule's stage -> rank map, `microbatches` its count
+// (of a stream, for an asynchronous one).
+Status check_costs(const CostTable& costs, const std::vector<int>& stage_rank, int microbatches);
+
 // Activation bytes an action of `kind` gives back when it ends; negative
 // for an I that leaves more than its F took.
 int64_t freed_bytes(const StageCost& cost, ActionKind kind);

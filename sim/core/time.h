@@ -1,20 +1,40 @@
 // Simulated time: an integer count of picoseconds. Integers keep event order
-// exact and deterministic; 2^63 ps is about 106 days.
+// exact and deterministic; 2^63 ps is about 106 days, the longest run the
+// engine replays (it reports a longer one as an error, never a wrapped time).
 #pragma once
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 
 namespace ppsim {
 
 using Picos = int64_t;
 
 inline constexpr Picos kPicosPerSecond = 1'000'000'000'000;
+// The longest one action, transfer or end-of-iteration phase may take
+// (about 11.6 days): far past any real kernel, and short enough that a run
+// of them is replayed without overflow until its total passes kMaxPicos.
+inline constexpr double kMaxDurationSeconds = 1e6;
+inline constexpr Picos kMaxDuration = 1'000'000 * kPicosPerSecond;
+inline constexpr Picos kMaxPicos = std::numeric_limits<Picos>::max();
 
-// Rounds to the nearest picosecond. REQUIRES: 0 <= seconds < 9e6.
+// A duration computed in floating point, rounded to the nearest picosecond.
+// One that is no duration (negative or NaN) becomes -1 and one past
+// kMaxDuration (infinity included) kMaxDuration + 1, so that check_costs
+// (sim/core/costs.h) rejects either with the entry's name instead of a
+// wrapped integer.
+inline Picos duration_to_picos(double picos) {
+  if (!(picos >= 0)) return -1;
+  if (picos > static_cast<double>(kMaxDuration)) return kMaxDuration + 1;
+  return static_cast<Picos>(std::llround(picos));
+}
 inline Picos seconds_to_picos(double seconds) {
-  return static_cast<Picos>(std::llround(seconds * static_cast<double>(kPicosPerSecond)));
+  return duration_to_picos(seconds * static_cast<double>(kPicosPerSecond));
 }
 inline double picos_to_seconds(Picos t) { return static_cast<double>(t) * 1e-12; }
+
+// a + b for times that are not negative, kMaxPicos when the sum passes it.
+inline Picos add_saturated(Picos a, Picos b) { return a > kMaxPicos - b ? kMaxPicos : a + b; }
 
 }  // namespace ppsim

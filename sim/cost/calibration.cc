@@ -40,8 +40,8 @@ auto& entry_of(C& calibration, ActionKind kind) {
 // scale * t + overhead, rounded once; t itself when there is no entry.
 Picos affine(Picos t, const std::optional<KindCalibration>& c) {
   if (!c) return t;
-  return std::llround(c->scale * static_cast<double>(t) +
-                      c->overhead_s * static_cast<double>(kPicosPerSecond));
+  return duration_to_picos(c->scale * static_cast<double>(t) +
+                           c->overhead_s * static_cast<double>(kPicosPerSecond));
 }
 
 }  // namespace
@@ -74,7 +74,7 @@ void apply_calibration(const Calibration& calibration, const std::vector<int>& s
       } else if (const std::optional<KindCalibration>& b = calibration.backward) {
         // W is not timed on its own here; it keeps its share of B (o >= 0
         // keeps it within B').
-        c.weight_grad = std::llround(b->scale * static_cast<double>(c.weight_grad));
+        c.weight_grad = duration_to_picos(b->scale * static_cast<double>(c.weight_grad));
         c.backward = affine(c.backward, b);
       }
     }

@@ -73,13 +73,13 @@ Status apply_fixed(const FixedCosts& fixed, const SliceShares& shares, CostTable
                    override_field(fixed.activation_bytes, "activation_bytes", num_stages, false,
                                   [&](int i, double v) {
                                     each_slice(i, v, [](StageCost& cost, double x) {
-                                      cost.activation_bytes = std::llround(x);
+                                      cost.activation_bytes = bytes_to_int(x);
                                     });
                                   }),
                    override_field(fixed.weight_grad_bytes, "weight_grad_bytes", num_stages, false,
                                   [&](int i, double v) {
                                     each_slice(i, v, [](StageCost& cost, double x) {
-                                      cost.weight_grad_bytes = std::llround(x);
+                                      cost.weight_grad_bytes = bytes_to_int(x);
                                     });
                                   }),
                    // A list of one per stage gives boundary s its stage s entry.

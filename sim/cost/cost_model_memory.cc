@@ -34,7 +34,7 @@ int64_t layer_kept_bytes(const ModelSpec& model, int micro_batch, const Parallel
   // the two residual dropout masks.
   const double whole = sb * h * (4 * B + 2 * mask);
   if (recompute == Recompute::kFull) {
-    return std::llround(std::ceil(sb * h * B / (sp ? t : 1)));
+    return bytes_to_int(std::ceil(sb * h * B / (sp ? t : 1)));
   }
   // Split over t: Q, K and V, the attention output, the MLP's activation
   // input and output.
@@ -47,7 +47,7 @@ int64_t layer_kept_bytes(const ModelSpec& model, int micro_batch, const Parallel
   } else if (recompute != Recompute::kSelective) {
     split += scores * (B + mask * (B + 1));
   }
-  return std::llround(std::ceil((sp ? (whole + split) / t : whole + split / t)));
+  return bytes_to_int(std::ceil((sp ? (whole + split) / t : whole + split / t)));
 }
 
 // What one layer keeps for backward for one slice: the slice's rows of the
@@ -73,7 +73,7 @@ int64_t slice_weight_grad_bytes(const ModelSpec& model, int micro_batch,
   const double whole = 2 * sb * model.hidden * B;
   const double split = sb * (model.hidden + static_cast<double>(model.ffn())) * B;
   const double bytes = parallel.sequence_parallel ? (whole + split) / t : whole + split / t;
-  return std::min<int64_t>(std::llround(std::ceil(bytes)),
+  return std::min<int64_t>(bytes_to_int(std::ceil(bytes)),
                            slice_activation_bytes(model, micro_batch, parallel, recompute, slice));
 }
 
@@ -137,8 +137,10 @@ void fill_memory(const Config& config, const std::vector<int>& layers,
     const int64_t per_layer_w = slice_weight_grad_bytes(
         model, config.training.micro_batch, parallel, config.training.recompute, slices[j]);
     for (int s = 0; s < config.num_stages(); ++s) {
-      table.stages[s * k + j].activation_bytes = layers[s] * per_layer;
-      table.stages[s * k + j].weight_grad_bytes = layers[s] * per_layer_w;
+      table.stages[s * k + j].activation_bytes =
+          bytes_to_int(static_cast<double>(layers[s]) * static_cast<double>(per_layer));
+      table.stages[s * k + j].weight_grad_bytes =
+          bytes_to_int(static_cast<double>(layers[s]) * static_cast<double>(per_layer_w));
     }
     const int64_t hidden_bytes = static_cast<int64_t>(config.training.micro_batch) *
                                  slices[j].tokens * model.hidden * dtype_bytes(model.dtype);

@@ -9,15 +9,11 @@
 
 #include <Eigen/Dense>
 #include <algorithm>
-#include <cerrno>
 #include <charconv>
 #include <climits>
 #include <cmath>
-#include <cstring>
-#include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -308,7 +304,7 @@ Result<CostProfile> parse_profile(std::string_view yaml, std::string_view source
 }
 
 Result<CostProfile> load_profile(const std::string& path) {
-  const Result<std::string> text = yaml_util::read_text_file(path);
+  const Result<std::string> text = read_text_file(path, kMaxDataFileBytes);
   if (!text.ok()) return text.error();
   return parse_profile(*text, path);
 }

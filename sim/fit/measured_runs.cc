@@ -6,12 +6,11 @@
 #include <charconv>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <mutex>
 #include <optional>
-#include <sstream>
 #include <utility>
 
+#include "sim/core/text_file.h"
 #include "sim/parallel.h"
 #include "sim/simulate.h"
 
@@ -262,11 +261,9 @@ Result<MeasuredRuns> parse_measured_runs(std::string_view text, const std::strin
 }
 
 Result<MeasuredRuns> load_measured_runs(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file) return Error{fmt::format("cannot read {}", path)};
-  std::stringstream text;
-  text << file.rdbuf();
-  return parse_measured_runs(text.str(), path);
+  const Result<std::string> text = read_text_file(path, kMaxDataFileBytes);
+  if (!text) return text.error();
+  return parse_measured_runs(*text, path);
 }
 
 Result<std::vector<Config>> load_run_configs(const MeasuredRuns& runs) {

@@ -41,7 +41,7 @@ void run_bench(benchmark::State& state, const char* kind) {
   Engine engine;
   Timeline timeline;
   for (auto _ : state) {
-    engine.run(schedule, costs, &timeline);
+    if (!engine.run(schedule, costs, &timeline).ok()) state.SkipWithError("run failed");
     benchmark::DoNotOptimize(timeline.makespan);
   }
   state.counters["actions/s"] =

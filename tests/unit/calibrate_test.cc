@@ -97,7 +97,7 @@ TEST(RunsFile, LoadResolvesPathsAgainstItsFolder) {
   EXPECT_EQ(read->profile, "/abs/prof.yaml");
   const Result<RunsFile> missing = load_runs((dir / "none.json").string());
   ASSERT_FALSE(missing.ok());
-  EXPECT_NE(missing.error().message.find("none.json: cannot open"), std::string::npos);
+  EXPECT_NE(missing.error().message.find("none.json: cannot read"), std::string::npos);
   fs::remove_all(dir);
 }
 

@@ -26,7 +26,7 @@ Timeline run(const Schedule& s, Picos stage_f, Picos stage_b) {
   const CostTable costs =
       uniform_costs(s.num_stages, s.num_ranks, stage_f, stage_b, 0, kStageActivation);
   Timeline t;
-  Engine().run(s, costs, &t);
+  EXPECT_TRUE(Engine().run(s, costs, &t).ok());
   return t;
 }
 
@@ -121,7 +121,7 @@ TEST_P(TokenSlices, TeraPipeMakespan) {
   const Schedule s = *make_terapipe({p, m, 1, k});
   ASSERT_TRUE(validate(s).ok()) << validate(s).message();
   Timeline t;
-  Engine().run(s, uniform_costs(p, p, kTf / k, kTb / k, 0, 0, k), &t);
+  EXPECT_TRUE(Engine().run(s, uniform_costs(p, p, kTf / k, kTb / k, 0, 0, k), &t).ok());
   EXPECT_EQ(t.makespan, (m * k + p - 1) * (kTf + kTb) / k);
 }
 
@@ -139,7 +139,7 @@ TEST(Communication, SingleMicrobatchPaysEveryHopTwice) {
   const Picos c = 777;
   const Schedule s = *make_gpipe({p, 1, 1});
   Timeline t;
-  Engine().run(s, uniform_costs(p, p, kTf, kTb, c, 0), &t);
+  EXPECT_TRUE(Engine().run(s, uniform_costs(p, p, kTf, kTb, c, 0), &t).ok());
   EXPECT_EQ(t.makespan, p * (kTf + kTb) + 2 * (p - 1) * c);
 }
 
@@ -170,7 +170,7 @@ TEST_P(Iterations, SynchronousAndPostValidatedPeriods) {
   const Picos t1 = (m + p - 1) * (kTf + kTb);
   for (const bool synchronous : {true, false}) {
     Timeline t;
-    Engine().run(s, costs, &t, RunOptions{4, synchronous});
+    EXPECT_TRUE(Engine().run(s, costs, &t, RunOptions{4, synchronous}).ok());
     const Picos period = synchronous ? t1 + g + a + o : t1 + g + o;
     ASSERT_EQ(t.iteration_end.size(), 4u);
     for (int k = 0; k < 4; ++k) EXPECT_EQ(t.iteration_end[k], (k + 1) * period) << k;

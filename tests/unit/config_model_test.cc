@@ -413,7 +413,7 @@ TEST(ConfigModelPresetTest, MissingRequiredKeyNamesTheConfig) {
   TempDir dir("preset_incomplete");
   const std::string partial = dir.write("partial.yaml", "hidden: 4096\nheads: 32\n");
   EXPECT_EQ(error_of(std::string(kPresetConfig), {{"model.preset", partial}}),
-            "test.yaml:1:1: model.layers: expected a positive integer, got nothing");
+            "test.yaml:1:1: model.layers: expected an integer from 1 to 16384, got nothing");
 }
 
 TEST(ConfigModelPresetTest, PresetDirectoryFromEnvironment) {

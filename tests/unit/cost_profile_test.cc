@@ -116,7 +116,7 @@ TEST(CostProfileTest, LoadsAFileAndNamesAMissingOne) {
   std::filesystem::remove(path);
   Result<CostProfile> missing = load_profile("/nonexistent/p.yaml");
   ASSERT_FALSE(missing.ok());
-  EXPECT_EQ(missing.error().message, "/nonexistent/p.yaml: cannot open: No such file or directory");
+  EXPECT_EQ(missing.error().message, "/nonexistent/p.yaml: cannot read: No such file or directory");
 }
 
 constexpr std::string_view kKernelLine =

@@ -41,7 +41,7 @@ std::unique_ptr<SimulatedRun> run(const std::string& name, const Schedule& s, Pi
   const CostTable costs = uniform_costs(s.num_stages, s.num_ranks, kTf, kTb, p2p, kActivation);
   RunOptions options;
   options.iterations = iterations;
-  Engine().run(s, costs, &r->timeline, options);
+  EXPECT_TRUE(Engine().run(s, costs, &r->timeline, options).ok());
   Config config;
   config.parallel.pipeline = s.num_ranks;
   config.training.global_batch = s.num_microbatches;

@@ -233,7 +233,7 @@ TEST_P(Invariants, HoldOnSeededRandomCases) {
     // One iteration, then several with each kind of optimizer step.
     const RunOptions options{1 + trial % 3, trial % 2 == 0};
     Timeline t;
-    Engine().run(c.schedule, c.costs, &t, options);
+    EXPECT_TRUE(Engine().run(c.schedule, c.costs, &t, options).ok());
     SCOPED_TRACE("trial " + std::to_string(trial) + ", " + std::to_string(options.iterations) +
                  (options.synchronous_step ? " synchronous" : " post-validated") + " iterations");
     check_invariants(c, t, options);
@@ -248,8 +248,8 @@ TEST_P(Invariants, EngineReuseGivesTheSameTimeline) {
     const Case c = random_case(rng, GetParam());
     Timeline reused;
     Timeline fresh;
-    engine.run(c.schedule, c.costs, &reused);
-    Engine().run(c.schedule, c.costs, &fresh);
+    EXPECT_TRUE(engine.run(c.schedule, c.costs, &reused).ok());
+    EXPECT_TRUE(Engine().run(c.schedule, c.costs, &fresh).ok());
     EXPECT_EQ(reused.makespan, fresh.makespan);
     ASSERT_EQ(reused.actions.size(), fresh.actions.size());
     for (size_t i = 0; i < fresh.actions.size(); ++i) {

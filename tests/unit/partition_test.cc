@@ -276,12 +276,14 @@ TEST(PartitionConfig, RejectsSplitsThatDoNotFit) {
   EXPECT_EQ(error_of("[6, 6, 6, 5]"),
             "test.yaml:16:21: parallel.layers_per_stage: expected entries summing to "
             "model.layers (24), got \"[6, 6, 6, 5]\"");
-  EXPECT_EQ(error_of("[6, 0, 12, 6]"),
-            "test.yaml:16:25: parallel.layers_per_stage[1]: expected a positive integer, got "
-            "\"0\"");
-  EXPECT_EQ(error_of("[6, six, 12, 6]"),
-            "test.yaml:16:25: parallel.layers_per_stage[1]: expected a positive integer, got "
-            "\"six\"");
+  EXPECT_EQ(
+      error_of("[6, 0, 12, 6]"),
+      "test.yaml:16:25: parallel.layers_per_stage[1]: expected an integer from 1 to 16384, got "
+      "\"0\"");
+  EXPECT_EQ(
+      error_of("[6, six, 12, 6]"),
+      "test.yaml:16:25: parallel.layers_per_stage[1]: expected an integer from 1 to 16384, got "
+      "\"six\"");
   EXPECT_EQ(error_of("24"),
             "test.yaml:16:21: parallel.layers_per_stage: expected a list of positive integers, "
             "the layers of each stage (pipeline x virtual_stages of them), got \"24\"");

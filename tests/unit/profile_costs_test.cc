@@ -414,13 +414,14 @@ TEST_F(ProfileCosts, TheProfileMustExist) {
   const Result<Config> config = config_in(dir, kConfig);
   ASSERT_FALSE(config.ok());
   EXPECT_EQ(config.error().message,
-            (dir / "c.yaml").string() +
-                ":4:18: costs.profile: no such file: " + (dir / "prof.yaml").string());
+            (dir / "c.yaml").string() + ":4:18: costs.profile: cannot read " +
+                (dir / "prof.yaml").string() + ": No such file or directory");
   // From --set, relative to the working directory.
   const Result<Config> flagged = config_in(dir, kConfig, {{"costs.profile", "no/such.yaml"}});
   ASSERT_FALSE(flagged.ok());
   EXPECT_EQ(flagged.error().message,
-            "--set costs.profile=no/such.yaml: costs.profile: no such file: no/such.yaml");
+            "--set costs.profile=no/such.yaml: costs.profile: cannot read no/such.yaml: No such "
+            "file or directory");
 }
 
 TEST_F(ProfileCosts, HardwareMayBeLeftOutOnlyWithAProfile) {

@@ -52,7 +52,7 @@ Timeline run_uniform(const Schedule& s, int64_t weight_grad_bytes = kStageActiva
     c.weight_grad_bytes = weight_grad_bytes;
   }
   Timeline timeline;
-  Engine().run(s, costs, &timeline);
+  EXPECT_TRUE(Engine().run(s, costs, &timeline).ok());
   return timeline;
 }
 
@@ -306,7 +306,7 @@ TEST_P(RandomCosts, MemoryStaysInBound) {
     const Schedule s = make(kind, p, m);
     const CostTable c = random_costs(rng, s);
     Timeline t;
-    Engine().run(s, c, &t);
+    EXPECT_TRUE(Engine().run(s, c, &t).ok());
     // Memory follows program order on each rank, whatever the timing, so
     // the uniform case's counts hold here too.
     for (int rank = 0; rank < p; ++rank) {
@@ -351,7 +351,7 @@ TEST(ZeroBubble, PostValidationSteadyState) {
       CostTable costs = uniform_costs(s.num_stages, p, t, 2 * t, 0, kStageActivation);
       for (StageCost& c : costs.stages) c.weight_grad = t;
       Timeline timeline;
-      Engine().run(s, costs, &timeline, RunOptions{4, synchronous});
+      EXPECT_TRUE(Engine().run(s, costs, &timeline, RunOptions{4, synchronous}).ok());
       return timeline.period();
     };
     EXPECT_EQ(period(kH2, false), 3 * m * kT);

@@ -1,0 +1,229 @@
+// Issue 14's reproducers: numbers past what ppsim can represent are an
+// error naming the key and the limit, numbers within it give the closed
+// form, and nothing in between (a wrapped time, a bubble outside [0, 1], an
+// MFU above 100 % without a warning).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "schedules/generators.h"
+#include "schedules/validate.h"
+#include "sim/config/config.h"
+#include "sim/core/costs.h"
+#include "sim/engine.h"
+#include "sim/simulate.h"
+
+namespace ppsim {
+namespace {
+
+using ::testing::HasSubstr;
+
+const std::string kIdeal = std::string(PPSIM_SOURCE_DIR) + "/configs/examples/ideal.yaml";
+const std::string kGpt = std::string(PPSIM_SOURCE_DIR) + "/configs/examples/gpt3-1.3b-8gpu.yaml";
+
+Result<Simulation> simulate_with(const std::string& path,
+                                 const std::vector<ConfigOverride>& overrides) {
+  Result<Config> config = load_config(path, overrides);
+  if (!config) return config.error();
+  return simulate(*config);
+}
+
+std::string error_of(const std::string& path, const std::vector<ConfigOverride>& overrides) {
+  Result<Simulation> sim = simulate_with(path, overrides);
+  return sim ? "no error" : sim.error().message;
+}
+
+// 1F1B with uniform stages: bubble = (p - 1) / (m + p - 1), whatever the
+// unit of time, as long as every time is representable.
+TEST(Bounds, BubbleSummedOverManyRanksIsTheClosedForm) {
+  // p x period = 64 x 127 x 3000 s passes 2^63 ps; each rank's time does not.
+  const Result<Simulation> sim = simulate_with(kIdeal, {{"parallel.pipeline", "64"},
+                                                        {"training.global_batch", "64"},
+                                                        {"costs.fixed.forward_s", "1000"},
+                                                        {"costs.fixed.backward_s", "2000"}});
+  ASSERT_TRUE(sim.ok()) << sim.error().message;
+  EXPECT_NEAR(sim->summary.bubble_fraction, 63.0 / 127.0, 1e-12);
+  EXPECT_DOUBLE_EQ(sim->summary.iteration_time_s, 127 * 3000.0);
+}
+
+TEST(Bounds, TheIssuesLargePipelineGivesTheClosedForm) {
+  const Result<Simulation> sim = simulate_with(kIdeal, {{"parallel.pipeline", "256"},
+                                                        {"training.global_batch", "256"},
+                                                        {"costs.fixed.forward_s", "40"},
+                                                        {"costs.fixed.backward_s", "80"}});
+  ASSERT_TRUE(sim.ok()) << sim.error().message;
+  EXPECT_NEAR(sim->summary.bubble_fraction, 255.0 / 511.0, 1e-12);
+}
+
+TEST(Bounds, ADurationPastTheLimitIsAnErrorNamingTheKey) {
+  EXPECT_EQ(error_of(kIdeal, {{"costs.fixed.forward_s", "1e7"}}),
+            "--set costs.fixed.forward_s=1e7: costs.fixed.forward_s: expected a number from 0 to "
+            "1e+06, the most ppsim simulates, got \"1e7\"");
+  EXPECT_THAT(error_of(kIdeal, {{"costs.fixed.activation_bytes", "1e19"}}),
+              HasSubstr("costs.fixed.activation_bytes: expected a number from 0 to 1.1259e+15"));
+  EXPECT_THAT(error_of(kIdeal, {{"costs.fixed.p2p_s", "1e12"}, {"schedule.kind", "zb-auto"}}),
+              HasSubstr("costs.fixed.p2p_s: expected a number from 0 to 1e+06"));
+}
+
+// Every entry within its limit, but the run past 2^63 ps: the engine says
+// so instead of wrapping (4 ranks, 8 microbatches: 2 x 11 x 2e6 s).
+TEST(Bounds, ARunLongerThanTheClockIsAnError) {
+  EXPECT_THAT(
+      error_of(kIdeal, {{"costs.fixed.forward_s", "1e6"}, {"costs.fixed.backward_s", "1e6"}}),
+      HasSubstr("is longer than 2^63 ps (106 days)"));
+}
+
+TEST(Bounds, SizesPastTheirCapsAreErrorsNamingTheKeyAndCap) {
+  EXPECT_THAT(error_of(kGpt, {{"model.seq_len", "2147483647"}}),
+              HasSubstr("model.seq_len: expected an integer from 1 to 16777216"));
+  EXPECT_THAT(error_of(kIdeal, {{"training.global_batch", "2147483647"}}),
+              HasSubstr("training.global_batch: expected an integer from 1 to 1073741824"));
+  EXPECT_THAT(error_of(kIdeal, {{"parallel.pipeline", "100000"}}),
+              HasSubstr("parallel.pipeline: expected an integer from 1 to 16384"));
+  // Each size within its cap, the schedule not: refused before it is built.
+  EXPECT_THAT(
+      error_of(kIdeal, {{"parallel.pipeline", "1024"}, {"training.global_batch", "1000000"}}),
+      HasSubstr("1024 stages x 1000000 microbatches x 1 token slices make up to 3072000000 "
+                "actions, more than the 33554432 ppsim simulates"));
+  EXPECT_THAT(error_of(kIdeal, {{"schedule.kind", "terapipe"}, {"schedule.slices", "100000"}}),
+              HasSubstr("schedule.slices: expected an integer from 1 to 4096"));
+}
+
+TEST(Bounds, AGeneratorRefusesSizesPastTheCaps) {
+  const Result<Schedule> s = make_schedule("terapipe", {4, 8, 1, 2147483647});
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.error().message, HasSubstr("2147483647 token slices: expected 1 to 4096"));
+}
+
+// A hardware figure that makes a time no clock can hold: the cost table's
+// check names the entry and where it came from.
+TEST(Bounds, AnImpossibleHardwareFigureIsAnErrorNotANumber) {
+  EXPECT_THAT(error_of(kGpt, {{"hardware.peak_tflops_bf16", "1e-300"}}),
+              HasSubstr("stage 0: forward time is more than 1e+06 s (11.6 days)"));
+}
+
+TEST(Bounds, CheckCostsNamesTheEntry) {
+  CostTable costs = uniform_costs(2, 2, 1, 2);
+  EXPECT_TRUE(check_costs(costs, {0, 1}, 4).ok());
+  costs.stages[1].backward = -1;
+  EXPECT_THAT(check_costs(costs, {0, 1}, 4).message(),
+              HasSubstr("stage 1: backward time is not a duration"));
+  costs = uniform_costs(2, 2, 1, 2);
+  costs.grad_sync[1] = kMaxDuration + 1;
+  EXPECT_THAT(check_costs(costs, {0, 1}, 4).message(),
+              HasSubstr("rank 1: its gradient sync or optimizer step is more than"));
+  costs = uniform_costs(2, 2, 1, 2, 0, kMaxBytes);
+  EXPECT_THAT(check_costs(costs, {0, 1}, 8192).message(),
+              HasSubstr("rank 0: its activations could reach"));
+}
+
+TEST(Bounds, ConversionsSaturateToValuesTheCheckRejects) {
+  EXPECT_EQ(seconds_to_picos(1.5), 1'500'000'000'000);
+  EXPECT_EQ(seconds_to_picos(-1), -1);
+  EXPECT_EQ(seconds_to_picos(std::nan("")), -1);
+  EXPECT_EQ(seconds_to_picos(1e300), kMaxDuration + 1);
+  EXPECT_EQ(seconds_to_picos(kMaxDurationSeconds), kMaxDuration);
+  EXPECT_EQ(bytes_to_int(1e30), kMaxBytes + 1);
+  EXPECT_EQ(add_saturated(kMaxPicos - 1, 5), kMaxPicos);
+}
+
+TEST(Bounds, AnMfuAboveOneIsFlagged) {
+  // 1.3B parameters on 8 GPUs in a microsecond per stage: faster than any GPU.
+  const Result<Simulation> sim =
+      simulate_with(kGpt, {{"costs.fixed.forward_s", "1e-6"}, {"costs.fixed.backward_s", "2e-6"}});
+  ASSERT_TRUE(sim.ok()) << sim.error().message;
+  ASSERT_TRUE(sim->summary.throughput.mfu.has_value());
+  ASSERT_GT(*sim->summary.throughput.mfu, 1.0);
+  ASSERT_EQ(sim->summary.warnings.size(), 1u);
+  EXPECT_THAT(sim->summary.warnings[0], HasSubstr("is above 100 %"));
+}
+
+TEST(Bounds, MemoryAboveCapacityIsFlagged) {
+  const Result<Simulation> sim = simulate_with(kGpt, {{"hardware.memory_gib", "1"}});
+  ASSERT_TRUE(sim.ok()) << sim.error().message;
+  ASSERT_FALSE(sim->summary.warnings.empty());
+  EXPECT_THAT(sim->summary.warnings.back(),
+              HasSubstr("ranks need more memory than the device has"));
+}
+
+// Random in-range configs: the figures a user reads stay physical.
+TEST(Bounds, RandomInRangeConfigsGivePhysicalFigures) {
+  std::mt19937 rng(14);
+  const std::vector<std::string> kinds = {"gpipe", "1f1b", "zb-h1", "zb-h2", "interleaved-1f1b"};
+  std::uniform_int_distribution<int> ranks(1, 12), per_rank(1, 6), kind(0, 4);
+  std::uniform_real_distribution<double> log_seconds(-6, 5);
+  for (int trial = 0; trial < 60; ++trial) {
+    const int p = ranks(rng);
+    const std::string k = kinds[kind(rng)];
+    const int m = k == "interleaved-1f1b" ? p * per_rank(rng) : per_rank(rng) * 2;
+    const auto seconds = [&] { return std::to_string(std::pow(10.0, log_seconds(rng))); };
+    const std::vector<ConfigOverride> overrides = {{"parallel.pipeline", std::to_string(p)},
+                                                   {"training.global_batch", std::to_string(m)},
+                                                   {"schedule.kind", k},
+                                                   {"costs.fixed.forward_s", seconds()},
+                                                   {"costs.fixed.backward_s", seconds()},
+                                                   {"costs.fixed.p2p_s", seconds()}};
+    const Result<Simulation> sim = simulate_with(kIdeal, overrides);
+    if (!sim) {  // a backward shorter than its weight gradient, say: an error, never a number
+      EXPECT_THAT(sim.error().message, ::testing::Not(HasSubstr("internal")));
+      continue;
+    }
+    const Summary& s = sim->summary;
+    EXPECT_GE(s.bubble_fraction, 0) << trial;
+    EXPECT_LE(s.bubble_fraction, 1) << trial;
+    for (const DeviceSummary& d : s.devices) {
+      EXPECT_LE(d.busy_s, s.iteration_time_s * (1 + 1e-12)) << trial << " rank " << d.rank;
+    }
+  }
+}
+
+// A link joins a pair of ranks, not a rank and "its neighbour": relabelling
+// the ranks of 1F1B (stages on ranks 0, 2, 1, 3) prices every transfer the
+// same, so the iteration takes exactly as long.
+TEST(Bounds, RelabelledRanksGiveTheSameTimes) {
+  Result<Schedule> plain = make_schedule("1f1b", {4, 8});
+  ASSERT_TRUE(plain.ok());
+  const std::vector<int> rank_of = {0, 2, 1, 3};
+  Schedule relabelled = *plain;
+  for (int r = 0; r < 4; ++r) relabelled.programs[rank_of[r]] = plain->programs[r];
+  for (int s = 0; s < 4; ++s) relabelled.stage_rank[s] = rank_of[plain->stage_rank[s]];
+  ASSERT_TRUE(validate(relabelled).ok()) << validate(relabelled).message();
+  const CostTable costs = uniform_costs(4, 4, 1'000, 2'000, 700);
+  Timeline a, b;
+  ASSERT_TRUE(Engine().run(*plain, costs, &a).ok());
+  ASSERT_TRUE(Engine().run(relabelled, costs, &b).ok());
+  EXPECT_EQ(a.makespan, b.makespan);  // rank 1's gradient to rank 0 used to queue behind
+                                      // its activation to rank 2 (issue 14: 53 s against 51 s)
+}
+
+TEST(Bounds, FilesThatAreNotFilesSayWhy) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "ppsim_bounds_test";
+  std::filesystem::create_directories(dir);
+  EXPECT_THAT(error_of(kIdeal, {{"schedule.kind", "custom"}, {"schedule.file", dir.string()}}),
+              HasSubstr("schedule.file: cannot read " + dir.string() + ": is a directory"));
+  EXPECT_THAT(error_of(kIdeal, {{"schedule.kind", "custom"}, {"schedule.file", "/dev/zero"}}),
+              HasSubstr("schedule.file: cannot read /dev/zero: is not a regular file"));
+  const Result<Config> config = load_config(dir.string());
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.error().message, dir.string() + ": cannot read: is a directory, not a file");
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Bounds, ASecondYamlDocumentIsAnError) {
+  const Result<Config> config = parse_config(
+      "parallel: {pipeline: 2}\ntraining: {global_batch: 4}\ncosts: {fixed: {forward_s: 1, "
+      "backward_s: 2}}\n---\nparallel: {pipeline: 4}\n",
+      "two.yaml");
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.error().message,
+            "two.yaml:5:1: a second YAML document: a file holds one (remove the '---' before it)");
+}
+
+}  // namespace
+}  // namespace ppsim
