@@ -2,8 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
-#include <set>
 
 #include "sim/cost/cost_model.h"
 
@@ -11,12 +11,22 @@ namespace ppsim {
 
 std::vector<StageWeights> weight_versions(const Timeline& t,
                                           const std::vector<int64_t>& stage_weight_bytes) {
+  // Only schedules that step inside their programs keep several versions.
+  if (std::none_of(t.actions.begin(), t.actions.end(),
+                   [](const ActionRecord& r) { return r.action.kind == ActionKind::kStep; })) {
+    return {};
+  }
   struct Stage {
     int version = 0;               // steps applied so far
     std::map<int, int> in_flight;  // microbatch -> the version its forward used
+    std::map<int, int> users;      // version -> microbatches in flight on it
     int oldest_unapplied = -1;     // oldest version among gradients not yet applied
     StageWeights result;
     bool steps = false;
+
+    void release(int used) {
+      if (--users[used] == 0) users.erase(used);
+    }
   };
   std::map<int, Stage> stages;
   for (const ActionRecord& r : t.actions) {
@@ -26,7 +36,12 @@ std::vector<StageWeights> weight_versions(const Timeline& t,
     const int mb = r.action.microbatch;
     switch (r.action.kind) {
       case ActionKind::kForward:
-        if (r.action.slice == 0) st.in_flight[mb] = st.version;
+        if (r.action.slice != 0) break;
+        if (const auto it = st.in_flight.find(mb); it != st.in_flight.end()) {
+          st.release(it->second);  // a later iteration's forward of the same microbatch
+        }
+        st.in_flight[mb] = st.version;
+        ++st.users[st.version];
         break;
       case ActionKind::kBackward:
       case ActionKind::kBackwardWeight: {
@@ -34,6 +49,7 @@ std::vector<StageWeights> weight_versions(const Timeline& t,
         if (it == st.in_flight.end() || r.action.slice != 0) break;
         st.oldest_unapplied =
             st.oldest_unapplied < 0 ? it->second : std::min(st.oldest_unapplied, it->second);
+        st.release(it->second);
         st.in_flight.erase(it);
         break;
       }
@@ -48,9 +64,9 @@ std::vector<StageWeights> weight_versions(const Timeline& t,
         ++st.version;
         break;
     }
-    std::set<int> alive = {st.version};
-    for (const auto& [unused, version] : st.in_flight) alive.insert(version);
-    st.result.versions = std::max(st.result.versions, static_cast<int>(alive.size()));
+    // The live versions: those microbatches in flight use, and the current one.
+    const int alive = static_cast<int>(st.users.size()) + (st.users.count(st.version) ? 0 : 1);
+    st.result.versions = std::max(st.result.versions, alive);
   }
   std::vector<StageWeights> out;
   for (auto& [stage, st] : stages) {
