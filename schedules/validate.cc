@@ -120,13 +120,23 @@ Graph build_wait_graph(const Schedule& s, const ActionIndex& index) {
   return g;
 }
 
+// The shape and coverage checks, filling `index` (action -> node).
+Status check_covered(const Schedule& s, ActionIndex& index) {
+  if (Status st = check_shape(s); !st) return st;
+  index.reset(s.num_stages, s.num_microbatches, s.num_slices);
+  return check_coverage(s, index);
+}
+
 }  // namespace
 
-Status validate(const Schedule& s) {
-  if (Status st = check_shape(s); !st) return st;
+Status validate_coverage(const Schedule& s) {
   ActionIndex index;
-  index.reset(s.num_stages, s.num_microbatches, s.num_slices);
-  if (Status st = check_coverage(s, index); !st) return st;
+  return check_covered(s, index);
+}
+
+Status validate(const Schedule& s) {
+  ActionIndex index;
+  if (Status st = check_covered(s, index); !st) return st;
 
   std::vector<Action> actions;
   actions.reserve(s.num_actions());

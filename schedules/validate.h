@@ -17,6 +17,11 @@
 namespace ppsim {
 
 Status validate(const Schedule& schedule);
+// All of validate() but the deadlock search, in time linear in the actions:
+// what the engine needs to replay a schedule. A generated schedule is
+// checked only this far; should it deadlock after all, the engine stalls
+// and reports validate()'s cycle.
+Status validate_coverage(const Schedule& schedule);
 
 // Calls `visit(dependency)` for each action that `action` waits for besides
 // its predecessor in program order. `is_split(stage, microbatch, slice)`

@@ -323,8 +323,14 @@ Status Engine::run(const Schedule& schedule, const CostTable& costs, Timeline* t
     finish(ev.rank, now);
   }
   t.makespan = now;
-  // A validated schedule cannot stall; if one did, its numbers would be wrong.
-  for (const RankState& r : ranks_) PPSIM_CHECK(r.phase == Phase::kDone);
+  // A stall is a deadlock: the search for its cycle runs only then.
+  for (const RankState& r : ranks_) {
+    if (r.phase == Phase::kDone) continue;
+    out_ = nullptr;
+    const Status cycle = validate(schedule);
+    PPSIM_CHECK(!cycle.ok());  // a schedule without a cycle always runs to the end
+    return cycle;
+  }
 
   t.actions.resize(nodes_.size());
   for (int k = 0; k < options.iterations; ++k) {

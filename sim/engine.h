@@ -41,10 +41,11 @@ struct RunOptions {
 
 class Engine {
  public:
-  // REQUIRES: validate(schedule).ok(); costs sized for schedule's stages and
-  // ranks and within their bounds (check_costs); options.iterations >= 1.
-  // Overwrites *timeline, reusing its capacity. The one error: a run longer
-  // than kMaxPicos (the timeline is then not to be read).
+  // REQUIRES: validate_coverage(schedule).ok(); costs sized for schedule's
+  // stages and ranks and within their bounds (check_costs);
+  // options.iterations >= 1. Overwrites *timeline, reusing its capacity.
+  // Errors (the timeline is then not to be read): a deadlock, as
+  // validate() words it, and a run longer than kMaxPicos.
   Status run(const Schedule& schedule, const CostTable& costs, Timeline* timeline,
              const RunOptions& options = {});
 

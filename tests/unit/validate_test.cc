@@ -6,6 +6,8 @@
 
 #include "schedules/csv.h"
 #include "schedules/generators.h"
+#include "sim/core/costs.h"
+#include "sim/engine.h"
 
 namespace ppsim {
 namespace {
@@ -59,6 +61,17 @@ TEST(Validate, ReportsDeadlockAsTheCycle) {
   for (size_t i = 0; i < cycle.size(); ++i) {
     EXPECT_EQ(listed[i], cycle[(offset + i) % cycle.size()]) << message;
   }
+}
+
+// Generated schedules skip the search (validate_coverage); should one
+// deadlock, the engine stalls and reports the same cycle.
+TEST(Validate, TheEngineReportsADeadlockAsValidateWordsIt) {
+  const Schedule s = two_ranks("0F0,0B0,0F1,0B1", "1F1,1F0,1B0,1B1");
+  ASSERT_TRUE(validate_coverage(s).ok());
+  Timeline t;
+  const Status run = Engine().run(s, uniform_costs(2, 2, 1, 2), &t);
+  ASSERT_FALSE(run.ok());
+  EXPECT_EQ(run.message(), error_of(s));
 }
 
 TEST(Validate, MissingForward) {
