@@ -17,6 +17,7 @@
 #include "sim/config/config.h"
 #include "sim/core/costs.h"
 #include "sim/engine.h"
+#include "sim/runs_file.h"
 #include "sim/simulate.h"
 
 namespace ppsim {
@@ -222,7 +223,19 @@ TEST(Bounds, ASecondYamlDocumentIsAnError) {
       "two.yaml");
   ASSERT_FALSE(config.ok());
   EXPECT_EQ(config.error().message,
-            "two.yaml:5:1: a second YAML document: a file holds one (remove the '---' before it)");
+            "two.yaml:4:1: text after the first YAML document: a file holds one document (a "
+            "second one after '---', or text past the end of the first)");
+}
+
+// Found by tests/fuzz/runs_file_fuzz.cc: yaml-cpp's LoadAll never returned
+// on text after a flow map; Load alone dropped that text silently.
+TEST(Bounds, TextAfterTheFirstDocumentIsAnErrorNotAHang) {
+  const Result<RunsFile> runs = parse_runs(
+      "{\"fored_s\":0.0102},\xff\xff\xff"
+      "7,4e-",
+      "fuzz.json");
+  ASSERT_FALSE(runs.ok());
+  EXPECT_THAT(runs.error().message, HasSubstr("fuzz.json:1:"));
 }
 
 }  // namespace
