@@ -16,14 +16,14 @@
 namespace ppsim::yaml_util {
 
 // A node as the user wrote it, for "got ..." in messages: a scalar's text, a
-// list or map in flow style.
+// list or map in flow style; control bytes escaped (printable()).
 inline std::string render(const YAML::Node& node) {
-  if (node.IsScalar()) return node.Scalar();
+  if (node.IsScalar()) return printable(node.Scalar());
   YAML::Emitter out;
   out.SetMapFormat(YAML::Flow);
   out.SetSeqFormat(YAML::Flow);
   out << node;
-  return out.c_str();
+  return printable(out.c_str());
 }
 
 // Counts the documents a parser walks and keeps where the second starts.

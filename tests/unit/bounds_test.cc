@@ -227,6 +227,12 @@ TEST(Bounds, ASecondYamlDocumentIsAnError) {
             "second one after '---', or text past the end of the first)");
 }
 
+TEST(Bounds, ControlCharactersInAValueAreEscapedInTheMessage) {
+  const std::string message = error_of(kIdeal, {{"schedule.kind", "\"\\e[2J\""}});
+  EXPECT_THAT(message, HasSubstr("got \"\\x1b[2J\""));
+  EXPECT_EQ(message.find('\x1b'), std::string::npos) << message;
+}
+
 // Found by tests/fuzz/runs_file_fuzz.cc: yaml-cpp's LoadAll never returned
 // on text after a flow map; Load alone dropped that text silently.
 TEST(Bounds, TextAfterTheFirstDocumentIsAnErrorNotAHang) {
