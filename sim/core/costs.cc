@@ -48,6 +48,12 @@ Status check_stages(const CostTable& costs) {
       if (!e.problem.empty())
         return Error{fmt::format("{}: {} {}{}", where, e.what, e.problem, kFrom)};
     }
+    if (c.weight_grad > c.backward) {
+      return Error{
+          fmt::format("{}: the weight-gradient time is more than the backward time it is "
+                      "part of{}",
+                      where, kFrom)};
+    }
   }
   return {};
 }

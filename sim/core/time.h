@@ -34,6 +34,18 @@ inline Picos seconds_to_picos(double seconds) {
 }
 inline double picos_to_seconds(Picos t) { return static_cast<double>(t) * 1e-12; }
 
+// Sums and multiples of durations as the cost model forms them (a layer's
+// time x layers, pieces added): one past kMaxDuration stays just past it
+// and a -1 stays -1, so that nothing wraps and check_costs still rejects it.
+inline Picos duration_plus(Picos a, Picos b) {
+  if (a < 0 || b < 0) return -1;
+  return a + b > kMaxDuration ? kMaxDuration + 1 : a + b;  // each at most kMaxDuration + 1
+}
+inline Picos duration_times(Picos t, int64_t n) {
+  if (t < 0 || n < 0) return -1;
+  return n > 0 && t > kMaxDuration / n ? kMaxDuration + 1 : t * n;
+}
+
 // a + b for times that are not negative, kMaxPicos when the sum passes it.
 inline Picos add_saturated(Picos a, Picos b) { return a > kMaxPicos - b ? kMaxPicos : a + b; }
 

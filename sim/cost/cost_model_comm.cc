@@ -92,7 +92,7 @@ double rank_microbatch_s(const CostTable& table, const std::vector<int>& stage_r
   for (int s = 0; s < table.num_stages(); ++s) {
     if (stage_rank[s] != r) continue;
     for (int j = 0; j < table.num_slices; ++j)
-      total += table.stages[s * table.num_slices + j].*phase;
+      total = duration_plus(total, table.stages[s * table.num_slices + j].*phase);
   }
   return picos_to_seconds(total);
 }

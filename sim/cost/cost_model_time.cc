@@ -28,15 +28,16 @@ struct Block {
   Picos weight_grad = 0;
 
   Block& operator+=(const Block& other) {
-    forward += other.forward;
-    backward += other.backward;
-    weight_grad += other.weight_grad;
+    forward = duration_plus(forward, other.forward);
+    backward = duration_plus(backward, other.backward);
+    weight_grad = duration_plus(weight_grad, other.weight_grad);
     return *this;
   }
 };
 
 Block repeat(const Block& block, int64_t n) {
-  return Block{block.forward * n, block.backward * n, block.weight_grad * n};
+  return Block{duration_times(block.forward, n), duration_times(block.backward, n),
+               duration_times(block.weight_grad, n)};
 }
 
 // Times the pieces of a stage for one slice of a microbatch by pricing
@@ -56,10 +57,12 @@ class BlockTimer {
     const TokenSlice token_slice{slice.tokens, slice.context};
     const PieceOps ops = layer_ops(shape_, token_slice);
     Block block = priced(ops, tp_link);
-    if (recompute_ == Recompute::kFull) block.backward += block.forward;
+    if (recompute_ == Recompute::kFull)
+      block.backward = duration_plus(block.backward, block.forward);
     if (recompute_ == Recompute::kSelective && shape_.model.attention == Attention::kStandard) {
-      block.backward +=
-          seconds_to_picos(timer_.seconds(attention_core_forward(shape_, token_slice), tp_link));
+      block.backward = duration_plus(
+          block.backward,
+          seconds_to_picos(timer_.seconds(attention_core_forward(shape_, token_slice), tp_link)));
     }
     return block;
   }
