@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Fails on an #include that runs up the layers, and on a main() outside a
+# cli/ folder and tests/ (docs/DESIGN.md, "Layers"). The layers, lowest
+# first: schedules, sim/core, sim/config, sim/cost, sim (its other files),
+# sim/fit, sim/cli, profiler, real_runtime, real_runtime/cli. A file may
+# include its own layer and those below it.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+
+# The layer of a path, as a number.
+layer() {
+  case $1 in
+    schedules/*) echo 0 ;;
+    sim/core/*) echo 1 ;;
+    sim/config/*) echo 2 ;;
+    sim/cost/*) echo 3 ;;
+    sim/fit/*) echo 5 ;;
+    sim/cli/*) echo 6 ;;
+    sim/*) echo 4 ;;
+    profiler/*) echo 7 ;;
+    real_runtime/cli/*) echo 9 ;;
+    real_runtime/*) echo 8 ;;
+    *) echo -1 ;;
+  esac
+}
+
+status=0
+while IFS= read -r file; do
+  own=$(layer "$file")
+  while IFS=: read -r line included; do
+    theirs=$(layer "$included")
+    if (( theirs > own )); then
+      echo "$file:$line: includes $included, a layer above its own" >&2
+      status=1
+    fi
+  done < <(grep -noE '^#include "[a-z_]+/[^"]+"' "$file" | sed -E 's/:#include "/:/; s/"$//')
+done < <(git ls-files -co --exclude-standard -- schedules sim profiler real_runtime |
+         grep -E '\.(h|cc|cu|cuh)$')
+
+while IFS= read -r file; do
+  case $file in
+    */cli/*|tests/*) ;;
+    *) echo "$file: a main() outside a cli/ folder and tests/" >&2; status=1 ;;
+  esac
+done < <(git ls-files -co --exclude-standard | grep -E '\.(cc|cu)$' |
+         xargs grep -lE '^int main\(' 2>/dev/null || true)
+
+if (( status == 0 )); then echo "layers: every include runs down, every main is in a cli/ folder"; fi
+exit $status
