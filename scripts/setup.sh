@@ -9,6 +9,7 @@ packages=(
   libeigen3-dev libfmt-dev libyaml-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang-format libxml2-utils python3
+  clang libclang-rt-dev
   libopenmpi-dev openmpi-bin
 )
 

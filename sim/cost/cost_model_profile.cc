@@ -81,7 +81,7 @@ Result<MeasuredPiece> measured_piece(const CostProfile& profile, const KernelSha
   if (recompute == Recompute::kFull && shape.part == kBlockPart) {
     const Result<Picos> t = time("recompute");
     if (!t.ok()) return t.error();
-    piece.backward += *t;
+    piece.backward = duration_plus(piece.backward, *t);
   }
   // The profiled pieces keep everything: their bytes are this config's only
   // without recompute (with full recompute the model's stay).
@@ -119,9 +119,11 @@ Result<ProfiledLayers> profiled_layers(const Config& config, const std::vector<S
   ProfiledLayers out;
   // The layer always; the embedding and the head where the profile has any
   // kernel of theirs (it must then have this config's shape).
-  for (auto [part, pieces] :
+  for (const auto& [name, list] :
        {std::pair{kBlockPart, &out.layer}, std::pair{std::string_view("embedding"), &out.embedding},
         std::pair{std::string_view("head"), &out.head}}) {
+    const std::string_view part = name;  // a lambda below captures it (clang 14: not a binding)
+    auto* const pieces = list;
     const bool present =
         part == kBlockPart || std::any_of(profile.kernels.begin(), profile.kernels.end(),
                                           [&](const KernelSample& k) { return k.part == part; });
@@ -187,9 +189,9 @@ void apply_profile(const Config& config, const std::vector<int>& layers,
       // (and the pieces it lacks analytically); without, the profile's
       // pieces are all.
       if (!config.hardware) {
-        cost.forward = layers[s] * layer.forward;
-        cost.backward = layers[s] * layer.backward;
-        cost.weight_grad = layers[s] * layer.weight_grad;
+        cost.forward = duration_times(layer.forward, layers[s]);
+        cost.backward = duration_times(layer.backward, layers[s]);
+        cost.weight_grad = duration_times(layer.weight_grad, layers[s]);
       }
       // The model counts neither the embedding's nor the head's bytes.
       for (const MeasuredPiece* piece : {s == 0 ? profiled.embedding_at(j) : nullptr,
@@ -198,9 +200,9 @@ void apply_profile(const Config& config, const std::vector<int>& layers,
         cost.activation_bytes += piece->activation_bytes;
         cost.weight_grad_bytes += piece->weight_grad_bytes;
         if (config.hardware) continue;
-        cost.forward += piece->forward;
-        cost.backward += piece->backward;
-        cost.weight_grad += piece->weight_grad;
+        cost.forward = duration_plus(cost.forward, piece->forward);
+        cost.backward = duration_plus(cost.backward, piece->backward);
+        cost.weight_grad = duration_plus(cost.weight_grad, piece->weight_grad);
       }
     }
   }
