@@ -123,16 +123,18 @@ Summary summarize(const Config& config, const std::string& schedule_name, const 
       timeline.iteration_end.empty() ? timeline.makespan : timeline.iteration_end[0]);
   s.iterations_simulated = timeline.iterations;
 
-  // Every iteration does the same work; report one iteration's.
+  // One iteration's busy time, of the run the iteration time is measured on:
+  // a measured run's slower first iteration must not push the bubble below 0.
+  const std::vector<double> period_busy = timeline.busy_per_iteration();
   double busy = 0;  // summed over ranks in double: p x period can pass 2^63 ps
   for (int rank = 0; rank < timeline.num_ranks; ++rank) {
     DeviceSummary d;
     d.rank = rank;
-    d.busy_s = picos_to_seconds(timeline.busy[rank]) / timeline.iterations;
+    d.busy_s = period_busy[rank] * 1e-12;
     d.static_bytes = timeline.static_bytes[rank];
     d.peak_activation_bytes = timeline.peak_activation_bytes[rank];
     s.devices.push_back(d);
-    busy += static_cast<double>(timeline.busy[rank]);
+    busy += period_busy[rank];
   }
   s.weights = weight_versions(timeline, stage_weight_bytes);
   for (const StageWeights& w : s.weights) s.devices[w.rank].weight_version_bytes += w.extra_bytes;
@@ -140,8 +142,7 @@ Summary summarize(const Config& config, const std::string& schedule_name, const 
     d.peak_memory_bytes = d.static_bytes + d.weight_version_bytes + d.peak_activation_bytes;
   }
   if (timeline.period() > 0) {
-    s.bubble_fraction = 1.0 - busy / timeline.iterations /
-                                  (static_cast<double>(timeline.num_ranks) * timeline.period());
+    s.bubble_fraction = 1.0 - busy / (static_cast<double>(timeline.num_ranks) * timeline.period());
     s.throughput.samples_per_s = config.training.global_batch / s.iteration_time_s;
     if (config.model) {
       s.throughput.tokens_per_s = s.throughput.samples_per_s * config.model->seq_len;

@@ -69,7 +69,8 @@ struct Summary {
   double first_iteration_s = 0;  // from the start to the end of the first iteration
   int iterations_simulated = 1;
   bool steady = true;
-  // 1 - total F/B/I/W busy time / (p * iteration time), per iteration
+  // 1 - F/B/I/W busy time summed over ranks / (p * iteration time), both of
+  // the last iteration (Timeline::busy_per_iteration)
   double bubble_fraction = 0;
   Throughput throughput;
   std::optional<double> memory_capacity_bytes;  // per device, from the hardware

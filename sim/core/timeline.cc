@@ -24,6 +24,20 @@ Picos Timeline::period() const {
   return iteration_end[n - 1] - iteration_end[n - 2];
 }
 
+std::vector<double> Timeline::busy_per_iteration() const {
+  std::vector<double> per_iteration(num_ranks, 0.0);
+  if (actions.empty()) return per_iteration;
+  // Records are iteration-major: the last run's are the tail.
+  const size_t runs = static_cast<size_t>(actions.back().iteration) + 1;
+  const size_t per_run = actions.size() / runs;
+  const double iterations_per_run = static_cast<double>(iterations) / static_cast<double>(runs);
+  for (size_t i = actions.size() - per_run; i < actions.size(); ++i) {
+    const ActionRecord& a = actions[i];
+    per_iteration[a.rank] += static_cast<double>(a.end - a.start) / iterations_per_run;
+  }
+  return per_iteration;
+}
+
 int64_t Timeline::bytes(const TransferRecord& x) const {
   const Action& a = actions[x.producer].action;
   const int boundary = std::min(a.stage, actions[x.consumer].action.stage);

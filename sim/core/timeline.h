@@ -87,6 +87,12 @@ struct Timeline {
   // The time between the ends of the last two iterations: the steady state
   // when the iterations have settled. With one iteration, the makespan.
   Picos period() const;
+  // Per rank, the F/B/I/W compute time of one iteration of the last run, the
+  // run period() is measured on (an asynchronous stream's run holds several
+  // batches: its busy time over them). A simulated run's iterations all do
+  // the same work; a measured run's first is slower, and only the last
+  // run's busy time is comparable with period().
+  std::vector<double> busy_per_iteration() const;
 
   int src_rank(const TransferRecord& x) const { return actions[x.producer].rank; }
   int dst_rank(const TransferRecord& x) const { return actions[x.consumer].rank; }

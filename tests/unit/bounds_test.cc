@@ -17,6 +17,7 @@
 #include "sim/config/config.h"
 #include "sim/core/costs.h"
 #include "sim/engine.h"
+#include "sim/metrics.h"
 #include "sim/runs_file.h"
 #include "sim/simulate.h"
 
@@ -38,6 +39,30 @@ Result<Simulation> simulate_with(const std::string& path,
 std::string error_of(const std::string& path, const std::vector<ConfigOverride>& overrides) {
   Result<Simulation> sim = simulate_with(path, overrides);
   return sim ? "no error" : sim.error().message;
+}
+
+// A measured run's first iteration is slower (cold caches, first touches):
+// one rank, F and B per iteration, 10 + 20 ps in the first, 2 + 4 ps in
+// the second, which ends 2 ps after its B (the step). The iteration time is
+// the last iteration's 8 ps and its bubble 1 - 6 / 8 = 0.25; the average
+// busy time over both iterations, 18 ps, would make it -1.25.
+TEST(Bounds, AMeasuredRunsBubbleIsTheLastIterations) {
+  Timeline t;
+  t.num_ranks = 1;
+  t.iterations = 2;
+  t.actions = {{Action{ActionKind::kForward, 0, 0}, 0, 0, 0, 10},
+               {Action{ActionKind::kBackward, 0, 0}, 0, 0, 10, 30},
+               {Action{ActionKind::kForward, 0, 0}, 0, 1, 30, 32},
+               {Action{ActionKind::kBackward, 0, 0}, 0, 1, 32, 36}};
+  t.iteration_end = {30, 38};
+  t.makespan = 38;
+  t.busy = {36};
+  t.static_bytes = {0};
+  t.peak_activation_bytes = {0};
+  const Summary s = summarize(Config{}, "1f1b", t);
+  EXPECT_DOUBLE_EQ(s.iteration_time_s, 8e-12);
+  EXPECT_DOUBLE_EQ(s.bubble_fraction, 0.25);
+  EXPECT_DOUBLE_EQ(s.devices[0].busy_s, 6e-12);
 }
 
 // 1F1B with uniform stages: bubble = (p - 1) / (m + p - 1), whatever the
