@@ -15,7 +15,7 @@
 #include "profiler/allocation.h"
 #include "profiler/gpt_block.h"
 #include "profiler/gpt_head.h"
-#include "sim/simulate.h"
+#include "sim/plan/simulate.h"
 
 namespace ppsim {
 namespace {

@@ -6,8 +6,8 @@
 
 #include "real_runtime/runtime.h"
 #include "schedules/generators.h"
-#include "sim/compare.h"
-#include "sim/simulate.h"
+#include "sim/plan/compare.h"
+#include "sim/plan/simulate.h"
 
 namespace ppsim::runtime {
 namespace {

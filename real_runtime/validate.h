@@ -15,7 +15,7 @@
 #include "schedules/status.h"
 #include "sim/core/timeline.h"
 #include "sim/core/workload.h"
-#include "sim/runs_file.h"
+#include "sim/fit/runs_file.h"
 
 namespace ppsim::runtime {
 

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Fails on an #include that runs up the layers, and on a main() outside a
 # cli/ folder and tests/ (docs/DESIGN.md, "Layers"). The layers, lowest
-# first: schedules, sim/core, sim/config, sim/cost, sim (its other files),
-# sim/fit, sim/cli, profiler, real_runtime, real_runtime/cli. A file may
-# include its own layer and those below it.
+# first: schedules, sim/core, sim/config, sim/cost, sim/engine, sim/plan,
+# sim/report, sim/fit, sim/cli, profiler, real_runtime, real_runtime/cli. A
+# file may include its own layer and those below it.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -15,12 +15,14 @@ layer() {
     sim/core/*) echo 1 ;;
     sim/config/*) echo 2 ;;
     sim/cost/*) echo 3 ;;
-    sim/fit/*) echo 5 ;;
-    sim/cli/*) echo 6 ;;
-    sim/*) echo 4 ;;
-    profiler/*) echo 7 ;;
-    real_runtime/cli/*) echo 9 ;;
-    real_runtime/*) echo 8 ;;
+    sim/engine/*) echo 4 ;;
+    sim/plan/*) echo 5 ;;
+    sim/report/*) echo 6 ;;
+    sim/fit/*) echo 7 ;;
+    sim/cli/*) echo 8 ;;
+    profiler/*) echo 9 ;;
+    real_runtime/cli/*) echo 11 ;;
+    real_runtime/*) echo 10 ;;
     *) echo -1 ;;
   esac
 }
@@ -37,6 +39,12 @@ while IFS= read -r file; do
   done < <(grep -noE '^#include "[a-z_]+/[^"]+"' "$file" | sed -E 's/:#include "/:/; s/"$//')
 done < <(git ls-files -co --exclude-standard -- schedules sim profiler real_runtime |
          grep -E '\.(h|cc|cu|cuh)$')
+
+# Every source under sim/ belongs to one of its sub-libraries.
+while IFS= read -r file; do
+  echo "$file: in sim/ itself; put it in the sub-library it belongs to" >&2
+  status=1
+done < <(git ls-files -co --exclude-standard -- 'sim/*' | grep -E '^sim/[^/]+\.(h|cc)$' || true)
 
 while IFS= read -r file; do
   case $file in

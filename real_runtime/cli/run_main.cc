@@ -30,10 +30,10 @@
 #endif
 #include "sim/cli/options.h"
 #include "sim/config/config.h"
-#include "sim/metrics.h"
-#include "sim/report.h"
-#include "sim/simulate.h"
-#include "sim/trace.h"
+#include "sim/plan/metrics.h"
+#include "sim/plan/simulate.h"
+#include "sim/report/summary.h"
+#include "sim/report/trace.h"
 
 namespace po = boost::program_options;
 using namespace ppsim;  // NOLINT: a tool's main, not a header

@@ -27,12 +27,12 @@
 #include "real_runtime/mpi.h"
 #endif
 #include "sim/cli/options.h"
-#include "sim/compare.h"
 #include "sim/config/config.h"
+#include "sim/core/json.h"
 #include "sim/cost/cost_profile.h"
-#include "sim/json.h"
-#include "sim/runs_file.h"
-#include "sim/trace.h"
+#include "sim/fit/runs_file.h"
+#include "sim/plan/compare.h"
+#include "sim/report/trace.h"
 
 namespace po = boost::program_options;
 using namespace ppsim;  // NOLINT: a tool's main, not a header

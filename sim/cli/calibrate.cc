@@ -2,7 +2,7 @@
 // reports it and its held-out error, and writes the calibrated profile.
 // `ppsim calibrate --measured MEASURED.csv`: predicts measured runs, and
 // with -o fits the hardware's efficiency parameters to them (sim/fit/).
-#include "sim/calibrate.h"
+#include "sim/fit/calibrate.h"
 
 #include <fmt/format.h>
 #include <unistd.h>
@@ -20,11 +20,11 @@
 
 #include "sim/cli/commands.h"
 #include "sim/cli/options.h"
+#include "sim/core/json.h"
 #include "sim/fit/fit_report.h"
 #include "sim/fit/hardware_fit.h"
 #include "sim/fit/hardware_preset.h"
 #include "sim/fit/measured_runs.h"
-#include "sim/json.h"
 
 namespace po = boost::program_options;
 

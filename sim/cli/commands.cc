@@ -11,14 +11,16 @@
 #include "schedules/csv.h"
 #include "schedules/generators.h"
 #include "sim/cli/options.h"
-#include "sim/compare.h"
 #include "sim/config/config.h"
 #include "sim/core/text_file.h"
-#include "sim/explore.h"
-#include "sim/html_report.h"
-#include "sim/report.h"
-#include "sim/simulate.h"
-#include "sim/trace.h"
+#include "sim/plan/compare.h"
+#include "sim/plan/explore.h"
+#include "sim/plan/simulate.h"
+#include "sim/report/compare_report.h"
+#include "sim/report/explore_report.h"
+#include "sim/report/html_report.h"
+#include "sim/report/summary.h"
+#include "sim/report/trace.h"
 
 namespace po = boost::program_options;
 

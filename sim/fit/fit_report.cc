@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "sim/json.h"
+#include "sim/core/json.h"
 
 namespace ppsim {
 namespace {

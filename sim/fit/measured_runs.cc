@@ -11,8 +11,8 @@
 #include <utility>
 
 #include "sim/core/text_file.h"
-#include "sim/parallel.h"
-#include "sim/simulate.h"
+#include "sim/plan/parallel.h"
+#include "sim/plan/simulate.h"
 
 namespace ppsim {
 namespace {

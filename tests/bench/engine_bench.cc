@@ -7,9 +7,9 @@
 #include "schedules/generators.h"
 #include "sim/config/config.h"
 #include "sim/core/costs.h"
-#include "sim/engine.h"
-#include "sim/explore.h"
-#include "sim/zb_auto.h"
+#include "sim/engine/engine.h"
+#include "sim/plan/explore.h"
+#include "sim/plan/zb_auto.h"
 
 namespace ppsim {
 namespace {

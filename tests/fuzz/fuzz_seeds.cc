@@ -15,7 +15,7 @@
 #include "schedules/csv.h"
 #include "schedules/generators.h"
 #include "sim/cost/cost_profile.h"
-#include "sim/runs_file.h"
+#include "sim/fit/runs_file.h"
 
 namespace ppsim {
 namespace {

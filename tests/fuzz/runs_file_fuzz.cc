@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "sim/runs_file.h"
+#include "sim/fit/runs_file.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);

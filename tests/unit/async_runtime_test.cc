@@ -11,7 +11,7 @@
 
 #include "real_runtime/runtime.h"
 #include "real_runtime/stage_compute.h"
-#include "sim/metrics.h"
+#include "sim/plan/metrics.h"
 #include "tests/unit/runtime_checks.h"
 
 namespace ppsim::runtime {

@@ -8,7 +8,7 @@
 #include "schedules/generators.h"
 #include "schedules/validate.h"
 #include "sim/config/config.h"
-#include "sim/simulate.h"
+#include "sim/plan/simulate.h"
 
 namespace ppsim {
 namespace {

@@ -16,10 +16,10 @@
 #include "schedules/validate.h"
 #include "sim/config/config.h"
 #include "sim/core/costs.h"
-#include "sim/engine.h"
-#include "sim/metrics.h"
-#include "sim/runs_file.h"
-#include "sim/simulate.h"
+#include "sim/engine/engine.h"
+#include "sim/fit/runs_file.h"
+#include "sim/plan/metrics.h"
+#include "sim/plan/simulate.h"
 
 namespace ppsim {
 namespace {

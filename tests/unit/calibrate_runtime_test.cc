@@ -18,10 +18,10 @@
 
 #include "profiler/cpu_profiler.h"
 #include "real_runtime/validate.h"
-#include "sim/calibrate.h"
 #include "sim/config/config.h"
 #include "sim/cost/cost_profile.h"
-#include "sim/runs_file.h"
+#include "sim/fit/calibrate.h"
+#include "sim/fit/runs_file.h"
 
 namespace ppsim::runtime {
 namespace {

@@ -2,7 +2,7 @@
 // overheads, latency and bandwidth from synthetic timelines made with them,
 // with noise), and calibrate() end to end on runs whose "measured" side is a
 // known run distorted by known figures.
-#include "sim/calibrate.h"
+#include "sim/fit/calibrate.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -15,11 +15,11 @@
 #include <string>
 #include <vector>
 
-#include "sim/compare.h"
 #include "sim/config/config.h"
 #include "sim/cost/calibration.h"
-#include "sim/runs_file.h"
-#include "sim/simulate.h"
+#include "sim/fit/runs_file.h"
+#include "sim/plan/compare.h"
+#include "sim/plan/simulate.h"
 #include "tests/unit/calibration_fixtures.h"
 
 namespace ppsim {

@@ -15,7 +15,7 @@
 #include "schedules/generators.h"
 #include "sim/config/config.h"
 #include "sim/cost/cost_profile.h"
-#include "sim/simulate.h"
+#include "sim/plan/simulate.h"
 #include "tests/unit/calibration_fixtures.h"
 
 namespace ppsim {

@@ -10,7 +10,7 @@
 #include "schedules/generators.h"
 #include "schedules/validate.h"
 #include "sim/core/costs.h"
-#include "sim/engine.h"
+#include "sim/engine/engine.h"
 
 namespace ppsim {
 namespace {

@@ -1,8 +1,9 @@
-#include "sim/compare.h"
+#include "sim/plan/compare.h"
 
 #include <gtest/gtest.h>
 
 #include "sim/config/config.h"
+#include "sim/report/compare_report.h"
 
 namespace ppsim {
 namespace {

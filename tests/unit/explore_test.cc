@@ -1,11 +1,12 @@
-#include "sim/explore.h"
+#include "sim/plan/explore.h"
 
 #include <gtest/gtest.h>
 
 #include <limits>
 
 #include "sim/cost/partition.h"
-#include "sim/simulate.h"
+#include "sim/plan/simulate.h"
+#include "sim/report/explore_report.h"
 
 namespace ppsim {
 namespace {

@@ -22,7 +22,7 @@
 #include "sim/fit/fit_report.h"
 #include "sim/fit/hardware_preset.h"
 #include "sim/fit/measured_runs.h"
-#include "sim/simulate.h"
+#include "sim/plan/simulate.h"
 
 namespace ppsim {
 namespace {

@@ -1,7 +1,7 @@
 // The HTML report must be well-formed XML (so any XML tool reads it and no
 // browser guesses), carry the JSON summary's exact numbers, draw one Gantt
 // per timeline with one row per rank, and escape whatever a user typed.
-#include "sim/html_report.h"
+#include "sim/report/html_report.h"
 
 #include <gtest/gtest.h>
 
@@ -14,9 +14,9 @@
 #include "schedules/generators.h"
 #include "schedules/validate.h"
 #include "sim/core/costs.h"
-#include "sim/engine.h"
-#include "sim/metrics.h"
-#include "sim/report.h"
+#include "sim/engine/engine.h"
+#include "sim/plan/metrics.h"
+#include "sim/report/summary.h"
 
 namespace ppsim {
 namespace {

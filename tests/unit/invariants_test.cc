@@ -11,8 +11,8 @@
 #include "schedules/validate.h"
 #include "sim/config/config.h"
 #include "sim/core/costs.h"
-#include "sim/engine.h"
-#include "sim/zb_auto.h"
+#include "sim/engine/engine.h"
+#include "sim/plan/zb_auto.h"
 
 namespace ppsim {
 namespace {

@@ -1,7 +1,7 @@
 // The Lawson-Hanson solver: hand-solvable systems, one with an active
 // constraint, and random ones checked against the optimum found by trying
 // every set of free variables.
-#include "sim/nnls.h"
+#include "sim/fit/nnls.h"
 
 #include <gtest/gtest.h>
 

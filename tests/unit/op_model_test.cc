@@ -9,8 +9,8 @@
 #include "sim/cost/cost_model.h"
 #include "sim/cost/layer_ops.h"
 #include "sim/cost/op_time.h"
-#include "sim/report.h"
-#include "sim/simulate.h"
+#include "sim/plan/simulate.h"
+#include "sim/report/summary.h"
 
 namespace ppsim {
 namespace {

@@ -14,7 +14,7 @@
 #include "sim/config/config.h"
 #include "sim/cost/cost_model.h"
 #include "sim/cost/cost_profile.h"
-#include "sim/simulate.h"
+#include "sim/plan/simulate.h"
 
 namespace ppsim {
 namespace {

@@ -12,9 +12,9 @@
 
 #include "profiler/cpu_profiler.h"
 #include "real_runtime/validate.h"
-#include "sim/compare.h"
 #include "sim/config/config.h"
 #include "sim/cost/cost_profile.h"
+#include "sim/plan/compare.h"
 
 namespace ppsim::runtime {
 namespace {

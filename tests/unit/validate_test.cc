@@ -7,7 +7,7 @@
 #include "schedules/csv.h"
 #include "schedules/generators.h"
 #include "sim/core/costs.h"
-#include "sim/engine.h"
+#include "sim/engine/engine.h"
 
 namespace ppsim {
 namespace {

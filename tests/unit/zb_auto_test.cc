@@ -2,7 +2,7 @@
 // schedule, it keeps to the memory limit it was given, it never loses to
 // ZB-H1 within ZB-H1's own memory, and on the cases with a closed form it
 // reaches the bound.
-#include "sim/zb_auto.h"
+#include "sim/plan/zb_auto.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -16,7 +16,7 @@
 #include "schedules/validate.h"
 #include "schedules/zero_bubble.h"
 #include "sim/core/costs.h"
-#include "sim/engine.h"
+#include "sim/engine/engine.h"
 
 namespace ppsim {
 namespace {

@@ -14,7 +14,7 @@
 
 #include "schedules/validate.h"
 #include "sim/core/costs.h"
-#include "sim/engine.h"
+#include "sim/engine/engine.h"
 
 namespace ppsim {
 namespace {

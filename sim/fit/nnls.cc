@@ -1,4 +1,4 @@
-#include "sim/nnls.h"
+#include "sim/fit/nnls.h"
 
 #include <fmt/format.h>
 

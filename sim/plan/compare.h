@@ -10,7 +10,7 @@
 
 #include "schedules/status.h"
 #include "sim/core/workload.h"
-#include "sim/metrics.h"
+#include "sim/plan/metrics.h"
 
 namespace ppsim {
 
@@ -36,9 +36,5 @@ Config config_for_entry(const Config& config, const std::string& entry);
 std::vector<ComparedSchedule> compare_schedules(const Config& config,
                                                 const std::vector<std::string>& entries,
                                                 bool keep_timelines = false);
-
-std::string format_comparison_table(const std::vector<ComparedSchedule>& rows);
-std::string comparison_to_json(const std::vector<ComparedSchedule>& rows);
-std::string comparison_to_csv(const std::vector<ComparedSchedule>& rows);
 
 }  // namespace ppsim

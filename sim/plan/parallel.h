@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "sim/engine.h"
+#include "sim/engine/engine.h"
 
 namespace ppsim {
 

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "sim/core/timeline.h"
-#include "sim/metrics.h"
+#include "sim/plan/metrics.h"
 
 namespace ppsim {
 

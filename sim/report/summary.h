@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "sim/metrics.h"
+#include "sim/plan/metrics.h"
 
 namespace ppsim {
 

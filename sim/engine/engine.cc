@@ -1,4 +1,4 @@
-#include "sim/engine.h"
+#include "sim/engine/engine.h"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "sim/runs_file.h"
+#include "sim/fit/runs_file.h"
 
 #include <fmt/format.h>
 
@@ -9,7 +9,7 @@
 #include <utility>
 
 #include "sim/config/yaml_reader.h"
-#include "sim/json.h"
+#include "sim/core/json.h"
 
 namespace ppsim {
 namespace {

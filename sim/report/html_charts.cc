@@ -6,7 +6,7 @@
 #include <iterator>
 #include <optional>
 
-#include "sim/html_internal.h"
+#include "sim/report/html_internal.h"
 
 namespace ppsim {
 namespace html_internal {
@@ -228,7 +228,7 @@ void bar_charts(Out out, const ReportInput& input) {
     const Summary& s = *e.summary;
     throughput.push_back(
         {e.name, s.throughput.samples_per_s, rate_text(s.throughput.samples_per_s) + " samples/s"});
-    const DeviceSummary* top = fullest(s);
+    const DeviceSummary* top = fullest_device(s);
     const double peak = top ? static_cast<double>(top->peak_memory_bytes) : 0;
     memory.push_back({e.name, peak,
                       top ? fmt::format("{:.2f} GiB (rank {})", gib(peak), top->rank) : "-",

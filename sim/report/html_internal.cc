@@ -1,6 +1,6 @@
 // What the HTML report's files share for writing XML and SVG: escaping,
 // numbers, colours, time axes, legends.
-#include "sim/html_internal.h"
+#include "sim/report/html_internal.h"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "sim/metrics.h"
+#include "sim/plan/metrics.h"
 
 #include <fmt/format.h>
 
@@ -107,6 +107,13 @@ void add_warnings(Summary& s) {
 }
 
 }  // namespace
+
+const DeviceSummary* fullest_device(const Summary& s) {
+  if (s.devices.empty()) return nullptr;
+  return &*std::max_element(s.devices.begin(), s.devices.end(), [](const auto& a, const auto& b) {
+    return a.peak_memory_bytes < b.peak_memory_bytes;
+  });
+}
 
 Summary summarize(const Config& config, const std::string& schedule_name, const Timeline& timeline,
                   const std::vector<int64_t>& stage_weight_bytes) {

@@ -1,4 +1,4 @@
-#include "sim/json.h"
+#include "sim/core/json.h"
 
 #include <fmt/format.h>
 

@@ -13,8 +13,8 @@
 
 #include "sim/core/time.h"
 #include "sim/core/timeline.h"
-#include "sim/html_report.h"
-#include "sim/metrics.h"
+#include "sim/plan/metrics.h"
+#include "sim/report/html_report.h"
 
 namespace ppsim {
 namespace html_internal {
@@ -92,8 +92,6 @@ bool visible(const TransferRecord& x, const Window& w);
 
 // ---------------------------------------------------------------- summary
 
-// The rank with the highest peak memory, or null when there are none.
-const DeviceSummary* fullest(const Summary& s);
 bool over_capacity(const Summary& s);
 
 // ---------------------------------------------------------------- charts

@@ -82,6 +82,9 @@ struct Summary {
   std::vector<std::string> warnings;
 };
 
+// The rank with the highest peak memory; null when there are no devices.
+const DeviceSummary* fullest_device(const Summary& summary);
+
 // `stage_weight_bytes` (CostTable::stage_weight_bytes) prices the extra
 // weight versions of asynchronous schedules.
 Summary summarize(const Config& config, const std::string& schedule_name, const Timeline& timeline,

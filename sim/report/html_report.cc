@@ -1,4 +1,4 @@
-#include "sim/html_report.h"
+#include "sim/report/html_report.h"
 
 #include <fmt/format.h>
 
@@ -8,21 +8,14 @@
 #include <string_view>
 
 #include "schedules/status.h"
-#include "sim/html_internal.h"
-#include "sim/report.h"
+#include "sim/report/html_internal.h"
+#include "sim/report/summary.h"
 
 namespace ppsim {
 namespace html_internal {
 
-const DeviceSummary* fullest(const Summary& s) {
-  if (s.devices.empty()) return nullptr;
-  return &*std::max_element(s.devices.begin(), s.devices.end(), [](const auto& a, const auto& b) {
-    return a.peak_memory_bytes < b.peak_memory_bytes;
-  });
-}
-
 bool over_capacity(const Summary& s) {
-  const DeviceSummary* top = fullest(s);
+  const DeviceSummary* top = fullest_device(s);
   return top && s.memory_capacity_bytes && top->peak_memory_bytes > *s.memory_capacity_bytes;
 }
 
@@ -32,7 +25,6 @@ namespace {
 
 using html_internal::bar_charts;
 using html_internal::esc;
-using html_internal::fullest;
 using html_internal::gantt;
 using html_internal::gib;
 using html_internal::memory_chart;
@@ -119,7 +111,7 @@ void summary_table(Out out, const ReportInput& input) {
     }
     number_cell(out, "bubble_fraction", exact(s.bubble_fraction),
                 fmt::format("{:.2f} %", 100 * s.bubble_fraction));
-    if (const DeviceSummary* top = fullest(s)) {
+    if (const DeviceSummary* top = fullest_device(s)) {
       number_cell(out, "peak_memory_bytes", std::to_string(top->peak_memory_bytes),
                   fmt::format("{:.2f} GiB (rank {})", gib(top->peak_memory_bytes), top->rank),
                   over_capacity(s) ? " over" : "", fmt::format(" data-rank=\"{}\"", top->rank));
@@ -301,7 +293,7 @@ std::string markdown_report(const ReportInput& input) {
       fmt::format_to(out, " {} |", th.tokens_per_s ? rate_text(*th.tokens_per_s) : "-");
     }
     if (c.mfu) fmt::format_to(out, " {} |", th.mfu ? fmt::format("{:.1f} %", 100 * *th.mfu) : "-");
-    const DeviceSummary* top = fullest(s);
+    const DeviceSummary* top = fullest_device(s);
     fmt::format_to(
         out, " {:.2f} % | {} | {} |\n", 100 * s.bubble_fraction,
         top ? fmt::format("{:.2f} GiB (rank {})", gib(top->peak_memory_bytes), top->rank) : "-",

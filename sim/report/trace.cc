@@ -1,8 +1,8 @@
-#include "sim/trace.h"
+#include "sim/report/trace.h"
 
 #include <fmt/format.h>
 
-#include "sim/json.h"
+#include "sim/core/json.h"
 
 namespace ppsim {
 namespace {

@@ -7,7 +7,7 @@
 #include <iterator>
 #include <string_view>
 
-#include "sim/html_internal.h"
+#include "sim/report/html_internal.h"
 
 namespace ppsim {
 namespace html_internal {

@@ -19,7 +19,7 @@
 #include "schedules/action.h"
 #include "schedules/status.h"
 #include "sim/cost/cost_profile.h"
-#include "sim/runs_file.h"
+#include "sim/fit/runs_file.h"
 
 namespace ppsim {
 

@@ -1,8 +1,8 @@
-#include "sim/report.h"
+#include "sim/report/summary.h"
 
 #include <fmt/format.h>
 
-#include "sim/json.h"
+#include "sim/core/json.h"
 
 namespace ppsim {
 

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "sim/config/config.h"
-#include "sim/metrics.h"
+#include "sim/plan/metrics.h"
 
 namespace ppsim {
 
@@ -68,9 +68,5 @@ struct ExploreResult {
 std::vector<std::pair<Candidate, Config>> enumerate_candidates(const Sweep& sweep,
                                                                size_t* layouts_skipped = nullptr);
 ExploreResult explore(const Sweep& sweep, const ExploreOptions& options = {});
-
-std::string format_explore_table(const ExploreResult& result, size_t top_k);
-std::string explore_to_csv(const ExploreResult& result);
-std::string explore_to_json(const ExploreResult& result);
 
 }  // namespace ppsim

@@ -1,4 +1,4 @@
-#include "sim/zb_auto.h"
+#include "sim/plan/zb_auto.h"
 
 #include <fmt/format.h>
 
@@ -11,7 +11,7 @@
 #include "schedules/limits.h"
 #include "schedules/zero_bubble.h"
 #include "sim/core/timeline.h"
-#include "sim/engine.h"
+#include "sim/engine/engine.h"
 
 namespace ppsim {
 namespace {

@@ -1,4 +1,4 @@
-#include "sim/simulate.h"
+#include "sim/plan/simulate.h"
 
 #include <fmt/format.h>
 
@@ -9,8 +9,8 @@
 #include "sim/core/text_file.h"
 #include "sim/cost/calibration.h"
 #include "sim/cost/cost_model.h"
-#include "sim/engine.h"
-#include "sim/zb_auto.h"
+#include "sim/engine/engine.h"
+#include "sim/plan/zb_auto.h"
 
 namespace ppsim {
 

@@ -1,4 +1,4 @@
-#include "sim/calibrate.h"
+#include "sim/fit/calibrate.h"
 
 #include <fmt/format.h>
 
@@ -6,11 +6,11 @@
 #include <filesystem>
 #include <utility>
 
-#include "sim/compare.h"
 #include "sim/config/config.h"
 #include "sim/cost/calibration.h"
-#include "sim/nnls.h"
-#include "sim/simulate.h"
+#include "sim/fit/nnls.h"
+#include "sim/plan/compare.h"
+#include "sim/plan/simulate.h"
 
 namespace ppsim {
 namespace {

@@ -25,7 +25,7 @@
 #include "schedules/schedule.h"
 #include "schedules/status.h"
 #include "sim/core/costs.h"
-#include "sim/engine.h"
+#include "sim/engine/engine.h"
 
 namespace ppsim {
 

@@ -14,8 +14,8 @@
 #include "sim/core/timeline.h"
 #include "sim/core/workload.h"
 #include "sim/cost/cost_profile.h"
-#include "sim/engine.h"
-#include "sim/metrics.h"
+#include "sim/engine/engine.h"
+#include "sim/plan/metrics.h"
 
 namespace ppsim {
 

@@ -1,0 +1,98 @@
+#include "sim/report/compare_report.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "sim/core/json.h"
+#include "sim/report/summary.h"
+
+namespace ppsim {
+namespace {
+
+double gib(double bytes) { return bytes / (1ull << 30); }
+
+}  // namespace
+
+std::string format_comparison_table(const std::vector<ComparedSchedule>& rows) {
+  std::string out =
+      fmt::format("{:<22} {:>3} {:>14} {:>12} {:>8} {:>15} {:>6}  {}\n", "schedule", "v",
+                  "iteration", "samples/s", "bubble", "peak mem GiB", "stale", "note");
+  for (const ComparedSchedule& row : rows) {
+    if (!row.summary) {
+      out += fmt::format("{:<22} {:>3} {:>14} {:>12} {:>8} {:>15} {:>6}  cannot run: {}\n",
+                         row.entry, "-", "-", "-", "-", "-", "-", row.reason);
+      continue;
+    }
+    const Summary& s = *row.summary;
+    const DeviceSummary& top = *fullest_device(s);
+    int staleness = 0;
+    for (const StageWeights& w : s.weights) staleness = std::max(staleness, w.staleness);
+    out += fmt::format("{:<22} {:>3} {:>14} {:>12.4g} {:>7.2f}% {:>10.2f} (r{}) {:>6}", row.entry,
+                       s.virtual_stages, format_duration(s.iteration_time_s),
+                       s.throughput.samples_per_s, 100.0 * s.bubble_fraction,
+                       gib(top.peak_memory_bytes), top.rank,
+                       s.weights.empty() ? "-" : std::to_string(staleness));
+    if (!row.feasible) out += "  " + row.reason;
+    out += '\n';
+  }
+  return out;
+}
+
+std::string comparison_to_json(const std::vector<ComparedSchedule>& rows) {
+  std::string out;
+  JsonWriter w(&out);
+  w.begin_object().key("results").begin_array();
+  for (const ComparedSchedule& row : rows) {
+    w.begin_object().field("entry", row.entry).field("feasible", row.feasible);
+    if (!row.reason.empty()) w.field("reason", row.reason);
+    w.key("summary");
+    if (row.summary) {
+      write_summary(w, *row.summary);
+    } else {
+      w.null();
+    }
+    w.end_object();
+  }
+  w.end_array().end_object();
+  out += '\n';
+  return out;
+}
+
+std::string comparison_to_csv(const std::vector<ComparedSchedule>& rows) {
+  int ranks = 0;
+  for (const auto& row : rows) {
+    if (row.summary) ranks = std::max(ranks, static_cast<int>(row.summary->devices.size()));
+  }
+  std::string out =
+      "schedule,virtual_stages,feasible,reason,iteration_time_s,samples_per_s,tokens_per_s,"
+      "bubble_fraction,mfu";
+  for (int r = 0; r < ranks; ++r) out += fmt::format(",peak_memory_bytes_rank{}", r);
+  out += '\n';
+  const auto quoted = [](const std::string& text) {
+    std::string q = "\"";
+    for (char c : text) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+    return q + "\"";
+  };
+  const auto optional = [](const std::optional<double>& v) {
+    return v ? fmt::format("{}", *v) : std::string();
+  };
+  for (const ComparedSchedule& row : rows) {
+    out += fmt::format("{},", row.entry);
+    if (row.summary) out += fmt::format("{}", row.summary->virtual_stages);
+    out += fmt::format(",{},{}", row.feasible ? "true" : "false", quoted(row.reason));
+    if (row.summary) {
+      const Summary& s = *row.summary;
+      out += fmt::format(",{},{},{},{},{}", s.iteration_time_s, s.throughput.samples_per_s,
+                         optional(s.throughput.tokens_per_s), s.bubble_fraction,
+                         optional(s.throughput.mfu));
+      for (const DeviceSummary& d : s.devices) out += fmt::format(",{}", d.peak_memory_bytes);
+    } else {
+      out += ",,,,,";
+    }
+    out += '\n';
+  }
+  return out;
+}
+
+}  // namespace ppsim

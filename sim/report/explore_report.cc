@@ -1,0 +1,120 @@
+#include "sim/report/explore_report.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "sim/core/json.h"
+#include "sim/report/summary.h"
+
+namespace ppsim {
+namespace {
+
+constexpr double kGiB = 1ull << 30;
+
+// The peak memory of the fullest rank.
+int64_t peak_bytes(const Summary& s) {
+  const DeviceSummary* top = fullest_device(s);
+  return top == nullptr ? 0 : top->peak_memory_bytes;
+}
+
+}  // namespace
+
+std::string format_explore_table(const ExploreResult& r, size_t top_k) {
+  size_t counts[5] = {};
+  for (const Candidate& c : r.candidates) ++counts[static_cast<int>(c.status)];
+  std::string out = fmt::format(
+      "{} candidates: {} simulated and within the {:.1f} GiB cap, {} over the cap, {} invalid, "
+      "{} pruned by static memory, {} pruned by the lower bound",
+      r.candidates.size(), counts[0], r.memory_cap_bytes / kGiB, counts[1], counts[2], counts[3],
+      counts[4]);
+  if (r.layouts_skipped > 0) {
+    out += fmt::format(" ({} p x t layouts do not divide the GPUs)", r.layouts_skipped);
+  }
+  out += "\n\n";
+  const auto rows = [&](const std::vector<size_t>& which, size_t limit) {
+    std::string text = fmt::format("{:>4} {:>12} {:>12} {:>6} {:>9}  {}\n", "#", "samples/s",
+                                   "iteration", "MFU", "peak GiB", "layout");
+    for (size_t k = 0; k < std::min(limit, which.size()); ++k) {
+      const Candidate& c = r.candidates[which[k]];
+      const Summary& s = *c.summary;
+      text += fmt::format("{:>4} {:>12.4g} {:>12} {:>5.1f}% {:>9.2f}  {}\n", k + 1,
+                          s.throughput.samples_per_s, format_duration(s.iteration_time_s),
+                          100.0 * s.throughput.mfu.value_or(0), peak_bytes(s) / kGiB, c.layout());
+    }
+    return text;
+  };
+  if (r.ranking.empty()) {
+    out += "no candidate fits: see the CSV or JSON output for every candidate's reason\n";
+    return out;
+  }
+  out += fmt::format("top {} by throughput\n", std::min(top_k, r.ranking.size()));
+  out += rows(r.ranking, top_k);
+  out += "\nPareto front (throughput against peak memory)\n";
+  out += rows(r.pareto, r.pareto.size());
+  return out;
+}
+
+std::string explore_to_csv(const ExploreResult& r) {
+  std::string out =
+      "pipeline,tensor,data,virtual_stages,micro_batch,schedule,recompute,zero_stage,status,"
+      "reason,lower_bound_s,iteration_time_s,samples_per_s,tokens_per_s,mfu,bubble_fraction,"
+      "peak_memory_bytes\n";
+  for (const Candidate& c : r.candidates) {
+    std::string reason = "\"";
+    for (char ch : c.reason) reason += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+    reason += '"';
+    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{}", c.parallel.pipeline, c.parallel.tensor,
+                       c.parallel.data, c.parallel.virtual_stages, c.micro_batch, c.schedule,
+                       to_string(c.recompute), c.zero_stage, to_string(c.status), reason,
+                       c.lower_bound_s);
+    if (c.summary) {
+      const Summary& s = *c.summary;
+      out += fmt::format(",{},{},{},{},{},{}\n", s.iteration_time_s, s.throughput.samples_per_s,
+                         s.throughput.tokens_per_s.value_or(0), s.throughput.mfu.value_or(0),
+                         s.bubble_fraction, peak_bytes(s));
+    } else {
+      out += ",,,,,,\n";
+    }
+  }
+  return out;
+}
+
+std::string explore_to_json(const ExploreResult& r) {
+  std::string out;
+  JsonWriter w(&out);
+  w.begin_object().field("memory_cap_bytes", r.memory_cap_bytes);
+  w.key("candidates").begin_array();
+  for (const Candidate& c : r.candidates) {
+    w.begin_object();
+    w.key("layout").begin_object();
+    w.field("pipeline", c.parallel.pipeline).field("tensor", c.parallel.tensor);
+    w.field("data", c.parallel.data).field("virtual_stages", c.parallel.virtual_stages);
+    w.field("micro_batch", c.micro_batch).field("schedule", c.schedule);
+    w.field("recompute", to_string(c.recompute)).field("zero_stage", c.zero_stage);
+    w.key("layers_per_stage").begin_array();
+    for (int l : c.parallel.layers_per_stage) w.value(l);
+    w.end_array();
+    w.end_object();
+    w.field("status", to_string(c.status)).field("feasible", c.feasible());
+    if (!c.reason.empty()) w.field("reason", c.reason);
+    w.field("lower_bound_s", c.lower_bound_s);
+    if (c.summary) {
+      w.key("summary");
+      write_summary(w, *c.summary);
+    }
+    w.end_object();
+  }
+  w.end_array();
+  w.key("ranking").begin_array();
+  for (size_t i : r.ranking) w.value(static_cast<int64_t>(i));
+  w.end_array();
+  w.key("pareto").begin_array();
+  for (size_t i : r.pareto) w.value(static_cast<int64_t>(i));
+  w.end_array();
+  w.end_object();
+  out += '\n';
+  return out;
+}
+
+}  // namespace ppsim
