@@ -80,7 +80,7 @@ int tool_main(int argc, char** argv) {
     args = {"--help"};
   }
   if (command == "--version") {
-    std::cout << "ppsim 0.1.0\n";
+    std::cout << "ppsim " PPSIM_VERSION "\n";  // CMake's project(VERSION)
     return 0;
   }
   if (command == "simulate") return ppsim::cli::run_simulate(args);

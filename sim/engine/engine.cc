@@ -87,8 +87,8 @@ void Engine::build(const Schedule& s, const CostTable& costs) {
       if (pos >= s.programs[rank].size()) continue;
       const Action& a = s.programs[rank][pos];
       Node& nd = nodes_[node];
-      nd.cost = a.stage * s.num_slices + a.slice;
-      const StageCost& c = costs.stages[nd.cost];
+      nd.stage_slice = a.stage * s.num_slices + a.slice;
+      const StageCost& c = costs.stages[nd.stage_slice];
       nd.rank = static_cast<int16_t>(rank);
       nd.kind = a.kind;
       switch (a.kind) {
@@ -178,7 +178,7 @@ void Engine::try_start(int32_t rank, Picos now) {
         nd.time = std::max(now, nd.time);
         r.busy = true;
         if (nd.kind == ActionKind::kForward) {
-          r.activation += costs_->stages[nd.cost].activation_bytes;
+          r.activation += costs_->stages[nd.stage_slice].activation_bytes;
           out_->peak_activation_bytes[rank] =
               std::max(out_->peak_activation_bytes[rank], r.activation);
         }
@@ -228,7 +228,7 @@ void Engine::finish_action(int32_t rank, int32_t node, Picos now) {
   RankState& r = ranks_[rank];
   const Node& nd = nodes_[node];
   out_->busy[rank] = add_saturated(out_->busy[rank], nd.duration);
-  const int64_t freed = freed_bytes(costs_->stages[nd.cost], nd.kind);
+  const int64_t freed = freed_bytes(costs_->stages[nd.stage_slice], nd.kind);
   r.activation -= freed;
   if (freed < 0) {  // an I that leaves more than its F took
     out_->peak_activation_bytes[rank] = std::max(out_->peak_activation_bytes[rank], r.activation);
@@ -242,7 +242,7 @@ void Engine::finish_action(int32_t rank, int32_t node, Picos now) {
     if (consumer.rank != rank) {
       // Across ranks only the stage-to-stage edges travel: F(s) -> F(s+1)
       // carries an activation, B/I(s+1) -> B/I(s) a gradient.
-      const int boundary = std::min(nd.cost, consumer.cost);
+      const int boundary = std::min(nd.stage_slice, consumer.stage_slice);
       const Picos cost = nd.kind == ActionKind::kForward ? costs_->p2p_forward[boundary]
                                                          : costs_->p2p_backward[boundary];
       Picos& link_free = link_free_[link_id(rank, consumer.rank)];

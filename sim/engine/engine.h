@@ -62,7 +62,7 @@ class Engine {
     // Index of its (stage, slice) in the CostTable: stage * num_slices + slice.
     // Across ranks data flows only between stages at the same slice, so the
     // smaller of two such indices is the transfer's (boundary, slice) index.
-    int32_t cost = 0;
+    int32_t stage_slice = 0;
     int16_t rank = 0;
     int8_t pending = 0;  // data dependencies not yet delivered
     ActionKind kind = ActionKind::kForward;

@@ -115,6 +115,15 @@ if command -v xmllint >/dev/null; then
   if xmllint --noout "$tmp/report.html"; then passed=$((passed + 1)); else echo "FAIL xmllint"; failures=$((failures + 1)); fi
 fi
 
+# --version says the version CMakeLists.txt's project() declares.
+version=$(sed -nE 's/^project\(ppsim VERSION ([0-9.]+).*/\1/p' CMakeLists.txt)
+if [ -n "$version" ] && [ "$("$ppsim" --version)" = "ppsim $version" ]; then
+  passed=$((passed + 1))
+else
+  echo "FAIL version: $("$ppsim" --version) is not ppsim ${version:-(none in CMakeLists.txt)}"
+  failures=$((failures + 1))
+fi
+
 # ppsim run: the schedule runs for real (a tiny model) and reports in the
 # simulate summary's format.
 "$ppsim" run configs/validate/cpu-small.yaml --set model.hidden=32 --set model.ffn_hidden=64 \
