@@ -3,68 +3,237 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <vector>
+#include <set>
+#include <tuple>
+#include <utility>
 
 #include "schedules/limits.h"
 
 namespace ppsim {
 
-std::string schedule_to_csv(const Schedule& schedule) {
-  std::string out = fmt::format(
-      "# ppsim schedule {}: {} ranks, {} stages, {} microbatches; one row per rank\n",
-      schedule.name, schedule.num_ranks, schedule.num_stages, schedule.num_microbatches);
+namespace {
+
+std::string rows_text(const Schedule& schedule, std::string_view line_end) {
+  std::string out;
   for (const auto& program : schedule.programs) {
     for (size_t i = 0; i < program.size(); ++i) {
       if (i > 0) out += ',';
       out += to_string(program[i]);
     }
-    out += '\n';
+    out += line_end;
   }
   return out;
 }
 
-Result<Schedule> schedule_from_csv(std::string_view text, std::string_view source) {
-  Schedule s;
-  s.name = "custom";
-  std::vector<int> row_lines;  // the line of each rank's row, for errors
+// Why torch.distributed.pipelining cannot read `action` back, or "" when it can.
+std::string_view pytorch_cannot_read(const Action& action) {
+  if (action.kind == ActionKind::kStep) {
+    return "is an optimizer step inside the program, which torch.distributed.pipelining has no "
+           "action for";
+  }
+  if (action.slice != 0) {
+    return "is a token slice, which torch.distributed.pipelining has no action for (its reader "
+           "would take it for the whole microbatch)";
+  }
+  return {};
+}
+
+}  // namespace
+
+std::string schedule_to_csv(const Schedule& schedule) {
+  return fmt::format(
+             "# ppsim schedule {}: {} ranks, {} stages, {} microbatches; one row per rank\n",
+             schedule.name, schedule.num_ranks, schedule.num_stages, schedule.num_microbatches) +
+         rows_text(schedule, "\n");
+}
+
+Result<std::string> schedule_to_pytorch_csv(const Schedule& schedule) {
+  for (size_t rank = 0; rank < schedule.programs.size(); ++rank) {
+    for (const Action& a : schedule.programs[rank]) {
+      if (const std::string_view why = pytorch_cannot_read(a); !why.empty()) {
+        return Error{
+            fmt::format("schedule {}, rank {}: \"{}\" {}", schedule.name, rank, to_string(a), why)};
+      }
+    }
+  }
+  return rows_text(schedule, "\r\n");
+}
+
+namespace {
+
+std::string_view trimmed(std::string_view text) {
+  const size_t first = text.find_first_not_of(" \t\r");
+  if (first == std::string_view::npos) return {};
+  return text.substr(first, text.find_last_not_of(" \t\r") - first + 1);
+}
+
+// What follows the stage index: "SEND_F0" of "2SEND_F0".
+std::string_view after_stage(std::string_view cell) {
+  const size_t kind = cell.find_first_not_of("0123456789");
+  return kind == std::string_view::npos ? std::string_view{} : cell.substr(kind);
+}
+
+struct PytorchOnlyAction {
+  std::string_view name;  // as PyTorch spells it
+  std::string_view what;
+};
+// The actions of PyTorch's compute+comms format (_ComputationType in
+// torch/distributed/pipelining/schedules.py) that a compute-only file lacks.
+constexpr PytorchOnlyAction kPytorchOnlyActions[] = {
+    {"SEND_F", "communication"},           {"RECV_F", "communication"}, {"SEND_B", "communication"},
+    {"RECV_B", "communication"},           {"UNSHARD", "FSDP"},         {"RESHARD", "FSDP"},
+    {"REDUCE_GRAD", "gradient-reduction"},
+};
+
+// Why ppsim cannot represent `cell` yet, or "" when it may be an action.
+std::string not_supported_yet(std::string_view cell) {
+  if (cell.starts_with('(') && cell.ends_with(")OVERLAP_F_B")) {
+    return "overlapped forward-backward pairs (OVERLAP_F_B) are not supported yet (issue 13): "
+           "ppsim runs one action at a time on a rank; write the pair as two cells to run them "
+           "one after the other";
+  }
+  for (const auto& [name, what] : kPytorchOnlyActions) {
+    if (after_stage(cell).starts_with(name)) {
+      return fmt::format(
+          "{} actions ({}) are not supported yet (issue 13): ppsim reads PyTorch's compute-only "
+          "format (F, B, I, W cells); write the schedule with _dump_csv(filename, "
+          "format=\"compute_only\")",
+          what, name);
+    }
+  }
+  return {};
+}
+
+struct Cell {
+  Action action;
+  bool spelled_bw = false;  // the full backward as older PyTorch releases spelled it
+};
+
+Result<Cell> parse_cell(std::string_view text) {
+  const std::string_view cell = trimmed(text);
+  if (const std::string why = not_supported_yet(cell); !why.empty()) {
+    return Error{fmt::format("\"{}\": {}", printable(cell), why)};
+  }
+  const size_t kind = cell.size() - after_stage(cell).size();
+  if (cell.substr(kind).starts_with("BW")) {
+    const std::string full = fmt::format("{}B{}", cell.substr(0, kind), cell.substr(kind + 2));
+    if (const Result<Action> a = parse_action(full)) return Cell{*a, true};
+  }
+  const Result<Action> a = parse_action(cell);
+  if (!a) return a.error();
+  return Cell{*a, false};
+}
+
+// The programs as read, before the meaning of B is settled.
+struct Rows {
+  std::vector<std::vector<Action>> programs;
+  std::vector<int> lines;                       // the line of each rank's row, for errors
+  std::vector<std::pair<int, size_t>> plain_b;  // (rank, index) of each cell spelled "B"
+  int spelled_bw = 0;
+};
+
+// Appends one row's actions to `rows` as rank rows.programs.size().
+Status read_row(std::string_view line, int line_no, std::string_view source, Rows& rows) {
+  const int rank = static_cast<int>(rows.programs.size());
+  std::vector<Action> program;
+  int column = 1;
+  while (true) {
+    const size_t comma = line.find(',');
+    const std::string_view cell = line.substr(0, comma);
+    if (cell.find_first_not_of(" \t\r") != std::string_view::npos) {
+      const Result<Cell> c = parse_cell(cell);
+      if (!c) {
+        return Error{fmt::format("{}:{}: cell {} (rank {}): {}", source, line_no, column, rank,
+                                 c.error().message)};
+      }
+      if (c->action.kind == ActionKind::kBackward && !c->spelled_bw) {
+        rows.plain_b.emplace_back(rank, program.size());
+      }
+      rows.spelled_bw += c->spelled_bw;
+      program.push_back(c->action);
+    }
+    if (comma == std::string_view::npos) break;
+    line.remove_prefix(comma + 1);
+    ++column;
+  }
+  if (rank == kMaxRanks) {
+    return Error{fmt::format("{}:{}: more than {} ranks (rows), the most ppsim simulates", source,
+                             line_no, kMaxRanks)};
+  }
+  rows.programs.push_back(std::move(program));
+  rows.lines.push_back(line_no);
+  return {};
+}
+
+Result<Rows> read_rows(std::string_view text, std::string_view source) {
+  Rows rows;
   int line_no = 0;
   while (!text.empty()) {
     const size_t eol = text.find('\n');
-    std::string_view line = text.substr(0, eol);
+    const std::string_view line = text.substr(0, eol);
     text.remove_prefix(eol == std::string_view::npos ? text.size() : eol + 1);
     ++line_no;
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    if (!line.empty() && line.front() == '#') continue;
-    std::vector<Action> program;
-    int column = 1;
-    while (true) {
-      const size_t comma = line.find(',');
-      const std::string_view cell = line.substr(0, comma);
-      if (cell.find_first_not_of(" \t") != std::string_view::npos) {
-        Result<Action> a = parse_action(cell);
-        if (!a) {
-          return Error{fmt::format("{}:{}: cell {} (rank {}): {}", source, line_no, column,
-                                   s.programs.size(), a.error().message)};
-        }
-        program.push_back(*a);
-      }
-      if (comma == std::string_view::npos) break;
-      line.remove_prefix(comma + 1);
-      ++column;
-    }
-    if (static_cast<int64_t>(s.programs.size()) == kMaxRanks) {
-      return Error{fmt::format("{}:{}: more than {} ranks (rows), the most ppsim simulates", source,
-                               line_no, kMaxRanks)};
-    }
-    s.programs.push_back(std::move(program));
-    row_lines.push_back(line_no);
+    if (line.starts_with('#')) continue;
+    if (Status st = read_row(line, line_no, source, rows); !st) return Error{st.message()};
   }
   // Trailing blank lines are not ranks.
-  while (!s.programs.empty() && s.programs.back().empty()) s.programs.pop_back();
-  if (s.programs.empty())
+  while (!rows.programs.empty() && rows.programs.back().empty()) {
+    rows.programs.pop_back();
+    rows.lines.pop_back();
+  }
+  if (rows.programs.empty()) {
     return Error{fmt::format("{}: no ranks: the file has no action rows", source)};
+  }
+  return rows;
+}
 
-  s.num_ranks = static_cast<int>(s.programs.size());
+// Older torch.distributed.pipelining releases spelled the input-gradient
+// backward "B" (now "I") and the full backward "BW" (now "B"). A file is of
+// one when it has a BW, or when it has W cells, no I, and a B for exactly
+// the stages and microbatches that have a W: read today, each W would follow
+// a full backward, which computed the weight gradient already.
+bool uses_older_pytorch_spelling(const Rows& rows) {
+  if (rows.spelled_bw > 0) return true;
+  using Key = std::tuple<int, int, int>;  // stage, microbatch, slice
+  std::set<Key> weight_grads;
+  for (const auto& program : rows.programs) {
+    for (const Action& a : program) {
+      if (a.kind == ActionKind::kBackwardInput) return false;
+      if (a.kind == ActionKind::kBackwardWeight)
+        weight_grads.emplace(a.stage, a.microbatch, a.slice);
+    }
+  }
+  std::set<Key> backwards;
+  for (const auto& [rank, index] : rows.plain_b) {
+    const Action& b = rows.programs[rank][index];
+    backwards.emplace(b.stage, b.microbatch, b.slice);
+  }
+  return !weight_grads.empty() && backwards == weight_grads;
+}
+
+std::string older_spelling_note(const Rows& rows, std::string_view source) {
+  std::vector<std::string> readings;
+  if (!rows.plain_b.empty()) {
+    readings.push_back(
+        fmt::format("its {} B cells as I, the input-gradient backward", rows.plain_b.size()));
+  }
+  if (rows.spelled_bw > 0) {
+    readings.push_back(fmt::format("its {} BW cells as B, the full backward", rows.spelled_bw));
+  }
+  return fmt::format(
+      "{}: in the spelling of older torch.distributed.pipelining releases ({}): read {}", source,
+      rows.spelled_bw > 0 ? "it has BW cells"
+                          : "it splits every backward into B and W and has no I",
+      fmt::join(readings, ", and "));
+}
+
+// The schedule of `rows`: sizes from the largest indices, each stage on the
+// rank of its forwards.
+Result<Schedule> schedule_of(Rows rows, std::string_view source) {
+  Schedule s;
+  s.name = "custom";
+  s.num_ranks = static_cast<int>(rows.programs.size());
+  s.programs = std::move(rows.programs);
   for (const auto& program : s.programs) {
     for (const Action& a : program) {  // parse_action capped each index
       s.num_stages = std::max(s.num_stages, a.stage + 1);
@@ -84,7 +253,7 @@ Result<Schedule> schedule_from_csv(std::string_view text, std::string_view sourc
         return Error{fmt::format(
             "{}:{}: stage {} has forwards on rank {} (line {}) and on rank {} (line {}, \"{}\"); "
             "a stage runs on one rank",
-            source, row_lines[rank], a.stage, owner, row_lines[owner], rank, row_lines[rank],
+            source, rows.lines[rank], a.stage, owner, rows.lines[owner], rank, rows.lines[rank],
             to_string(a))};
       }
       owner = rank;
@@ -96,6 +265,30 @@ Result<Schedule> schedule_from_csv(std::string_view text, std::string_view sourc
     }
   }
   return s;
+}
+
+}  // namespace
+
+Result<ScheduleFile> read_schedule_csv(std::string_view text, std::string_view source) {
+  Result<Rows> rows = read_rows(text, source);
+  if (!rows) return rows.error();
+  ScheduleFile file;
+  if (uses_older_pytorch_spelling(*rows)) {
+    file.notes.push_back(older_spelling_note(*rows, source));
+    for (const auto& [rank, index] : rows->plain_b) {
+      rows->programs[rank][index].kind = ActionKind::kBackwardInput;
+    }
+  }
+  Result<Schedule> schedule = schedule_of(std::move(*rows), source);
+  if (!schedule) return schedule.error();
+  file.schedule = std::move(*schedule);
+  return file;
+}
+
+Result<Schedule> schedule_from_csv(std::string_view text, std::string_view source) {
+  Result<ScheduleFile> file = read_schedule_csv(text, source);
+  if (!file) return file.error();
+  return std::move(file->schedule);
 }
 
 }  // namespace ppsim

@@ -74,6 +74,18 @@ Status write_reports(const ReportInput& input, const std::string& html_path,
   return {};
 }
 
+// What a reader had to interpret, one "note:" line each on stderr.
+void print_notes(const std::vector<std::string>& notes) {
+  for (const std::string& note : notes) std::cerr << "note: " << note << '\n';
+}
+
+// The schedule as CSV in `format`: ppsim's (a comment line naming it) or
+// PyTorch's compute-only form (what torch.distributed.pipelining reads).
+Result<std::string> schedule_csv(const Schedule& schedule, const std::string& format) {
+  if (format == "pytorch") return schedule_to_pytorch_csv(schedule);
+  return schedule_to_csv(schedule);
+}
+
 }  // namespace
 
 int run_simulate(const std::vector<std::string>& args) {
@@ -102,6 +114,7 @@ int run_simulate(const std::vector<std::string>& args) {
   if (!config) return fail(config.error().message);
   Result<Simulation> sim = simulate(*config);
   if (!sim) return fail(sim.error().message);
+  print_notes(sim->notes);
 
   if (json_path != "-") std::cout << format_summary_table(sim->summary);
   if (!json_path.empty()) {
@@ -310,33 +323,47 @@ int run_schedule(const std::vector<std::string>& args) {
   ConfigArgs config_args;
   std::string csv_out;
   std::string csv_in;
+  std::string format = "ppsim";
   po::options_description desc("Options");
   add_config_options(desc, &config_args);
   desc.add_options()("csv-out", po::value(&csv_out)->value_name("FILE|-"),
                      "write the schedule as CSV, one row per rank")(
+      "format", po::value(&format)->value_name("ppsim|pytorch"),
+      "--csv-out's form: ppsim's (the default), or PyTorch's compute-only CSV that\n"
+      "torch.distributed.pipelining's _load_csv reads")(
       "csv-in", po::value(&csv_in)->value_name("FILE"),
       "read a (hand-edited) schedule from CSV instead of generating it, check it against\n"
-      "CONFIG's layout and for deadlocks, and print it");
+      "CONFIG's layout and for deadlocks, and print it; PyTorch's compute-only files are\n"
+      "read too, older releases' spelling included");
   const std::string usage =
-      "usage: ppsim schedule CONFIG [--set KEY.PATH=VALUE]... [--csv-out FILE|-] [--csv-in "
-      "FILE]\n\n"
+      "usage: ppsim schedule CONFIG [--set KEY.PATH=VALUE]... [--csv-out FILE|- [--format "
+      "ppsim|pytorch]] [--csv-in FILE]\n\n"
       "Prints each rank's program in the compact action form: 2F0 is stage 2's forward of\n"
       "microbatch 0, 1B3 a backward, 1I3/1W3 its input- and weight-gradient halves.\n\n"
       "examples:\n"
       "  ppsim schedule configs/examples/ideal.yaml\n"
       "  ppsim schedule configs/examples/ideal.yaml --csv-out my.csv   # edit, then:\n"
-      "  ppsim schedule configs/examples/ideal.yaml --csv-in my.csv\n\n";
+      "  ppsim schedule configs/examples/ideal.yaml --csv-in my.csv\n"
+      "  ppsim schedule configs/examples/ideal.yaml --csv-out zb.csv --format pytorch\n\n";
   po::variables_map vm;
   if (int code = parse_command_line(args, desc, "schedule", usage, &vm); code >= 0) return code;
+  if (format != "ppsim" && format != "pytorch") {
+    return fail(fmt::format("--format {}: expected ppsim or pytorch", printable(format)));
+  }
   if (Status st = check_writable(csv_out); !st) return fail(st.message());
 
   Result<Config> config = load(config_args);
   if (!config) return fail(config.error().message);
-  Result<Schedule> schedule =
-      csv_in.empty() ? schedule_for(*config) : load_schedule_csv(csv_in, *config);
+  const auto generated = [&]() -> Result<ScheduleFile> {
+    Result<Schedule> s = schedule_for(*config);
+    if (!s) return s.error();
+    return ScheduleFile{std::move(*s), {}};
+  };
+  Result<ScheduleFile> schedule = csv_in.empty() ? generated() : load_schedule_csv(csv_in, *config);
   if (!schedule) return fail(schedule.error().message);
+  print_notes(schedule->notes);
 
-  const Schedule& s = *schedule;
+  const Schedule& s = schedule->schedule;
   if (csv_out != "-") {
     std::cout << fmt::format("schedule {}: {} ranks, {} stages, {} microbatches\n", s.name,
                              s.num_ranks, s.num_stages, s.num_microbatches);
@@ -345,7 +372,9 @@ int run_schedule(const std::vector<std::string>& args) {
     }
   }
   if (!csv_out.empty()) {
-    if (Status st = write_output(csv_out, schedule_to_csv(s)); !st) return fail(st.message());
+    const Result<std::string> csv = schedule_csv(s, format);
+    if (!csv) return fail(csv.error().message);
+    if (Status st = write_output(csv_out, *csv); !st) return fail(st.message());
   }
   return 0;
 }

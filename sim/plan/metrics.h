@@ -64,11 +64,11 @@ struct Summary {
   int microbatches = 1;
   std::string optimizer_step;  // synchronous | post_validation
   // The steady state: the period between the ends of the last two simulated
-  // iterations. `steady` is false when the periods had not settled yet.
+  // iterations. `settled` is false when the last two periods still differed.
   double iteration_time_s = 0;
   double first_iteration_s = 0;  // from the start to the end of the first iteration
   int iterations_simulated = 1;
-  bool steady = true;
+  bool settled = true;
   // 1 - F/B/I/W busy time summed over ranks / (p * iteration time), both of
   // the last iteration (Timeline::busy_per_iteration)
   double bubble_fraction = 0;

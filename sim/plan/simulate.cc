@@ -14,12 +14,12 @@
 
 namespace ppsim {
 
-Result<Schedule> load_schedule_csv(const std::string& path, const Config& config) {
+Result<ScheduleFile> load_schedule_csv(const std::string& path, const Config& config) {
   const Result<std::string> text = read_text_file(path, kMaxDataFileBytes);
   if (!text) return text.error();
-  Result<Schedule> schedule = schedule_from_csv(*text, path);
-  if (!schedule) return schedule;
-  const Schedule& s = *schedule;
+  Result<ScheduleFile> file = read_schedule_csv(*text, path);
+  if (!file) return file;
+  const Schedule& s = file->schedule;
   if (s.num_ranks != config.parallel.pipeline || s.num_stages != config.num_stages() ||
       s.num_microbatches != config.num_microbatches()) {
     return Error{fmt::format(
@@ -29,7 +29,7 @@ Result<Schedule> load_schedule_csv(const std::string& path, const Config& config
         config.parallel.pipeline, config.num_stages(), config.num_microbatches())};
   }
   if (Status st = validate(s); !st) return Error{fmt::format("{}: {}", path, st.message())};
-  return schedule;
+  return file;
 }
 
 Result<std::vector<int>> slice_lengths_for(const Config& config) {
@@ -115,8 +115,14 @@ Result<Schedule> make_zb_auto_for(const Config& config, const Calibration* calib
 
 }  // namespace
 
-Result<Schedule> schedule_for(const Config& config, int slices, const Calibration* calibration) {
-  if (config.schedule.kind == "custom") return load_schedule_csv(config.schedule.file, config);
+Result<Schedule> schedule_for(const Config& config, int slices, const Calibration* calibration,
+                              std::vector<std::string>* notes) {
+  if (config.schedule.kind == "custom") {
+    Result<ScheduleFile> file = load_schedule_csv(config.schedule.file, config);
+    if (!file) return file.error();
+    if (notes != nullptr) *notes = std::move(file->notes);
+    return std::move(file->schedule);
+  }
   if (config.schedule.kind == "zb-auto") return make_zb_auto_for(config, calibration);
   const int m = config.num_microbatches();
   // An asynchronous schedule never flushes: simulate a stream of several
@@ -166,8 +172,8 @@ Result<Simulation> simulate(const Config& config, Engine* shared_engine,
   sim.slice_lengths = std::move(*lengths);
   const Result<Calibration> calibrated = calibration_for(config, calibration);
   if (!calibrated) return calibrated.error();
-  Result<Schedule> schedule =
-      schedule_for(config, std::max(1, static_cast<int>(sim.slice_lengths.size())), &*calibrated);
+  Result<Schedule> schedule = schedule_for(
+      config, std::max(1, static_cast<int>(sim.slice_lengths.size())), &*calibrated, &sim.notes);
   if (!schedule) return schedule.error();
   sim.schedule = std::move(*schedule);
   Result<CostTable> costs = build_cost_table(config, sim.schedule.stage_rank, sim.slice_lengths);
@@ -204,6 +210,7 @@ Result<Simulation> simulate(const Config& config, Engine* shared_engine,
     return {};
   };
   if (Status st = replay(); !st) return Error{st.message()};
+  bool settled = true;  // the last two periods were equal
   if (is_asynchronous(sim.schedule.name)) {
     batches_as_iterations(config.num_microbatches(), &sim.timeline);
   } else if (!options.synchronous_step) {
@@ -211,12 +218,12 @@ Result<Simulation> simulate(const Config& config, Engine* shared_engine,
       if (Status st = replay(); !st) return Error{st.message()};
       const auto& end = sim.timeline.iteration_end;
       const size_t n = end.size();
-      sim.settled = end[n - 1] - end[n - 2] == end[n - 2] - end[n - 3];
-      if (sim.settled || options.iterations >= kMaxIterations) break;
+      settled = end[n - 1] - end[n - 2] == end[n - 2] - end[n - 3];
+      if (settled || options.iterations >= kMaxIterations) break;
     }
   }
   sim.summary = summarize(config, sim.schedule.name, sim.timeline, sim.costs.stage_weight_bytes);
-  sim.summary.steady = sim.settled;
+  sim.summary.settled = settled;
   sim.summary.slice_lengths = sim.slice_lengths;
   return sim;
 }

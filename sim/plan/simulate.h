@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "schedules/csv.h"
 #include "schedules/limits.h"
 #include "schedules/schedule.h"
 #include "schedules/status.h"
@@ -24,8 +25,9 @@ struct Simulation {
   CostTable costs;
   Timeline timeline;  // several consecutive iterations
   Summary summary;
-  bool settled = true;             // the last two periods were equal
   std::vector<int> slice_lengths;  // terapipe's cut, else empty
+  // What reading the schedule's file had to interpret (schedules/csv.h).
+  std::vector<std::string> notes;
 };
 
 // Iterations simulated at most while waiting for a post-validation pipeline
@@ -57,11 +59,14 @@ Result<std::vector<int>> slice_lengths_for(const Config& config);
 // with `slices` token slices, or read from schedule.file for kind "custom".
 // zb-auto judges its candidates with `calibration` applied (as simulate()
 // takes it: null for the profile's own).
+// `notes`, when given, gets what reading a custom schedule's file had to
+// interpret (an older PyTorch spelling).
 Result<Schedule> schedule_for(const Config& config, int slices = 1,
-                              const Calibration* calibration = nullptr);
+                              const Calibration* calibration = nullptr,
+                              std::vector<std::string>* notes = nullptr);
 // Reads a CSV schedule (one row per rank) and checks that it has the
 // config's ranks, stages and microbatches, and that it is valid.
-Result<Schedule> load_schedule_csv(const std::string& path, const Config& config);
+Result<ScheduleFile> load_schedule_csv(const std::string& path, const Config& config);
 // `engine`, when given, is reused (its buffers survive between calls): the
 // explorer passes one per thread. The cost table is the profile's
 // calibration applied (sim/calibration.h), or `calibration` instead when

@@ -43,7 +43,7 @@ std::string exact(double v) { return std::isfinite(v) ? fmt::format("{}", v) : s
 std::string full_note(const ReportEntry& e) {
   std::string note = e.note;
   const auto add = [&](const std::string& text) { note += (note.empty() ? "" : "; ") + text; };
-  if (!e.summary->steady) {
+  if (!e.summary->settled) {
     add(fmt::format("iteration time not settled after {} iterations",
                     e.summary->iterations_simulated));
   }

@@ -25,7 +25,7 @@ std::string format_summary_table(const Summary& s) {
   out += fmt::format(
       "iteration time    {}  (steady state{}; first iteration {})\n",
       format_duration(s.iteration_time_s),
-      s.steady ? "" : fmt::format(", not settled after {} iterations", s.iterations_simulated),
+      s.settled ? "" : fmt::format(", not settled after {} iterations", s.iterations_simulated),
       format_duration(s.first_iteration_s));
   out += fmt::format("bubble fraction   {:.2f} %\n", 100.0 * s.bubble_fraction);
   if (!s.slice_lengths.empty()) {
@@ -91,7 +91,7 @@ void write_summary(JsonWriter& w, const Summary& s) {
   w.field("iteration_time_s", s.iteration_time_s);
   w.field("first_iteration_s", s.first_iteration_s);
   w.field("iterations_simulated", s.iterations_simulated);
-  w.field("steady", s.steady);
+  w.field("steady", s.settled);  // the JSON contract's name
   w.field("bubble_fraction", s.bubble_fraction);
   w.key("warnings").begin_array();
   for (const std::string& warning : s.warnings) w.value(warning);

@@ -1,11 +1,21 @@
 #include "schedules/csv.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <map>
+#include <sstream>
+
 #include "schedules/generators.h"
+#include "schedules/validate.h"
 
 namespace ppsim {
 namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
 
 TEST(Csv, RoundTripsEveryGeneratedSchedule) {
   for (const std::string& kind : schedule_kinds()) {
@@ -89,6 +99,145 @@ TEST(Csv, ControlCharactersInACellAreEscaped) {
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.error().message.find("\"\\x1b[2J\" is not an action"), std::string::npos)
       << s.error().message;
+}
+
+// Files copied verbatim from PyTorch's repository (tests/data/pytorch/README.md).
+std::string pytorch_artifact(const std::string& name) {
+  std::ifstream in(std::string(PPSIM_SOURCE_DIR "/tests/data/pytorch/") + name, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// ZB1P on 2 ranks, 2 stages each, 8 microbatches, as PyTorch wrote it before
+// the input-gradient backward was renamed from B to I.
+TEST(PytorchCsv, OlderReleaseArtifactReadsItsBAsI) {
+  const std::string name = "zb1p_2rank_2stagep_compute_old_spelling.csv";
+  const Result<ScheduleFile> file = read_schedule_csv(pytorch_artifact(name), name);
+  ASSERT_TRUE(file.ok()) << file.error().message;
+  // One B per (stage, microbatch): 4 stages x 8 microbatches.
+  EXPECT_THAT(
+      file->notes,
+      ElementsAre(name + ": in the spelling of older torch.distributed.pipelining releases (it "
+                         "splits every backward into B and W and has no I): read its 32 B cells "
+                         "as I, the input-gradient backward"));
+  const Schedule& s = file->schedule;
+  EXPECT_TRUE(validate(s).ok()) << validate(s).message();
+  EXPECT_EQ(s.num_stages, 4);
+  EXPECT_EQ(s.num_microbatches, 8);
+  EXPECT_EQ(s.stage_rank, (std::vector<int>{0, 1, 0, 1}));
+  ASSERT_EQ(s.num_ranks, 2);
+  for (const auto& program : s.programs) {
+    // 2 stages x 8 microbatches x F, I and W; the file's empty cells are idle steps.
+    EXPECT_EQ(program.size(), 48u);
+  }
+  // Row 1 begins ",1F0,1F1,3F0,3B0,3F1,3B1,3W0".
+  EXPECT_EQ(program_to_string({s.programs[1].begin(), s.programs[1].begin() + 7}),
+            "1F0 1F1 3F0 3I0 3F1 3I1 3W0");
+}
+
+TEST(PytorchCsv, OlderAndCurrentSpellingOfOneScheduleReadAlike) {
+  const std::string old_name = "zb1p_2rank_2stagep_compute_old_spelling.csv";
+  const std::string name = "zb1p_2rank_2stagep_compute.csv";
+  const Result<ScheduleFile> old = read_schedule_csv(pytorch_artifact(old_name), old_name);
+  const Result<ScheduleFile> current = read_schedule_csv(pytorch_artifact(name), name);
+  ASSERT_TRUE(old.ok()) << old.error().message;
+  ASSERT_TRUE(current.ok()) << current.error().message;
+  EXPECT_THAT(current->notes, IsEmpty());
+  EXPECT_EQ(old->schedule.programs, current->schedule.programs);
+}
+
+TEST(PytorchCsv, ReadsTheOlderFullBackwardBW) {
+  const Result<ScheduleFile> file = read_schedule_csv("0F0,1F0,1B0,1W0,0BW0\n", "old.csv");
+  ASSERT_TRUE(file.ok()) << file.error().message;
+  EXPECT_EQ(program_to_string(file->schedule.programs[0]), "0F0 1F0 1I0 1W0 0B0");
+  EXPECT_THAT(file->notes,
+              ElementsAre("old.csv: in the spelling of older torch.distributed.pipelining "
+                          "releases (it has BW cells): read its 1 B cells as I, the "
+                          "input-gradient backward, and its 1 BW cells as B, the full backward"));
+  EXPECT_TRUE(validate(file->schedule).ok()) << validate(file->schedule).message();
+}
+
+// Older releases checked that a zero-bubble schedule had as many W as B
+// ("Length weight steps != Length bwd steps"): a B without a W is no file of
+// theirs, and keeps today's meaning, for validate() to report.
+TEST(PytorchCsv, BackwardsNotAllPairedWithWKeepTodaysSpelling) {
+  const Result<ScheduleFile> file = read_schedule_csv("0F0,0F1,0B0,0W0,0B1\n", "x.csv");
+  ASSERT_TRUE(file.ok()) << file.error().message;
+  EXPECT_THAT(file->notes, IsEmpty());
+  EXPECT_EQ(program_to_string(file->schedule.programs[0]), "0F0 0F1 0B0 0W0 0B1");
+}
+
+TEST(PytorchCsv, WriterWritesRowsAsPythonsCsvWriter) {
+  // 1F1B on 2 ranks: rank 0 warms up with p-1 = 1 forward.
+  const Result<std::string> text = schedule_to_pytorch_csv(*make_schedule("1f1b", {2, 2}));
+  ASSERT_TRUE(text.ok()) << text.error().message;
+  EXPECT_EQ(*text, "0F0,0F1,0B0,0B1\r\n1F0,1B0,1F1,1B1\r\n");
+}
+
+TEST(PytorchCsv, RoundTripsEveryGeneratedSchedulePytorchCanRun) {
+  // PyTorch has no optimizer step inside a program nor token slices.
+  const std::map<std::string, std::string> refused = {
+      {"pipedream", "is an optimizer step inside the program"},
+      {"pipedream-2bw", "is an optimizer step inside the program"},
+      {"terapipe", "\"0F0s1\" is a token slice"},  // microbatch 0's second slice
+  };
+  for (const std::string& kind : schedule_kinds()) {
+    // 2 slices for terapipe, batches of all 4 microbatches for pipedream-2bw.
+    const Result<Schedule> s =
+        make_schedule(kind, {2, 4, fixed_virtual_stages(kind).value_or(2), 2, 4});
+    ASSERT_TRUE(s.ok()) << kind << ": " << s.error().message;
+    const Result<std::string> text = schedule_to_pytorch_csv(*s);
+    if (refused.contains(kind)) {
+      ASSERT_FALSE(text.ok()) << kind;
+      EXPECT_THAT(text.error().message, HasSubstr(refused.at(kind))) << kind;
+      continue;
+    }
+    ASSERT_TRUE(text.ok()) << kind << ": " << text.error().message;
+    const Result<ScheduleFile> back = read_schedule_csv(*text, "x.csv");
+    ASSERT_TRUE(back.ok()) << kind << ": " << back.error().message;
+    EXPECT_THAT(back->notes, IsEmpty()) << kind;
+    EXPECT_EQ(back->schedule.programs, s->programs) << kind;
+    EXPECT_EQ(back->schedule.stage_rank, s->stage_rank) << kind;
+  }
+}
+
+// DualPipeV on 4 ranks, 10 microbatches: rank 0's 18th cell is its first
+// overlapped pair.
+TEST(PytorchCsv, OverlappedPairIsNotSupportedYet) {
+  const std::string name = "dualpipev_4rank_10mb.csv";
+  const Result<Schedule> s = schedule_from_csv(pytorch_artifact(name), name);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().message,
+            name +
+                ":1: cell 18 (rank 0): \"(0F7;7B3)OVERLAP_F_B\": overlapped forward-backward pairs "
+                "(OVERLAP_F_B) are not supported yet (issue 13): ppsim runs one action at a time "
+                "on a rank; write the pair as two cells to run them one after the other");
+}
+
+// PyTorch's compute+comms form: "0F0,0SEND_F0,2RECV_F0,...".
+TEST(PytorchCsv, CommunicationCellIsNotSupportedYet) {
+  const std::string name = "zb1p_2rank_2stagep_comms.csv";
+  const Result<Schedule> s = schedule_from_csv(pytorch_artifact(name), name);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().message,
+            name +
+                ":1: cell 2 (rank 0): \"0SEND_F0\": communication actions (SEND_F) are not "
+                "supported yet (issue 13): ppsim reads PyTorch's compute-only format (F, B, I, W "
+                "cells); write the schedule with _dump_csv(filename, format=\"compute_only\")");
+}
+
+TEST(PytorchCsv, FsdpAndGradientReductionCellsAreNotSupportedYet) {
+  const Result<Schedule> unshard = schedule_from_csv("0F0\n1UNSHARD,1F0\n", "u.csv");
+  ASSERT_FALSE(unshard.ok());
+  EXPECT_THAT(unshard.error().message,
+              HasSubstr("u.csv:2: cell 1 (rank 1): \"1UNSHARD\": FSDP actions (UNSHARD) are "
+                        "not supported yet (issue 13)"));
+  const Result<Schedule> reduce = schedule_from_csv("0F0,0B0, 0REDUCE_GRAD\n", "r.csv");
+  ASSERT_FALSE(reduce.ok());
+  EXPECT_THAT(reduce.error().message,
+              HasSubstr("r.csv:1: cell 3 (rank 0): \"0REDUCE_GRAD\": gradient-reduction "
+                        "actions (REDUCE_GRAD) are not supported yet (issue 13)"));
 }
 
 }  // namespace
