@@ -13,7 +13,6 @@
 #include <iostream>
 #include <stdexcept>
 #include <string>
-#include <thread>
 #include <tuple>
 
 #include "real_runtime/backend_option.h"
@@ -37,6 +36,7 @@
 
 namespace po = boost::program_options;
 using namespace ppsim;  // NOLINT: a tool's main, not a header
+using cli::check_cores;
 using cli::fail;
 
 namespace {
@@ -184,15 +184,8 @@ int tool_main(int argc, char** argv) {
   Result<Config> config = load_config(config_path, *overrides);
   if (!config) return fail(config.error().message);
   if (!config->model) return fail(config_path + ": running needs a model");
-  const int cores = static_cast<int>(std::thread::hardware_concurrency());
-  if (config->parallel.pipeline > cores && !force) {
-    return fail(fmt::format(
-        "{} pipeline ranks on {} cores: the ranks would share cores and the timings would be "
-        "meaningless; use --force to run anyway",
-        config->parallel.pipeline, cores));
-  }
-  if (config->parallel.pipeline > cores && mpi_scope.reports()) {
-    std::cerr << "ppsim: warning: more ranks than cores: measured times are not meaningful\n";
+  if (Status st = check_cores(config->parallel.pipeline, force, mpi_scope.reports()); !st) {
+    return fail(st.message());
   }
   Result<std::vector<int>> lengths = slice_lengths_for(*config);
   if (!lengths) return fail(lengths.error().message);

@@ -13,7 +13,6 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <thread>
 
 #include "profiler/cpu_profiler.h"
 #include "real_runtime/backend_option.h"
@@ -36,6 +35,7 @@
 
 namespace po = boost::program_options;
 using namespace ppsim;  // NOLINT: a tool's main, not a header
+using cli::check_cores;
 using cli::fail;
 
 namespace {
@@ -185,15 +185,8 @@ int tool_main(int argc, char** argv) {
   Result<std::vector<std::string>> entries = parse_schedule_list(schedules);
   if (!entries) return fail(entries.error().message);
   options.schedules = *entries;
-  const unsigned cores = std::thread::hardware_concurrency();
-  if (config->parallel.pipeline > static_cast<int>(cores) && !force) {
-    return fail(fmt::format(
-        "{} pipeline ranks on {} cores: the ranks would share cores and every timing would be "
-        "meaningless; use --force to run anyway",
-        config->parallel.pipeline, cores));
-  }
-  if (config->parallel.pipeline > static_cast<int>(cores)) {
-    std::cerr << "ppsim: warning: more ranks than cores: measured times are not meaningful\n";
+  if (Status st = check_cores(config->parallel.pipeline, force, true); !st) {
+    return fail(st.message());
   }
 
   bool scratch_profile = false;  // written here for this rank alone

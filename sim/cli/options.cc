@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <thread>
 
 namespace po = boost::program_options;
 
@@ -26,6 +27,20 @@ std::function<void(int)> within(const char* flag, int min, int max) {
       throw po::error(fmt::format("{} must be from {} to {}, got {}", flag, min, max, value));
     }
   };
+}
+
+Status check_cores(int ranks, bool force, bool warn) {
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  if (cores <= 0 || ranks <= cores) return {};  // 0: the count is not known
+  if (!force) {
+    return Error{fmt::format(
+        "{} pipeline ranks on {} cores: the ranks would share cores and every timing would be "
+        "meaningless; use --force to run anyway",
+        ranks, cores)};
+  }
+  if (warn)
+    std::cerr << "ppsim: warning: more ranks than cores: measured times are not meaningful\n";
+  return {};
 }
 
 Status check_writable(const std::string& path) {

@@ -13,11 +13,6 @@
 
 namespace ppsim::cli {
 
-// Parses a command's arguments (without the program and command names)
-// against `desc`, with the positional argument stored as option "config".
-// Returns -1 to go on; otherwise the exit code to stop with: 0 after
-// printing `usage` and `desc` for --help, 2 after a usage error (which names
-// `ppsim COMMAND --help`), including a missing CONFIG.
 // Prints "ppsim: error: MESSAGE" and returns 1, the exit code of bad input.
 int fail(const std::string& message);
 
@@ -36,6 +31,17 @@ Status check_writable(const std::string& path);
 // Writes `text` to FILE, or to stdout for "-"; the error says why not.
 Status write_output(const std::string& path, const std::string& text);
 
+// The real runtime's tools run one thread or process per pipeline rank:
+// more ranks than cores share them and every timing is meaningless. An
+// error then, unless `force`; with `force`, a warning on stderr when `warn`
+// (the reporting rank).
+Status check_cores(int ranks, bool force, bool warn);
+
+// Parses a command's arguments (without the program and command names)
+// against `desc`, with the positional argument stored as option "config".
+// Returns -1 to go on; otherwise the exit code to stop with: 0 after
+// printing `usage` and `desc` for --help, 2 after a usage error (which names
+// `ppsim COMMAND --help`), including a missing CONFIG.
 // A command that takes several positional arguments (`ppsim calibrate
 // RUNS...`) passes `positional_max` (-1: any number), stores them in a
 // vector option "config", and names them in the missing-argument message by
