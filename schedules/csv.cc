@@ -128,6 +128,7 @@ Result<Cell> parse_cell(std::string_view text) {
 struct Rows {
   std::vector<std::vector<Action>> programs;
   std::vector<int> lines;                       // the line of each rank's row, for errors
+  std::vector<std::vector<int>> cells;          // per rank, each action's cell, for errors
   std::vector<std::pair<int, size_t>> plain_b;  // (rank, index) of each cell spelled "B"
   int spelled_bw = 0;
 };
@@ -136,6 +137,7 @@ struct Rows {
 Status read_row(std::string_view line, int line_no, std::string_view source, Rows& rows) {
   const int rank = static_cast<int>(rows.programs.size());
   std::vector<Action> program;
+  std::vector<int> cells;
   int column = 1;
   while (true) {
     const size_t comma = line.find(',');
@@ -151,6 +153,7 @@ Status read_row(std::string_view line, int line_no, std::string_view source, Row
       }
       rows.spelled_bw += c->spelled_bw;
       program.push_back(c->action);
+      cells.push_back(column);
     }
     if (comma == std::string_view::npos) break;
     line.remove_prefix(comma + 1);
@@ -162,6 +165,7 @@ Status read_row(std::string_view line, int line_no, std::string_view source, Row
   }
   rows.programs.push_back(std::move(program));
   rows.lines.push_back(line_no);
+  rows.cells.push_back(std::move(cells));
   return {};
 }
 
@@ -180,6 +184,7 @@ Result<Rows> read_rows(std::string_view text, std::string_view source) {
   while (!rows.programs.empty() && rows.programs.back().empty()) {
     rows.programs.pop_back();
     rows.lines.pop_back();
+    rows.cells.pop_back();
   }
   if (rows.programs.empty()) {
     return Error{fmt::format("{}: no ranks: the file has no action rows", source)};
@@ -267,6 +272,42 @@ Result<Schedule> schedule_of(Rows rows, std::string_view source) {
   return s;
 }
 
+// An action in two cells is an error naming both, as validate() cannot: it
+// sees the programs without their lines and cells.
+Status check_no_repeats(const Rows& rows, std::string_view source) {
+  struct Place {
+    uint64_t action;  // kind, stage, microbatch and slice in one key
+    int rank;
+    int index;
+  };
+  std::vector<Place> places;
+  for (int rank = 0; rank < static_cast<int>(rows.programs.size()); ++rank) {
+    const std::vector<Action>& program = rows.programs[rank];
+    for (int i = 0; i < static_cast<int>(program.size()); ++i) {
+      const Action& a = program[i];
+      const uint64_t key =
+          ((static_cast<uint64_t>(a.kind) * kMaxStages + a.stage) * kMaxMicrobatches +
+           a.microbatch) *
+              kMaxSlices +
+          a.slice;
+      places.push_back({key, rank, i});
+    }
+  }
+  std::sort(places.begin(), places.end(), [](const Place& x, const Place& y) {
+    return std::tie(x.action, x.rank, x.index) < std::tie(y.action, y.rank, y.index);
+  });
+  for (size_t i = 1; i < places.size(); ++i) {
+    if (places[i].action != places[i - 1].action) continue;
+    const Place& first = places[i - 1];
+    const Place& again = places[i];
+    return Error{fmt::format("{}:{}: cell {} (rank {}): {} again, first at line {} cell {}", source,
+                             rows.lines[again.rank], rows.cells[again.rank][again.index],
+                             again.rank, to_string(rows.programs[again.rank][again.index]),
+                             rows.lines[first.rank], rows.cells[first.rank][first.index])};
+  }
+  return {};
+}
+
 }  // namespace
 
 Result<ScheduleFile> read_schedule_csv(std::string_view text, std::string_view source) {
@@ -279,6 +320,7 @@ Result<ScheduleFile> read_schedule_csv(std::string_view text, std::string_view s
       rows->programs[rank][index].kind = ActionKind::kBackwardInput;
     }
   }
+  if (Status st = check_no_repeats(*rows, source); !st) return Error{st.message()};
   Result<Schedule> schedule = schedule_of(std::move(*rows), source);
   if (!schedule) return schedule.error();
   file.schedule = std::move(*schedule);

@@ -58,6 +58,14 @@ TEST(Csv, StageOnTwoRanks) {
             "stage runs on one rank");
 }
 
+// A hand-edited file that repeats an action: the repeat's line and cell and
+// the first's (validate() sees only the programs, not where they came from).
+TEST(Csv, ARepeatedActionNamesBothCells) {
+  const Result<Schedule> s = schedule_from_csv("0F0,0F1,0B0\n1F0,1B0,1F1\n# x\n1B1,1F0\n", "r.csv");
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().message, "r.csv:4: cell 2 (rank 2): 1F0 again, first at line 2 cell 1");
+}
+
 TEST(Csv, Empty) {
   const Result<Schedule> s = schedule_from_csv("# nothing\n\n", "e.csv");
   ASSERT_FALSE(s.ok());
