@@ -291,16 +291,22 @@ ExploreResult explore(const Sweep& sweep, const ExploreOptions& options) {
   const auto throughput = [&](size_t i) {
     return result.candidates[i].summary->throughput.samples_per_s;
   };
-  std::stable_sort(result.ranking.begin(), result.ranking.end(),
-                   [&](size_t a, size_t b) { return throughput(a) > throughput(b); });
-  // Pareto front: walking by falling throughput, keep each candidate that
-  // needs less memory than every faster one.
+  const auto peak = [&](size_t i) {
+    return fullest_device(*result.candidates[i].summary)->peak_memory_bytes;
+  };
+  // Best throughput first; among equals, the one needing less memory.
+  std::stable_sort(result.ranking.begin(), result.ranking.end(), [&](size_t a, size_t b) {
+    if (throughput(a) != throughput(b)) return throughput(a) > throughput(b);
+    return peak(a) < peak(b);
+  });
+  // Pareto front: walking the ranking, keep each candidate that needs less
+  // memory than every one before it (all at least as fast, and the equally
+  // fast ones no larger).
   int64_t least = std::numeric_limits<int64_t>::max();
   for (size_t i : result.ranking) {
-    const int64_t peak = fullest_device(*result.candidates[i].summary)->peak_memory_bytes;
-    if (peak < least) {
+    if (peak(i) < least) {
       result.pareto.push_back(i);
-      least = peak;
+      least = peak(i);
     }
   }
   return result;

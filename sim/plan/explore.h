@@ -58,7 +58,7 @@ struct ExploreOptions {
 struct ExploreResult {
   std::vector<Candidate> candidates;  // every candidate, in enumeration order
   std::vector<Config> configs;        // each candidate's config (with its layer split)
-  std::vector<size_t> ranking;        // feasible ones, best throughput first
+  std::vector<size_t> ranking;        // feasible ones, best throughput first, then least memory
   std::vector<size_t> pareto;         // feasible, not dominated in (throughput, peak memory)
   double memory_cap_bytes = 0;
   size_t layouts_skipped = 0;  // p * t not dividing the GPUs

@@ -1,8 +1,12 @@
 #include "sim/plan/explore.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <limits>
+#include <vector>
 
 #include "sim/cost/partition.h"
 #include "sim/plan/simulate.h"
@@ -10,6 +14,8 @@
 
 namespace ppsim {
 namespace {
+
+using ::testing::HasSubstr;
 
 // A small GPT on 16 A100s: enough layouts to prune, small enough to
 // simulate them all.
@@ -100,17 +106,66 @@ TEST(Explore, EveryCandidateIsAccountedFor) {
   for (const Candidate& c : r.candidates) {
     if (!c.feasible()) {
       EXPECT_FALSE(c.reason.empty()) << c.layout();
+      // Memory and bound prunings name the limit they fell foul of.
+      if (c.status == CandidateStatus::kOverCap) {
+        EXPECT_THAT(c.reason, HasSubstr("exceeds the 6.00 GiB cap")) << c.layout();
+      } else if (c.status == CandidateStatus::kPrunedMemory) {
+        EXPECT_THAT(c.reason, HasSubstr("over the 6.00 GiB cap")) << c.layout();
+      } else if (c.status == CandidateStatus::kPrunedBound) {
+        EXPECT_THAT(c.reason, HasSubstr("cannot beat ")) << c.layout();
+      }
     } else {
       for (const DeviceSummary& d : c.summary->devices) {
         EXPECT_LE(d.peak_memory_bytes, r.memory_cap_bytes);
       }
     }
   }
-  // The Pareto front: each member needs less memory than every faster one.
+  // The Pareto front in (throughput, peak memory), worked out here from the
+  // candidates' summaries: a candidate's memory is its fullest device's peak.
+  const auto throughput = [&](size_t i) {
+    return r.candidates[i].summary->throughput.samples_per_s;
+  };
+  const auto memory = [&](size_t i) {
+    int64_t peak = 0;
+    for (const DeviceSummary& d : r.candidates[i].summary->devices) {
+      peak = std::max(peak, d.peak_memory_bytes);
+    }
+    return peak;
+  };
+  // a dominates b: at least as fast and at most as much memory, better in one.
+  const auto dominates = [&](size_t a, size_t b) {
+    return throughput(a) >= throughput(b) && memory(a) <= memory(b) &&
+           (throughput(a) > throughput(b) || memory(a) < memory(b));
+  };
+  std::vector<size_t> feasible;
+  for (size_t i = 0; i < r.candidates.size(); ++i) {
+    if (r.candidates[i].feasible()) feasible.push_back(i);
+  }
+  ASSERT_GE(r.pareto.size(), 2u) << "the sweep should trade memory for throughput";
+  // Best throughput first, and each member needs strictly less memory than
+  // every faster one.
   for (size_t k = 1; k < r.pareto.size(); ++k) {
-    const Summary& faster = *r.candidates[r.pareto[k - 1]].summary;
-    const Summary& slower = *r.candidates[r.pareto[k]].summary;
-    EXPECT_GE(faster.throughput.samples_per_s, slower.throughput.samples_per_s);
+    const size_t faster = r.pareto[k - 1];
+    const size_t slower = r.pareto[k];
+    EXPECT_GE(throughput(faster), throughput(slower)) << r.candidates[slower].layout();
+    EXPECT_GT(memory(faster), memory(slower)) << r.candidates[slower].layout();
+  }
+  // No feasible candidate, on the front or off it, dominates a member.
+  for (size_t f : r.pareto) {
+    ASSERT_TRUE(r.candidates[f].feasible()) << r.candidates[f].layout();
+    for (size_t c : feasible) {
+      EXPECT_FALSE(dominates(c, f))
+          << r.candidates[c].layout() << " dominates " << r.candidates[f].layout();
+    }
+  }
+  // And the front is complete: every feasible candidate off it is dominated
+  // by a member, or ties one in both throughput and memory.
+  for (size_t c : feasible) {
+    if (std::find(r.pareto.begin(), r.pareto.end(), c) != r.pareto.end()) continue;
+    const bool covered = std::any_of(r.pareto.begin(), r.pareto.end(), [&](size_t f) {
+      return dominates(f, c) || (throughput(f) == throughput(c) && memory(f) == memory(c));
+    });
+    EXPECT_TRUE(covered) << r.candidates[c].layout() << " is missing from the front";
   }
 }
 
@@ -143,14 +198,13 @@ TEST(Explore, SweepNeedsModelAndHardware) {
       "backward_s: 2}}\nsearch: {pipeline: [1, 2]}\n",
       "s.yaml");
   ASSERT_FALSE(s.ok());
-  EXPECT_NE(s.error().message.find("model: required in a sweep"), std::string::npos)
-      << s.error().message;
+  EXPECT_THAT(s.error().message, HasSubstr("model: required in a sweep"));
 }
 
 TEST(Explore, SearchIsOnlyForSweeps) {
   const Result<Config> c = parse_config(kSweep, "sweep.yaml");
   ASSERT_FALSE(c.ok());
-  EXPECT_NE(c.error().message.find("search: unknown key"), std::string::npos) << c.error().message;
+  EXPECT_THAT(c.error().message, HasSubstr("search: unknown key"));
 }
 
 }  // namespace
