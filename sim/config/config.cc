@@ -32,6 +32,12 @@ struct HardwareNumber {
   double HardwareSpec::*member;
   Bound bound;
   bool required;  // no useful default: must come from the preset or inline
+  // What any device or link of today or the next decade has, with room:
+  // outside it the value is a slip of units (bytes/s for GB/s, seconds for
+  // microseconds), and the figures would be confidently wrong.
+  double plausible_min;
+  double plausible_max;
+  const char* unit;
 };
 
 // The largest sizes a config may give (schedules/limits.h has the schedule's):
@@ -47,31 +53,54 @@ constexpr int kMaxGroup = 1 << 20;   // tensor, data, GPUs per node, nodes
 constexpr int kMaxGlobalBatch = 1 << 30;
 constexpr int kMaxMicroBatch = 1 << 16;
 
+// Plausible ranges: a CPU core (0.05 TFLOP/s, 10 GB/s in cpu-2core.yaml) to
+// a thousand times a B200 (2250 dense bf16 TFLOP/s, 8 TB/s HBM, 1.8 TB/s
+// NVLink); memory up to 1 PiB; latencies and launch gaps up to a second.
+constexpr double kMinTflops = 1e-4;
+constexpr double kMaxTflops = 1e7;
+constexpr double kMinGBps = 1e-3;
+constexpr double kMaxGBps = 1e7;
+constexpr double kMaxMicroseconds = 1e6;
+
 constexpr HardwareNumber kHardwareNumbers[] = {
-    {"memory_gib", &HardwareSpec::memory_gib, Bound::kPositive, true},
-    {"peak_tflops_bf16", &HardwareSpec::peak_tflops_bf16, Bound::kPositive, true},
-    {"peak_tflops_fp16", &HardwareSpec::peak_tflops_fp16, Bound::kPositive, true},
-    {"peak_tflops_fp32", &HardwareSpec::peak_tflops_fp32, Bound::kPositive, true},
-    {"max_gemm_efficiency", &HardwareSpec::max_gemm_efficiency, Bound::kFraction, false},
-    {"sm_count", &HardwareSpec::sm_count, Bound::kNonNegative, false},
-    {"gemm_tile_m", &HardwareSpec::gemm_tile_m, Bound::kPositive, false},
-    {"gemm_tile_n", &HardwareSpec::gemm_tile_n, Bound::kPositive, false},
-    {"gemm_tile_k_overhead", &HardwareSpec::gemm_tile_k_overhead, Bound::kNonNegative, false},
-    {"flash_forward_efficiency", &HardwareSpec::flash_forward_efficiency, Bound::kFraction, false},
-    {"flash_backward_efficiency", &HardwareSpec::flash_backward_efficiency, Bound::kFraction,
-     false},
-    {"hbm_bandwidth_gbps", &HardwareSpec::hbm_bandwidth_gbps, Bound::kPositive, true},
-    {"hbm_efficiency", &HardwareSpec::hbm_efficiency, Bound::kFraction, false},
-    {"kernel_launch_us", &HardwareSpec::kernel_launch_us, Bound::kNonNegative, false},
-    {"intra_node_bandwidth_gbps", &HardwareSpec::intra_node_bandwidth_gbps, Bound::kPositive, true},
-    {"intra_node_latency_us", &HardwareSpec::intra_node_latency_us, Bound::kNonNegative, false},
-    {"inter_node_bandwidth_gbps", &HardwareSpec::inter_node_bandwidth_gbps, Bound::kPositive, true},
-    {"inter_node_latency_us", &HardwareSpec::inter_node_latency_us, Bound::kNonNegative, false},
+    {"memory_gib", &HardwareSpec::memory_gib, Bound::kPositive, true, 1e-3, 1 << 20, "GiB"},
+    {"peak_tflops_bf16", &HardwareSpec::peak_tflops_bf16, Bound::kPositive, true, kMinTflops,
+     kMaxTflops, "TFLOP/s"},
+    {"peak_tflops_fp16", &HardwareSpec::peak_tflops_fp16, Bound::kPositive, true, kMinTflops,
+     kMaxTflops, "TFLOP/s"},
+    {"peak_tflops_fp32", &HardwareSpec::peak_tflops_fp32, Bound::kPositive, true, kMinTflops,
+     kMaxTflops, "TFLOP/s"},
+    {"max_gemm_efficiency", &HardwareSpec::max_gemm_efficiency, Bound::kFraction, false, 0, 1,
+     "of the peak"},
+    {"sm_count", &HardwareSpec::sm_count, Bound::kNonNegative, false, 0, 1e5, "SMs"},
+    {"gemm_tile_m", &HardwareSpec::gemm_tile_m, Bound::kPositive, false, 1, 4096, "rows"},
+    {"gemm_tile_n", &HardwareSpec::gemm_tile_n, Bound::kPositive, false, 1, 4096, "columns"},
+    {"gemm_tile_k_overhead", &HardwareSpec::gemm_tile_k_overhead, Bound::kNonNegative, false, 0,
+     1e5, "steps of K"},
+    {"flash_forward_efficiency", &HardwareSpec::flash_forward_efficiency, Bound::kFraction, false,
+     0, 1, "of the peak"},
+    {"flash_backward_efficiency", &HardwareSpec::flash_backward_efficiency, Bound::kFraction, false,
+     0, 1, "of the peak"},
+    {"hbm_bandwidth_gbps", &HardwareSpec::hbm_bandwidth_gbps, Bound::kPositive, true, kMinGBps,
+     kMaxGBps, "GB/s"},
+    {"hbm_efficiency", &HardwareSpec::hbm_efficiency, Bound::kFraction, false, 0, 1,
+     "of the bandwidth"},
+    {"kernel_launch_us", &HardwareSpec::kernel_launch_us, Bound::kNonNegative, false, 0,
+     kMaxMicroseconds, "us"},
+    {"intra_node_bandwidth_gbps", &HardwareSpec::intra_node_bandwidth_gbps, Bound::kPositive, true,
+     kMinGBps, kMaxGBps, "GB/s"},
+    {"intra_node_latency_us", &HardwareSpec::intra_node_latency_us, Bound::kNonNegative, false, 0,
+     kMaxMicroseconds, "us"},
+    {"inter_node_bandwidth_gbps", &HardwareSpec::inter_node_bandwidth_gbps, Bound::kPositive, true,
+     kMinGBps, kMaxGBps, "GB/s"},
+    {"inter_node_latency_us", &HardwareSpec::inter_node_latency_us, Bound::kNonNegative, false, 0,
+     kMaxMicroseconds, "us"},
     {"intra_node_collective_efficiency", &HardwareSpec::intra_node_collective_efficiency,
-     Bound::kFraction, false},
+     Bound::kFraction, false, 0, 1, "of the bandwidth"},
     {"inter_node_collective_efficiency", &HardwareSpec::inter_node_collective_efficiency,
-     Bound::kFraction, false},
-    {"collective_half_mb", &HardwareSpec::collective_half_mb, Bound::kNonNegative, false},
+     Bound::kFraction, false, 0, 1, "of the bandwidth"},
+    {"collective_half_mb", &HardwareSpec::collective_half_mb, Bound::kNonNegative, false, 0, 1e6,
+     "MB"},
 };
 
 struct FixedList {
@@ -198,7 +227,14 @@ void Loader::read_hardware_fields(const Section& s, HardwareSpec& hardware) cons
     hardware.name = name.node.Scalar();
   }
   for (const HardwareNumber& number : kHardwareNumbers) {
-    if (s.has(number.key)) hardware.*number.member = to_number(s.get(number.key), number.bound);
+    if (!s.has(number.key)) continue;
+    const Field field = s.get(number.key);
+    const double value = to_number(field, number.bound);
+    if (value < number.plausible_min || value > number.plausible_max) {
+      fail_expected(field, fmt::format("{:g} to {:g} {} (is it in another unit?)",
+                                       number.plausible_min, number.plausible_max, number.unit));
+    }
+    hardware.*number.member = value;
   }
 }
 

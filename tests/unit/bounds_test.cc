@@ -25,6 +25,7 @@ namespace ppsim {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 const std::string kIdeal = std::string(PPSIM_SOURCE_DIR) + "/configs/examples/ideal.yaml";
 const std::string kGpt = std::string(PPSIM_SOURCE_DIR) + "/configs/examples/gpt3-1.3b-8gpu.yaml";
@@ -129,9 +130,29 @@ TEST(Bounds, AGeneratorRefusesSizesPastTheCaps) {
 
 // A hardware figure that makes a time no clock can hold: the cost table's
 // check names the entry and where it came from.
+// A figure no device has is a slip of units, refused by the loader with
+// the key and the plausible range: 1e-300 TFLOP/s, and an HBM bandwidth of
+// 2 TB/s written in bytes/s instead of GB/s.
 TEST(Bounds, AnImpossibleHardwareFigureIsAnErrorNotANumber) {
   EXPECT_THAT(error_of(kGpt, {{"hardware.peak_tflops_bf16", "1e-300"}}),
-              HasSubstr("stage 0: forward time is more than 1e+06 s (11.6 days)"));
+              HasSubstr("hardware.peak_tflops_bf16: expected 0.0001 to 1e+07 TFLOP/s (is it in "
+                        "another unit?), got \"1e-300\""));
+  EXPECT_THAT(error_of(kGpt, {{"hardware.hbm_bandwidth_gbps", "2e12"}}),
+              HasSubstr("hardware.hbm_bandwidth_gbps: expected 0.001 to 1e+07 GB/s"));
+  EXPECT_THAT(error_of(kGpt, {{"hardware.inter_node_latency_us", "2e6"}}),
+              HasSubstr("hardware.inter_node_latency_us: expected 0 to 1e+06 us"));
+}
+
+// Within the plausible range a slow enough device still makes a stage's
+// forward longer than ppsim's limit on one duration: an error naming it.
+TEST(Bounds, AForwardPastTheDurationLimitIsAnError) {
+  // 64 sequences of 2048 tokens through 6 layers of GPT 1.3B, about 6e13
+  // FLOPs forward and twice that backward, at 1e8 FLOP/s and 1 MB/s.
+  EXPECT_THAT(error_of(kGpt, {{"hardware.peak_tflops_bf16", "1e-4"},
+                              {"hardware.hbm_bandwidth_gbps", "1e-3"},
+                              {"training.micro_batch", "64"},
+                              {"training.global_batch", "128"}}),
+              HasSubstr("stage 0: backward time is more than 1e+06 s (11.6 days)"));
 }
 
 TEST(Bounds, CheckCostsNamesTheEntry) {
@@ -255,7 +276,7 @@ TEST(Bounds, ASecondYamlDocumentIsAnError) {
 TEST(Bounds, ControlCharactersInAValueAreEscapedInTheMessage) {
   const std::string message = error_of(kIdeal, {{"schedule.kind", "\"\\e[2J\""}});
   EXPECT_THAT(message, HasSubstr("got \"\\x1b[2J\""));
-  EXPECT_EQ(message.find('\x1b'), std::string::npos) << message;
+  EXPECT_THAT(message, Not(HasSubstr("\x1b")));
 }
 
 // Found by tests/fuzz/runs_file_fuzz.cc: yaml-cpp's LoadAll never returned
