@@ -1,9 +1,14 @@
 #include "schedules/action.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <string>
 
 namespace ppsim {
 namespace {
+
+using ::testing::StartsWith;
 
 TEST(Action, TextForm) {
   EXPECT_EQ(to_string(Action{ActionKind::kForward, 2, 0}), "2F0");
@@ -25,7 +30,12 @@ TEST(Action, ParsesWhatItPrints) {
 
 TEST(Action, RejectsMalformedText) {
   for (const char* bad : {"", "F0", "2F", "2X0", "-1F0", "2F-1", "2F0x", "a2F0", "2 F0", "2FB0"}) {
-    EXPECT_FALSE(parse_action(bad).ok()) << bad;
+    const Result<Action> a = parse_action(bad);
+    ASSERT_FALSE(a.ok()) << bad;
+    std::string quoted = "\"";
+    quoted += bad;
+    quoted += "\" is not an action";
+    EXPECT_THAT(a.error().message, StartsWith(quoted));
   }
 }
 

@@ -5,6 +5,7 @@
 // the delays off the programs and never runs the schedule; that reference
 // in turn must differ from synchronous training (else the comparison proves
 // nothing) and equal it for a schedule without S actions.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -16,6 +17,8 @@
 
 namespace ppsim::runtime {
 namespace {
+
+using ::testing::HasSubstr;
 
 class AsyncRuntimeTest : public testing::TestWithParam<Case> {};
 
@@ -108,8 +111,7 @@ TEST(DelayedReferenceTest, RejectsAStageThatNeverSteps) {
   std::erase_if(s.programs[1], [](const Action& a) { return a.kind == ActionKind::kStep; });
   Result<RunResult> reference = run_delayed_reference(s, tiny_model(), three_iterations());
   ASSERT_FALSE(reference.ok());
-  EXPECT_NE(reference.error().message.find("stage 1 never steps"), std::string::npos)
-      << reference.error().message;
+  EXPECT_THAT(reference.error().message, HasSubstr("stage 1 never steps"));
 }
 
 TEST(StageComputeTest, StashesTheVersionOfEachForwardAndReleasesIt) {

@@ -1,6 +1,7 @@
 // Asynchronous pipelines (PipeDream, PipeDream-2BW): the steady state of the
 // no-flush stream, and the weight versions and staleness that the simulated
 // timeline implies, against the papers' closed forms.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <string>
@@ -12,6 +13,8 @@
 
 namespace ppsim {
 namespace {
+
+using ::testing::HasSubstr;
 
 // p ranks, m microbatches per batch, 1 s forward and 2 s backward per stage,
 // free transfers and optimizer steps.
@@ -102,10 +105,8 @@ TEST(AsyncSchedules, StepPlacement) {
 TEST(AsyncSchedules, TwoBwNeedsBatchesOfAtLeastP) {
   const Result<Schedule> s = make_pipedream_2bw({4, 12, 1, 1, 3});
   ASSERT_FALSE(s.ok());
-  EXPECT_NE(s.error().message.find("needs at least as many microbatches per batch (3) as "
-                                   "pipeline ranks (4)"),
-            std::string::npos)
-      << s.error().message;
+  EXPECT_THAT(s.error().message, HasSubstr("needs at least as many microbatches per batch (3) as "
+                                           "pipeline ranks (4)"));
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include "sim/fit/calibrate.h"
 
 #include <fmt/format.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -24,6 +25,8 @@
 
 namespace ppsim {
 namespace {
+
+using ::testing::HasSubstr;
 
 namespace fs = std::filesystem;
 
@@ -97,7 +100,7 @@ TEST(RunsFile, LoadResolvesPathsAgainstItsFolder) {
   EXPECT_EQ(read->profile, "/abs/prof.yaml");
   const Result<RunsFile> missing = load_runs((dir / "none.json").string());
   ASSERT_FALSE(missing.ok());
-  EXPECT_NE(missing.error().message.find("none.json: cannot read"), std::string::npos);
+  EXPECT_THAT(missing.error().message, HasSubstr("none.json: cannot read"));
   fs::remove_all(dir);
 }
 
@@ -224,7 +227,7 @@ TEST(FitCalibration, NothingMeasuredIsAnError) {
   const RunPair run = run_of({{1e-3, 0}});
   const Result<CalibrationFit> fit = fit_calibration({&run});
   ASSERT_FALSE(fit.ok());
-  EXPECT_NE(fit.error().message.find("nothing to fit"), std::string::npos);
+  EXPECT_THAT(fit.error().message, HasSubstr("nothing to fit"));
 }
 
 // ---- Synthetic runs: a known run distorted by known figures ----
@@ -415,10 +418,9 @@ TEST_F(Synthetic, AStalePredictionIsAnError) {
   const std::string path = write_runs(pairs, "runs.json");
   const Result<CalibrationResult> result = calibrate({*load_runs(path)}, {path});
   ASSERT_FALSE(result.ok());
-  EXPECT_NE(result.error().message.find(path + ": run \"1f1b\": simulating it again gives"),
-            std::string::npos)
-      << result.error().message;
-  EXPECT_NE(result.error().message.find("validate again"), std::string::npos);
+  EXPECT_THAT(result.error().message,
+              HasSubstr(path + ": run \"1f1b\": simulating it again gives"));
+  EXPECT_THAT(result.error().message, HasSubstr("validate again"));
 }
 
 TEST_F(Synthetic, RunsOfDifferentProfilesAreAnError) {
@@ -430,8 +432,7 @@ TEST_F(Synthetic, RunsOfDifferentProfilesAreAnError) {
   a.runs = b.runs = pairs;
   const Result<CalibrationResult> result = calibrate({a, b}, {"a.json", "b.json"});
   ASSERT_FALSE(result.ok());
-  EXPECT_NE(result.error().message.find("calibrate the runs of one profile at a time"),
-            std::string::npos);
+  EXPECT_THAT(result.error().message, HasSubstr("calibrate the runs of one profile at a time"));
 }
 
 TEST_F(Synthetic, OneRunIsFittedButNotCrossValidated) {

@@ -4,6 +4,7 @@
 #include "sim/cost/calibration.h"
 
 #include <fmt/format.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -20,6 +21,9 @@
 
 namespace ppsim {
 namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
 
 namespace fs = std::filesystem;
 
@@ -52,7 +56,7 @@ TEST(CalibrationSection, RoundTripIsExact) {
   EXPECT_EQ(empty->calibration, Calibration{});
 
   profile.calibration.reset();
-  EXPECT_EQ(profile_to_yaml(profile).find("calibration"), std::string::npos);
+  EXPECT_THAT(profile_to_yaml(profile), Not(HasSubstr("calibration")));
 }
 
 TEST(CalibrationSection, WritesOneEntryPerLine) {
@@ -61,11 +65,9 @@ TEST(CalibrationSection, WritesOneEntryPerLine) {
   profile.calibration->backward = KindCalibration{0.5, 0.25};
   profile.calibration->link = LinkCalibration{1e-6, 2e9};
   const std::string text = profile_to_yaml(profile);
-  EXPECT_NE(text.find("calibration:\n"
-                      "  backward: {scale: 0.5, overhead_s: 0.25}\n"
-                      "  link: {latency_s: 1.0e-06, bandwidth_Bps: 2000000000.0}\n"),
-            std::string::npos)
-      << text;
+  EXPECT_THAT(text, HasSubstr("calibration:\n"
+                              "  backward: {scale: 0.5, overhead_s: 0.25}\n"
+                              "  link: {latency_s: 1.0e-06, bandwidth_Bps: 2000000000.0}\n"));
 }
 
 TEST(CalibrationSection, MalformedEntriesNameTheirPlace) {

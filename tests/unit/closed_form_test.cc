@@ -2,6 +2,7 @@
 // exactly. tf and tb are the forward and backward time of one microbatch
 // over all of a rank's layers, so each of a rank's v stages takes tf/v and
 // tb/v; communication is free.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,6 +15,9 @@
 
 namespace ppsim {
 namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
 
 // Picoseconds chosen so that tf/v and tb/v are whole for v up to 4, and
 // tb != 2 tf so that no formula holds by accident of the ratio.
@@ -102,14 +106,18 @@ INSTANTIATE_TEST_SUITE_P(Shapes, InterleavedPeak,
 TEST(Interleaved, RejectsMicrobatchesNotAMultipleOfP) {
   const Result<Schedule> s = make_interleaved_1f1b({4, 6, 2});
   ASSERT_FALSE(s.ok());
-  EXPECT_NE(s.error().message.find("(6) must be a multiple of the pipeline size (4)"),
-            std::string::npos)
-      << s.error().message;
+  EXPECT_THAT(s.error().message, HasSubstr("(6) must be a multiple of the pipeline size (4)"));
 }
 
 TEST(OneStagePerRank, RejectsVirtualStages) {
-  EXPECT_FALSE(make_1f1b({4, 8, 2}).ok());
-  EXPECT_FALSE(make_gpipe({4, 8, 2}).ok());
+  const Result<Schedule> one_f_one_b = make_1f1b({4, 8, 2});
+  ASSERT_FALSE(one_f_one_b.ok());
+  EXPECT_THAT(one_f_one_b.error().message, StartsWith("schedule 1f1b "));
+  EXPECT_THAT(one_f_one_b.error().message, HasSubstr("virtual_stages must be 1, got 2"));
+  const Result<Schedule> gpipe = make_gpipe({4, 8, 2});
+  ASSERT_FALSE(gpipe.ok());
+  EXPECT_THAT(gpipe.error().message, StartsWith("schedule gpipe "));
+  EXPECT_THAT(gpipe.error().message, HasSubstr("virtual_stages must be 1, got 2"));
 }
 
 // TeraPipe: m microbatches of k equal slices, each slice taking tf/k and

@@ -1,12 +1,17 @@
 #include "sim/plan/compare.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <string>
 
 #include "sim/config/config.h"
 #include "sim/report/compare_report.h"
 
 namespace ppsim {
 namespace {
+
+using ::testing::HasSubstr;
 
 // Four A100s (80 GiB each) and stages that keep 30e9 bytes per microbatch:
 // 1F1B holds min(p - i, m) microbatches on rank i, 4 x 30e9 = 120e9 bytes on
@@ -27,10 +32,9 @@ TEST(Compare, OverMemoryIsListedWithItsReason) {
   for (const ComparedSchedule& row : rows) {
     EXPECT_FALSE(row.feasible) << row.entry;
     ASSERT_TRUE(row.summary.has_value()) << row.entry;  // the numbers are still there
-    EXPECT_NE(row.reason.find("on rank 0 exceeds the device's 80.00 GiB"), std::string::npos)
-        << row.reason;
+    EXPECT_THAT(row.reason, HasSubstr("on rank 0 exceeds the device's 80.00 GiB"));
   }
-  EXPECT_NE(rows[0].reason.find("peak memory 111.76 GiB"), std::string::npos) << rows[0].reason;
+  EXPECT_THAT(rows[0].reason, HasSubstr("peak memory 111.76 GiB"));
   EXPECT_EQ(rows[0].summary->devices[2].peak_memory_bytes, 60'000'000'000);
 }
 
@@ -42,7 +46,7 @@ TEST(Compare, AScheduleThatCannotRunIsKept) {
   ASSERT_EQ(rows.size(), 2u);
   EXPECT_FALSE(rows[0].feasible);
   EXPECT_FALSE(rows[0].summary.has_value());
-  EXPECT_NE(rows[0].reason.find("must be a multiple of the pipeline size"), std::string::npos);
+  EXPECT_THAT(rows[0].reason, HasSubstr("must be a multiple of the pipeline size"));
   EXPECT_EQ(rows[1].entry, "1f1b");
   ASSERT_TRUE(rows[1].summary.has_value());
 }
@@ -60,10 +64,16 @@ TEST(Compare, ParsesTheList) {
   const auto list = parse_schedule_list("gpipe,interleaved-1f1b:3");
   ASSERT_TRUE(list.ok());
   EXPECT_EQ(*list, (std::vector<std::string>{"gpipe", "interleaved-1f1b:3"}));
-  EXPECT_FALSE(parse_schedule_list("gpipe,nope").ok());
-  EXPECT_FALSE(parse_schedule_list("1f1b:0").ok());
-  EXPECT_FALSE(parse_schedule_list("1f1b:x").ok());
-  EXPECT_FALSE(parse_schedule_list("").ok());
+  // Each error names the entry that is wrong.
+  const auto error_of = [](const std::string& text) {
+    const auto parsed = parse_schedule_list(text);
+    EXPECT_FALSE(parsed.ok()) << text;
+    return parsed.ok() ? std::string("(no error)") : parsed.error().message;
+  };
+  EXPECT_THAT(error_of("gpipe,nope"), HasSubstr("unknown schedule \"nope\"; known: gpipe, 1f1b"));
+  EXPECT_THAT(error_of("1f1b:0"), HasSubstr("\"1f1b:0\": expected KIND or KIND:V"));
+  EXPECT_THAT(error_of("1f1b:x"), HasSubstr("\"1f1b:x\": expected KIND or KIND:V"));
+  EXPECT_THAT(error_of(""), HasSubstr("unknown schedule \"\""));
 }
 
 TEST(Compare, CsvHasOneRowPerScheduleAndAColumnPerRank) {
@@ -71,7 +81,7 @@ TEST(Compare, CsvHasOneRowPerScheduleAndAColumnPerRank) {
   ASSERT_TRUE(config.ok());
   const std::string csv = comparison_to_csv(compare_schedules(*config, {"1f1b", "gpipe"}));
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 3);
-  EXPECT_NE(csv.find("peak_memory_bytes_rank3\n"), std::string::npos);
+  EXPECT_THAT(csv, HasSubstr("peak_memory_bytes_rank3\n"));
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // The cost model with token slices (TeraPipe): per-(stage, slice) times,
 // bytes and transfers, and the slice cost function of the optimal cut.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,6 +12,8 @@
 
 namespace ppsim {
 namespace {
+
+using ::testing::HasSubstr;
 
 using namespace cost_model_test;  // NOLINT: the fixtures of this file
 
@@ -84,20 +87,21 @@ TEST(Slices, LengthsMustCoverTheSequence) {
   const std::vector<int> stage_rank = interleaved_stage_rank(3, 3);
   Result<CostTable> short_cut = build_cost_table(c, stage_rank, {1024, 512});
   ASSERT_FALSE(short_cut.ok());
-  EXPECT_NE(short_cut.error().message.find("x.yaml: "), std::string::npos);
-  EXPECT_NE(short_cut.error().message.find("schedule.slices"), std::string::npos);
-  EXPECT_NE(short_cut.error().message.find("1536"), std::string::npos);
-  EXPECT_NE(short_cut.error().message.find("2048"), std::string::npos);
+  EXPECT_THAT(short_cut.error().message, HasSubstr("x.yaml: "));
+  EXPECT_THAT(short_cut.error().message, HasSubstr("schedule.slices"));
+  EXPECT_THAT(short_cut.error().message, HasSubstr("1536"));
+  EXPECT_THAT(short_cut.error().message, HasSubstr("2048"));
 
   Result<CostTable> empty_slice = build_cost_table(c, stage_rank, {2048, 0});
   ASSERT_FALSE(empty_slice.ok());
-  EXPECT_NE(empty_slice.error().message.find("token slice 1 has 0 tokens"), std::string::npos)
-      << empty_slice.error().message;
+  EXPECT_THAT(empty_slice.error().message, HasSubstr("token slice 1 has 0 tokens"));
   // Without a model any positive lengths do; a negative one does not.
   Config fixed = make_config(std::nullopt, 1, 1, 1);
   fixed.fixed.forward_s = {1.0};
   EXPECT_TRUE(build_cost_table(fixed, {0}, {3, 5}).ok());
-  EXPECT_FALSE(build_cost_table(fixed, {0}, {3, -5}).ok());
+  const Result<CostTable> negative = build_cost_table(fixed, {0}, {3, -5});
+  ASSERT_FALSE(negative.ok());
+  EXPECT_THAT(negative.error().message, HasSubstr("token slice 1 has -5 tokens"));
 }
 
 TEST(Slices, SmallSlicesPayTheWeightGradientBufferEachTime) {

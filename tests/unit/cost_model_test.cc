@@ -1,5 +1,6 @@
 #include "sim/cost/cost_model.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,6 +13,8 @@
 
 namespace ppsim {
 namespace {
+
+using ::testing::HasSubstr;
 
 using namespace cost_model_test;  // NOLINT: the fixtures of this file
 
@@ -140,8 +143,7 @@ TEST(BuildCostTable, FewerLayersThanStagesIsAnError) {
   Result<CostTable> table =
       build_cost_table(c, interleaved_stage_rank(c.num_stages(), c.parallel.pipeline));
   ASSERT_FALSE(table.ok());
-  EXPECT_NE(table.error().message.find("x.yaml: model.layers (3)"), std::string::npos)
-      << table.error().message;
+  EXPECT_THAT(table.error().message, HasSubstr("x.yaml: model.layers (3)"));
 }
 
 // ---------------------------------------------------------------- memory
@@ -464,18 +466,22 @@ TEST(Fixed, BadListsAreErrors) {
   Result<CostTable> wrong_size =
       build_cost_table(c, interleaved_stage_rank(c.num_stages(), c.parallel.pipeline));
   ASSERT_FALSE(wrong_size.ok());
-  EXPECT_NE(wrong_size.error().message.find("costs.fixed.forward_s has 3 values"),
-            std::string::npos);
+  EXPECT_THAT(wrong_size.error().message, HasSubstr("costs.fixed.forward_s has 3 values"));
 
   c.fixed.forward_s = {-1.0};
-  EXPECT_FALSE(
-      build_cost_table(c, interleaved_stage_rank(c.num_stages(), c.parallel.pipeline)).ok());
+  Result<CostTable> negative =
+      build_cost_table(c, interleaved_stage_rank(c.num_stages(), c.parallel.pipeline));
+  ASSERT_FALSE(negative.ok());
+  EXPECT_THAT(negative.error().message,
+              HasSubstr("costs.fixed.forward_s must be finite and not negative, got -1"));
 
   c.fixed.forward_s = {1.0};
   c.fixed.backward_s = {1.0};
   c.fixed.weight_grad_s = {2.0};
-  EXPECT_FALSE(
-      build_cost_table(c, interleaved_stage_rank(c.num_stages(), c.parallel.pipeline)).ok());
+  Result<CostTable> over =
+      build_cost_table(c, interleaved_stage_rank(c.num_stages(), c.parallel.pipeline));
+  ASSERT_FALSE(over.ok());
+  EXPECT_THAT(over.error().message, HasSubstr("costs.fixed.weight_grad_s exceeds backward_s"));
 }
 
 TEST(BuildCostTable, HardwareWithoutPeakIsAnError) {
@@ -484,7 +490,7 @@ TEST(BuildCostTable, HardwareWithoutPeakIsAnError) {
   Result<CostTable> table =
       build_cost_table(c, interleaved_stage_rank(c.num_stages(), c.parallel.pipeline));
   ASSERT_FALSE(table.ok());
-  EXPECT_NE(table.error().message.find("hardware.peak_tflops_bf16"), std::string::npos);
+  EXPECT_THAT(table.error().message, HasSubstr("hardware.peak_tflops_bf16"));
 }
 
 }  // namespace

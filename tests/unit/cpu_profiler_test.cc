@@ -1,11 +1,14 @@
 #include "profiler/cpu_profiler.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "sim/config/config.h"
 
 namespace ppsim {
 namespace {
+
+using ::testing::HasSubstr;
 
 ProfileRequest tiny() {
   ProfileRequest r;
@@ -110,10 +113,16 @@ TEST(CpuProfiler, WithAVocabularyTheEmbeddingAndHeadToo) {
 TEST(CpuProfiler, RejectsImpossibleShapes) {
   ProfileRequest r = tiny();
   r.heads = 3;  // does not divide hidden 8
-  EXPECT_FALSE(profile_cpu(r).ok());
+  Result<CostProfile> p = profile_cpu(r);
+  ASSERT_FALSE(p.ok());
+  EXPECT_THAT(p.error().message, HasSubstr("heads dividing hidden"));
+  EXPECT_THAT(p.error().message, HasSubstr("(hidden 8, ffn 16, heads 3, "));
   r = tiny();
   r.shapes.clear();
-  EXPECT_FALSE(profile_cpu(r).ok());
+  p = profile_cpu(r);
+  ASSERT_FALSE(p.ok());
+  EXPECT_THAT(p.error().message, HasSubstr("at least one shape"));
+  EXPECT_THAT(p.error().message, HasSubstr(", 0 shapes, "));
 }
 
 // A token-level config asks for each slice at its own context.

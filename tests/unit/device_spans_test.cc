@@ -4,12 +4,15 @@
 // fixed seed.
 #include "real_runtime/device_spans.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <random>
 
 namespace ppsim::runtime {
 namespace {
+
+using ::testing::HasSubstr;
 
 struct Synthetic {
   Timeline timeline;
@@ -91,7 +94,10 @@ TEST(DeviceSpans, EachDeviceHasItsOwnClock) {
     }
   }
   // One clock for both ranks cannot fit; a clock per rank's device can.
-  EXPECT_FALSE(apply_device_spans(s.spans, {0, 0}, &s.timeline).ok());
+  const Result<SpanAlignment> one = apply_device_spans(s.spans, {0, 0}, &s.timeline);
+  ASSERT_FALSE(one.ok());
+  EXPECT_THAT(one.error().message,
+              HasSubstr("no clock offset puts device 0's spans inside their actions' host"));
   const Result<SpanAlignment> a = apply_device_spans(s.spans, {0, 1}, &s.timeline);
   ASSERT_TRUE(a.ok()) << a.error().message;
   ASSERT_EQ(a->offset.size(), 2u);
@@ -119,7 +125,7 @@ TEST(DeviceSpans, SpansThatCannotBeTheseActionsAreErrorsAndChangeNothing) {
     Timeline t = good.timeline;
     const Result<SpanAlignment> a = apply_device_spans(spans, {0, 0}, &t);
     ASSERT_FALSE(a.ok());
-    EXPECT_NE(a.error().message.find(says), std::string::npos) << a.error().message;
+    EXPECT_THAT(a.error().message, HasSubstr(says));
     for (size_t i = 0; i < t.actions.size(); ++i) {
       EXPECT_EQ(t.actions[i].start, good.timeline.actions[i].start);
       EXPECT_EQ(t.actions[i].end, good.timeline.actions[i].end);

@@ -2,6 +2,7 @@
 // the shape it times from a config, the links it measures with one or two
 // devices, and its errors before any GPU work (profiler/gpu_profiler.h).
 // Its measurements are in tests/gpu/gpu_profiler_test.cc.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <string>
@@ -13,6 +14,8 @@
 
 namespace ppsim {
 namespace {
+
+using ::testing::HasSubstr;
 
 Config gpt3_175b(const std::vector<ConfigOverride>& overrides = {}) {
   Result<Config> config =
@@ -54,7 +57,7 @@ TEST(GpuProfilerHostTest, DtypeChoosesTheStorageAndFp32IsRefused) {
   EXPECT_EQ(fp16->storage, DType::kFp16);
   const Result<GpuProfileOptions> fp32 = gpu_options_for(gpt3_175b({{"model.dtype", "fp32"}}));
   ASSERT_FALSE(fp32.ok());
-  EXPECT_NE(fp32.error().message.find("bf16 or fp16"), std::string::npos) << fp32.error().message;
+  EXPECT_THAT(fp32.error().message, HasSubstr("bf16 or fp16"));
 }
 
 TEST(GpuProfilerHostTest, TensorDegreeMustDivideHeadsAndFfn) {
@@ -67,8 +70,7 @@ TEST(GpuProfilerHostTest, TensorDegreeMustDivideHeadsAndFfn) {
   for (int t : {0, 3, 8}) {  // 8 divides ffn but not heads
     const Result<gpu::SliceShape> bad = gpu_timed_shape(r, t, 8, 0);
     ASSERT_FALSE(bad.ok()) << t;
-    EXPECT_NE(bad.error().message.find("must divide heads 4 and ffn 128"), std::string::npos)
-        << bad.error().message;
+    EXPECT_THAT(bad.error().message, HasSubstr("must divide heads 4 and ffn 128"));
   }
 }
 
@@ -85,29 +87,27 @@ TEST(GpuProfilerHostTest, BadRequestsFailBeforeLookingForADevice) {
   r.repetitions = 0;
   Result<CostProfile> p = profile_gpu(r, GpuProfileOptions{});
   ASSERT_FALSE(p.ok());
-  EXPECT_NE(p.error().message.find("one repetition"), std::string::npos) << p.error().message;
+  EXPECT_THAT(p.error().message, HasSubstr("one repetition"));
   GpuProfileOptions fp32;
   fp32.storage = DType::kFp32;
   p = profile_gpu(tiny_request(), fp32);
   ASSERT_FALSE(p.ok());
-  EXPECT_NE(p.error().message.find("bf16 or fp16"), std::string::npos) << p.error().message;
+  EXPECT_THAT(p.error().message, HasSubstr("bf16 or fp16"));
   GpuProfileOptions t3;
   t3.tensor = 3;
   p = profile_gpu(tiny_request(), t3);
   ASSERT_FALSE(p.ok());
-  EXPECT_NE(p.error().message.find("must divide"), std::string::npos) << p.error().message;
+  EXPECT_THAT(p.error().message, HasSubstr("must divide"));
   GpuProfileOptions no_groups;
   no_groups.sm_groups = 0;
   p = profile_gpu(tiny_request(), no_groups);
   ASSERT_FALSE(p.ok());
-  EXPECT_NE(p.error().message.find("SM groups must be 1 or more, not 0"), std::string::npos)
-      << p.error().message;
+  EXPECT_THAT(p.error().message, HasSubstr("SM groups must be 1 or more, not 0"));
   ProfileRequest one_token = tiny_request();
   one_token.vocab = 1;  // the CPU head takes it; the GPU head's softmax needs two
   p = profile_gpu(one_token, GpuProfileOptions{});
   ASSERT_FALSE(p.ok());
-  EXPECT_NE(p.error().message.find("vocabulary of 2 or more"), std::string::npos)
-      << p.error().message;
+  EXPECT_THAT(p.error().message, HasSubstr("vocabulary of 2 or more"));
 }
 
 TEST(GpuProfilerHostTest, NoDeviceIsAnErrorWithTheReason) {

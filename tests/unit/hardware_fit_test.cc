@@ -6,6 +6,7 @@
 #include "sim/fit/hardware_fit.h"
 
 #include <fmt/format.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -26,6 +27,10 @@
 
 namespace ppsim {
 namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+using ::testing::StartsWith;
 
 namespace fs = std::filesystem;
 
@@ -129,7 +134,7 @@ TEST(MeasuredRunsCsv, ConfigErrorsNameTheRow) {
   ASSERT_TRUE(runs.ok()) << runs.error().message;
   Result<std::vector<Config>> configs = load_run_configs(*runs);
   ASSERT_FALSE(configs.ok());
-  EXPECT_TRUE(configs.error().message.starts_with("dir/runs.csv:2: ")) << configs.error().message;
+  EXPECT_THAT(configs.error().message, StartsWith("dir/runs.csv:2: "));
 }
 
 // ---- The fit, on runs the model measured ----
@@ -362,14 +367,13 @@ TEST_F(HardwareFit, WritesAPresetThatConfigsLoad) {
   const std::string yaml =
       hardware_preset_yaml(noisy_->fit, "my-cluster", {"runs/noisy.csv", kDate});
   const ParameterResult& gemm = noisy_->fit.parameter("max_gemm_efficiency");
-  EXPECT_NE(yaml.find(fmt::format("# fitted by ppsim calibrate --measured runs/noisy.csv on {} "
-                                  "from {} rows; preset value {}\nmax_gemm_efficiency: ",
-                                  kDate, std::size(kShapes), gemm.preset)),
-            std::string::npos)
-      << yaml;
-  EXPECT_NE(yaml.find("\nname: my-cluster\n"), std::string::npos);
-  EXPECT_EQ(yaml.find("\ngpus_per_node:"), std::string::npos);  // (the header mentions them)
-  EXPECT_EQ(yaml.find("\nnodes:"), std::string::npos);
+  EXPECT_THAT(yaml,
+              HasSubstr(fmt::format("# fitted by ppsim calibrate --measured runs/noisy.csv on {} "
+                                    "from {} rows; preset value {}\nmax_gemm_efficiency: ",
+                                    kDate, std::size(kShapes), gemm.preset)));
+  EXPECT_THAT(yaml, HasSubstr("\nname: my-cluster\n"));
+  EXPECT_THAT(yaml, Not(HasSubstr("\ngpus_per_node:")));  // (the header mentions them)
+  EXPECT_THAT(yaml, Not(HasSubstr("\nnodes:")));
 
   // A config naming the file gets the fitted hardware, and predicts what the
   // fit did.
@@ -404,22 +408,20 @@ TEST_F(HardwareFit, RowsOfAnotherHardwareAreAnError) {
   ASSERT_TRUE(configs.ok()) << configs.error().message;
   const Status st = check_fit_rows(*runs, *configs);
   ASSERT_FALSE(st.ok());
-  EXPECT_TRUE(st.message().starts_with(csv.string() +
+  EXPECT_THAT(st.message(), StartsWith(csv.string() +
                                        ":3: its hardware differs from the first "
                                        "row's (" +
-                                       csv.string() + ":2) in name"))
-      << st.message();
-  EXPECT_NE(st.message().find("calibrate one cluster at a time"), std::string::npos);
+                                       csv.string() + ":2) in name"));
+  EXPECT_THAT(st.message(), HasSubstr("calibrate one cluster at a time"));
 }
 
 TEST_F(HardwareFit, ReportsListEveryParameterAndRow) {
   const std::string text = format_hardware_fit(noisy_->runs, noisy_->fit);
-  for (const FitParameter& p : kFitParameters) EXPECT_NE(text.find(p.name), std::string::npos);
-  for (const Shape& s : kShapes)
-    EXPECT_NE(text.find(std::string(s.name) + ", synthetic"), std::string::npos);
+  for (const FitParameter& p : kFitParameters) EXPECT_THAT(text, HasSubstr(p.name));
+  for (const Shape& s : kShapes) EXPECT_THAT(text, HasSubstr(std::string(s.name) + ", synthetic"));
   const std::string json = hardware_fit_json(noisy_->runs, noisy_->fit, "out.yaml");
-  EXPECT_NE(json.find("\"held_out\":{\"mean_abs_error\":"), std::string::npos) << json;
-  EXPECT_NE(json.find("\"status\":\"insensitive\""), std::string::npos);
+  EXPECT_THAT(json, HasSubstr("\"held_out\":{\"mean_abs_error\":"));
+  EXPECT_THAT(json, HasSubstr("\"status\":\"insensitive\""));
 }
 
 }  // namespace

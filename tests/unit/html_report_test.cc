@@ -3,6 +3,7 @@
 // per timeline with one row per rank, and escape whatever a user typed.
 #include "sim/report/html_report.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -20,6 +21,10 @@
 
 namespace ppsim {
 namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+using ::testing::StartsWith;
 
 // Whole picoseconds; tb != 2 tf so that no check holds by accident of the ratio.
 constexpr Picos kTf = 12'000'000;
@@ -154,23 +159,23 @@ TEST_F(HtmlReport, IsWellFormedXmlAndSoIsEverySvg) {
   // Bytes that XML cannot hold must not break the file: Latin-1 and a control character.
   input_.config_text += "cafe: caf\xE9\x01\n";
   const std::string html = html_report(input_);
-  EXPECT_EQ(html.rfind("<!DOCTYPE html>\n<html xmlns=\"http://www.w3.org/1999/xhtml\"", 0), 0u);
+  EXPECT_THAT(html, StartsWith("<!DOCTYPE html>\n<html xmlns=\"http://www.w3.org/1999/xhtml\""));
   EXPECT_TRUE(well_formed(html, "report.html"));
   const std::vector<std::string> all = svgs(html);
   // Two bar charts, and a Gantt and a memory chart per timeline.
   ASSERT_EQ(all.size(), 2u + 2 * runs_.size());
   for (size_t i = 0; i < all.size(); ++i) {
-    EXPECT_NE(all[i].find("xmlns=\"http://www.w3.org/2000/svg\""), std::string::npos) << i;
+    EXPECT_THAT(all[i], HasSubstr("xmlns=\"http://www.w3.org/2000/svg\"")) << i;
     EXPECT_TRUE(well_formed(all[i], "svg" + std::to_string(i) + ".svg")) << i;
   }
 }
 
 TEST_F(HtmlReport, NothingFromTheNetwork) {
   const std::string html = html_report(input_);
-  EXPECT_EQ(html.find("<script"), std::string::npos);
-  EXPECT_EQ(html.find("<link"), std::string::npos);
-  EXPECT_EQ(html.find("@import"), std::string::npos);
-  EXPECT_EQ(html.find("url("), std::string::npos);
+  EXPECT_THAT(html, Not(HasSubstr("<script")));
+  EXPECT_THAT(html, Not(HasSubstr("<link")));
+  EXPECT_THAT(html, Not(HasSubstr("@import")));
+  EXPECT_THAT(html, Not(HasSubstr("url(")));
   // The only URLs are the XML namespaces.
   EXPECT_EQ(count(html, "http"), count(html, "http://www.w3.org/"));
 }
@@ -203,7 +208,7 @@ TEST_F(HtmlReport, OneGanttPerTimelineWithOneGroupPerRank) {
     }
   }
   // rank 0's first action of GPipe: 0F0 from 0 to tf = 0.012 ms.
-  EXPECT_NE(html.find("<title>0F0 rank 0 iteration 0: 0 to 0.012 ms</title>"), std::string::npos);
+  EXPECT_THAT(html, HasSubstr("<title>0F0 rank 0 iteration 0: 0 to 0.012 ms</title>"));
 }
 
 TEST_F(HtmlReport, TableCarriesTheJsonNumbersExactly) {
@@ -236,10 +241,10 @@ TEST_F(HtmlReport, TableCarriesTheJsonNumbersExactly) {
 
 TEST_F(HtmlReport, EscapesWhatUsersWrote) {
   const std::string html = html_report(input_);
-  EXPECT_NE(html.find("# a &lt;&amp;&gt; &quot;quoted&quot; &#39;note&#39;"), std::string::npos);
-  EXPECT_EQ(html.find("<&>"), std::string::npos);
-  EXPECT_NE(html.find("cannot run: m &lt; p &amp; more"), std::string::npos);
-  EXPECT_EQ(html.find("<fast>"), std::string::npos);
+  EXPECT_THAT(html, HasSubstr("# a &lt;&amp;&gt; &quot;quoted&quot; &#39;note&#39;"));
+  EXPECT_THAT(html, Not(HasSubstr("<&>")));
+  EXPECT_THAT(html, HasSubstr("cannot run: m &lt; p &amp; more"));
+  EXPECT_THAT(html, Not(HasSubstr("<fast>")));
 }
 
 TEST_F(HtmlReport, MemoryChartHasALinePerRankAndTheCapacity) {
@@ -253,8 +258,8 @@ TEST_F(HtmlReport, MemoryChartHasALinePerRankAndTheCapacity) {
   // Without a capacity there is no line.
   const size_t other = html.find("class=\"memory\" data-schedule=\"1f1b p=3\"");
   ASSERT_NE(other, std::string::npos);
-  EXPECT_EQ(html.substr(other, html.find("</svg>", other) - other).find("class=\"cap\""),
-            std::string::npos);
+  EXPECT_THAT(html.substr(other, html.find("</svg>", other) - other),
+              Not(HasSubstr("class=\"cap\"")));
 }
 
 // The memory curves come from the activation events; the summary's peaks
@@ -293,13 +298,13 @@ TEST_F(HtmlReport, MarkdownHasOneRowPerEntry) {
     begin = end + 1;
   }
   ASSERT_EQ(rows.size(), input_.entries.size() + 2);  // header and alignment rows
-  EXPECT_EQ(rows[1].rfind("| --- |", 0), 0u);
+  EXPECT_THAT(rows[1], StartsWith("| --- |"));
   for (size_t i = 0; i < input_.entries.size(); ++i) {
-    EXPECT_EQ(rows[2 + i].rfind("| " + input_.entries[i].name + " |", 0), 0u) << rows[2 + i];
+    EXPECT_THAT(rows[2 + i], StartsWith("| " + input_.entries[i].name + " |"));
     // Every row has the header's cells.
     EXPECT_EQ(count(rows[2 + i], " |"), count(rows[0], " |")) << rows[2 + i];
   }
-  EXPECT_NE(rows[2].find("| 27.27 % |"), std::string::npos) << rows[2];  // 3 / 11
+  EXPECT_THAT(rows[2], HasSubstr("| 27.27 % |"));  // 3 / 11
 }
 
 TEST(HtmlReportBig, DrawsOnlyTheFirstIteration) {
@@ -309,9 +314,8 @@ TEST(HtmlReportBig, DrawsOnlyTheFirstIteration) {
   ReportInput input;
   input.entries.push_back({r->name, &r->summary, &r->timeline, ""});
   const std::string html = html_report(input);
-  EXPECT_NE(html.find("Only the first iteration is drawn (10240 of 20480 actions)"),
-            std::string::npos);
-  EXPECT_EQ(html.find(" iteration 1: "), std::string::npos);
+  EXPECT_THAT(html, HasSubstr("Only the first iteration is drawn (10240 of 20480 actions)"));
+  EXPECT_THAT(html, Not(HasSubstr(" iteration 1: ")));
   EXPECT_EQ(count(html, "class=\"rank\""), 8);
 }
 

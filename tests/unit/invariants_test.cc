@@ -87,9 +87,13 @@ Picos duration(const CostTable& costs, const Schedule& s, const ActionRecord& r)
       return c.backward - c.weight_grad;
     case ActionKind::kBackwardWeight:
       return c.weight_grad;
-    case ActionKind::kStep:  // the rank's reduction and update, shared by its stages
-      return (costs.grad_sync[r.rank] + costs.optimizer_step[r.rank]) /
-             (s.num_stages / s.num_ranks);
+    case ActionKind::kStep:
+      // S is the stage's optimizer step with its data-parallel gradient
+      // reduction (action.h). The asynchronous schedules hold one stage per
+      // rank (checked in check_invariants), so a stage's step is its rank's
+      // whole reduction and update: the same work, and the same time, that a
+      // synchronous schedule spends after its program.
+      return costs.grad_sync[r.rank] + costs.optimizer_step[r.rank];
   }
   return -1;
 }
@@ -99,6 +103,15 @@ void check_invariants(const Case& c, const Timeline& t, const RunOptions& option
   const size_t n = s.num_actions();
   ASSERT_EQ(t.actions.size(), n * options.iterations);
   ASSERT_EQ(t.iteration_end.size(), static_cast<size_t>(options.iterations));
+  // duration() expects a step of a whole rank's weights: a schedule with S
+  // actions and several stages on a rank needs an expectation of its own.
+  for (const auto& program : s.programs) {
+    for (const Action& a : program) {
+      if (a.kind == ActionKind::kStep) {
+        ASSERT_EQ(s.num_stages, s.num_ranks) << s.name;
+      }
+    }
+  }
   // (iteration, kind, stage, mb, slice) -> record
   std::map<std::tuple<int, int, int, int, int>, size_t> where;
   std::vector<std::vector<std::pair<Picos, Picos>>> busy(s.num_ranks);

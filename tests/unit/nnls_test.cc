@@ -3,6 +3,7 @@
 // every set of free variables.
 #include "sim/fit/nnls.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <limits>
@@ -10,6 +11,8 @@
 
 namespace ppsim {
 namespace {
+
+using ::testing::HasSubstr;
 
 Eigen::MatrixXd matrix(int rows, int cols, std::initializer_list<double> values) {
   Eigen::MatrixXd a(rows, cols);
@@ -80,7 +83,7 @@ TEST(Nnls, NonFiniteInputIsAnError) {
   a(1, 0) = std::numeric_limits<double>::quiet_NaN();
   const Result<Eigen::VectorXd> x = nnls(a, Eigen::Vector2d(1, 1));
   ASSERT_FALSE(x.ok());
-  EXPECT_NE(x.error().message.find("non-finite"), std::string::npos) << x.error().message;
+  EXPECT_THAT(x.error().message, HasSubstr("non-finite"));
 }
 
 // The NNLS optimum is the least-squares solution on its own support, so the

@@ -1,6 +1,7 @@
 // The op-level cost model: one Llama 3 70B layer's parameters, FLOPs and
 // kept bytes worked by hand, and each kind of operation priced on the
 // shipped a100-80gb preset against a hand calculation from its fields.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <string>
@@ -14,6 +15,8 @@
 
 namespace ppsim {
 namespace {
+
+using ::testing::HasSubstr;
 
 // Llama 3 70B (Llama 3 paper, Table 3; meta-llama/Meta-Llama-3-70B
 // config.json): h = 8192, 64 heads of 128, 8 KV heads, SwiGLU FFN 28672,
@@ -329,10 +332,8 @@ TEST(ModelPresetParameters, SummaryJsonCarriesThem) {
   ASSERT_TRUE(run.ok()) << run.error().message;
   // 8030261248 = 32 layers x 218112000 + 2 x 128256 x 4096 + 4096: dense,
   // so every parameter is active.
-  EXPECT_NE(summary_to_json(run->summary)
-                .find(R"("model":{"parameters":8030261248,"active_parameters":8030261248})"),
-            std::string::npos)
-      << summary_to_json(run->summary);
+  EXPECT_THAT(summary_to_json(run->summary),
+              HasSubstr(R"("model":{"parameters":8030261248,"active_parameters":8030261248})"));
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // bytes) from a cost profile, and a CPU profile drives a simulation whose
 // iteration time is the closed form of its medians.
 #include <fmt/format.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -18,6 +19,8 @@
 
 namespace ppsim {
 namespace {
+
+using ::testing::HasSubstr;
 
 namespace fs = std::filesystem;
 
@@ -370,11 +373,10 @@ TEST_F(ProfileCosts, BytesNeedTheExactSlice) {
   ASSERT_TRUE(config.ok()) << config.error().message;
   const Result<CostTable> table = table_for(*config, {8, 8});
   ASSERT_FALSE(table.ok());
-  EXPECT_NE(table.error().message.find(
-                "forward activation_bytes was measured at (tokens, context) (16, 0) but not at "
-                "(8, 0)"),
-            std::string::npos)
-      << table.error().message;
+  EXPECT_THAT(
+      table.error().message,
+      HasSubstr("forward activation_bytes was measured at (tokens, context) (16, 0) but not at "
+                "(8, 0)"));
 }
 
 TEST_F(ProfileCosts, AShapeNotInTheProfileNamesWhatIsThere) {

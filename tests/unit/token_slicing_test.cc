@@ -1,5 +1,6 @@
 #include "schedules/token_slicing.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,6 +13,8 @@
 
 namespace ppsim {
 namespace {
+
+using ::testing::HasSubstr;
 
 struct Best {
   std::vector<int> lengths;
@@ -322,33 +325,29 @@ std::string even_error(int tokens, int slices, int stages, const SliceCostFn& co
 
 TEST(OptimalSlicing, Errors) {
   const SliceCostFn unit = [](int, int) { return 1.0; };
-  EXPECT_NE(optimal_error(0, 1, 2, unit).find("at least 1 token"), std::string::npos);
-  EXPECT_NE(optimal_error(-4, 1, 2, unit).find("at least 1 token"), std::string::npos);
-  EXPECT_NE(optimal_error(8, 0, 2, unit).find("granularity"), std::string::npos);
-  EXPECT_NE(optimal_error(8, 3, 2, unit).find("divides"), std::string::npos);
-  EXPECT_NE(optimal_error(8, 1, 0, unit).find("pipeline stage"), std::string::npos);
+  EXPECT_THAT(optimal_error(0, 1, 2, unit), HasSubstr("at least 1 token"));
+  EXPECT_THAT(optimal_error(-4, 1, 2, unit), HasSubstr("at least 1 token"));
+  EXPECT_THAT(optimal_error(8, 0, 2, unit), HasSubstr("granularity"));
+  EXPECT_THAT(optimal_error(8, 3, 2, unit), HasSubstr("divides"));
+  EXPECT_THAT(optimal_error(8, 1, 0, unit), HasSubstr("pipeline stage"));
   // 8192 units of 1 token; 4096 units of 2 tokens is the finest that fits.
-  EXPECT_NE(optimal_error(8192, 1, 2, unit).find("larger granularity (e.g. 2)"), std::string::npos);
+  EXPECT_THAT(optimal_error(8192, 1, 2, unit), HasSubstr("larger granularity (e.g. 2)"));
   const double nan = std::numeric_limits<double>::quiet_NaN();
   const double inf = std::numeric_limits<double>::infinity();
-  EXPECT_NE(optimal_error(4, 1, 2, [](int l, int c) { return l == 2 && c == 1 ? -1.0 : 1.0; })
-                .find("t(length=2, context=1) = -1"),
-            std::string::npos);
-  EXPECT_NE(optimal_error(4, 1, 2, [=](int, int) { return nan; }).find("finite"),
-            std::string::npos);
-  EXPECT_NE(optimal_error(4, 1, 2, [=](int, int) { return inf; }).find("finite"),
-            std::string::npos);
+  EXPECT_THAT(optimal_error(4, 1, 2, [](int l, int c) { return l == 2 && c == 1 ? -1.0 : 1.0; }),
+              HasSubstr("t(length=2, context=1) = -1"));
+  EXPECT_THAT(optimal_error(4, 1, 2, [=](int, int) { return nan; }), HasSubstr("finite"));
+  EXPECT_THAT(optimal_error(4, 1, 2, [=](int, int) { return inf; }), HasSubstr("finite"));
 }
 
 TEST(EvenSlicing, Errors) {
   const SliceCostFn unit = [](int, int) { return 1.0; };
-  EXPECT_NE(even_error(0, 1, 2, unit).find("at least 1 token"), std::string::npos);
-  EXPECT_NE(even_error(8, 0, 2, unit).find("at least 1 slice"), std::string::npos);
-  EXPECT_NE(even_error(8, 3, 2, unit).find("divides"), std::string::npos);
-  EXPECT_NE(even_error(8, 2, 0, unit).find("pipeline stage"), std::string::npos);
-  EXPECT_NE(even_error(8, 2, 2, [](int, int c) { return c > 0 ? -0.5 : 1.0; })
-                .find("t(length=4, context=4) = -0.5"),
-            std::string::npos);
+  EXPECT_THAT(even_error(0, 1, 2, unit), HasSubstr("at least 1 token"));
+  EXPECT_THAT(even_error(8, 0, 2, unit), HasSubstr("at least 1 slice"));
+  EXPECT_THAT(even_error(8, 3, 2, unit), HasSubstr("divides"));
+  EXPECT_THAT(even_error(8, 2, 0, unit), HasSubstr("pipeline stage"));
+  EXPECT_THAT(even_error(8, 2, 2, [](int, int c) { return c > 0 ? -0.5 : 1.0; }),
+              HasSubstr("t(length=4, context=4) = -0.5"));
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include "sim/plan/zb_auto.h"
 
 #include <fmt/format.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -20,6 +21,8 @@
 
 namespace ppsim {
 namespace {
+
+using ::testing::HasSubstr;
 
 constexpr Picos kT = 6'000'002;
 constexpr int64_t kActivation = 1'000'003;  // bytes of one stage, one microbatch
@@ -205,10 +208,9 @@ TEST(ZbAuto, KeepsTheLimitWhenIGrowsMemory) {
   costs.stages[1].weight_grad_bytes = kActivation + 1;
   const Result<Schedule> small = make_zb_auto(2, 4, costs, kActivation);
   ASSERT_FALSE(small.ok());
-  EXPECT_NE(small.error().message.find(fmt::format(
-                "below what one microbatch holds on stage 1 ({} bytes)", kActivation + 1)),
-            std::string::npos)
-      << small.error().message;
+  EXPECT_THAT(small.error().message,
+              HasSubstr(fmt::format("below what one microbatch holds on stage 1 ({} bytes)",
+                                    kActivation + 1)));
 }
 
 // With room for only one microbatch, rank 0 must finish microbatch k's W
@@ -246,23 +248,20 @@ TEST(ZbAuto, RejectsBadInput) {
   const CostTable costs = uniform(4);
   const Result<Schedule> no_ranks = make_zb_auto(0, 4, uniform_costs(0, 0, 0, 0), kActivation);
   ASSERT_FALSE(no_ranks.ok());
-  EXPECT_NE(no_ranks.error().message.find("0 ranks: expected 1 to 16384"), std::string::npos)
-      << no_ranks.error().message;
+  EXPECT_THAT(no_ranks.error().message, HasSubstr("0 ranks: expected 1 to 16384"));
   const Result<Schedule> no_mbs = make_zb_auto(4, 0, costs, kActivation);
   ASSERT_FALSE(no_mbs.ok());
-  EXPECT_NE(no_mbs.error().message.find("0 microbatches: expected 1 to 4194304"), std::string::npos)
-      << no_mbs.error().message;
+  EXPECT_THAT(no_mbs.error().message, HasSubstr("0 microbatches: expected 1 to 4194304"));
 
   CostTable uneven = costs;
   uneven.stages[2].activation_bytes = kActivation + 1;
   const Result<Schedule> small = make_zb_auto(4, 8, uneven, kActivation);
   ASSERT_FALSE(small.ok());
-  EXPECT_NE(small.error().message.find(fmt::format(
-                "limit of {} bytes per rank is below what one microbatch holds on stage 2 "
-                "({} bytes)",
-                kActivation, kActivation + 1)),
-            std::string::npos)
-      << small.error().message;
+  EXPECT_THAT(small.error().message,
+              HasSubstr(fmt::format(
+                  "limit of {} bytes per rank is below what one microbatch holds on stage 2 "
+                  "({} bytes)",
+                  kActivation, kActivation + 1)));
   // One byte more and stage 2 can hold its microbatch.
   EXPECT_TRUE(make_zb_auto(4, 8, uneven, kActivation + 1).ok());
 }

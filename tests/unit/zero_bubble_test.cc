@@ -4,6 +4,7 @@
 #include "schedules/zero_bubble.h"
 
 #include <fmt/format.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -18,6 +19,8 @@
 
 namespace ppsim {
 namespace {
+
+using ::testing::HasSubstr;
 
 // F, I and W of one microbatch over all of a rank's layers; even, so that
 // ZB-V's half-rank stages take a whole number of picoseconds.
@@ -247,25 +250,20 @@ TEST(ZeroBubble, RejectsBadParams) {
     SCOPED_TRACE(kind.name);
     const Result<Schedule> no_ranks = kind.make({0, 4, kind.v});
     ASSERT_FALSE(no_ranks.ok());
-    EXPECT_NE(no_ranks.error().message.find("at least 1 pipeline rank, got 0"), std::string::npos)
-        << no_ranks.error().message;
+    EXPECT_THAT(no_ranks.error().message, HasSubstr("at least 1 pipeline rank, got 0"));
     const Result<Schedule> no_mbs = kind.make({4, 0, kind.v});
     ASSERT_FALSE(no_mbs.ok());
-    EXPECT_NE(no_mbs.error().message.find("at least 1 microbatch, got 0"), std::string::npos)
-        << no_mbs.error().message;
+    EXPECT_THAT(no_mbs.error().message, HasSubstr("at least 1 microbatch, got 0"));
   }
   for (const Kind& kind : {kH1, kH2}) {
     const Result<Schedule> s = kind.make({4, 8, 2});
     ASSERT_FALSE(s.ok());
-    EXPECT_NE(s.error().message.find("virtual_stages must be 1, got 2"), std::string::npos)
-        << s.error().message;
+    EXPECT_THAT(s.error().message, HasSubstr("virtual_stages must be 1, got 2"));
   }
   for (int v : {1, 3}) {
     const Result<Schedule> s = make_zb_v({4, 8, v});
     ASSERT_FALSE(s.ok());
-    EXPECT_NE(s.error().message.find(fmt::format("virtual_stages must be 2, got {}", v)),
-              std::string::npos)
-        << s.error().message;
+    EXPECT_THAT(s.error().message, HasSubstr(fmt::format("virtual_stages must be 2, got {}", v)));
   }
 }
 

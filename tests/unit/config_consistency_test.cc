@@ -1,0 +1,85 @@
+// The rules that tie a config's keys together: costs or a model, the GPUs
+// the parallel layout needs against the hardware's, and the divisibility of
+// the batch, the heads and the layers. Each error names the key it points at.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "sim/config/config.h"
+#include "tests/unit/config_fixtures.h"
+
+namespace ppsim {
+namespace {
+
+using config_test::error_of;
+using config_test::kIdeal;
+using config_test::kModel;
+using config_test::yaml;
+
+TEST(ConfigTest, WeightGradMayNotExceedBackward) {
+  EXPECT_EQ(error_of(std::string(kIdeal) + "    weight_grad_s: [1, 1, 2.5, 1]\n"),
+            "test.yaml:12:20: costs.fixed.weight_grad_s: stage 2: weight_grad_s 2.5 is more than "
+            "backward_s 2, of which it is a part");
+}
+
+TEST(ConfigTest, MissingModelWithoutFixedCosts) {
+  EXPECT_EQ(error_of("training:\n  global_batch: 8\n"),
+            "test.yaml:1:1: model: required unless costs.fixed gives forward_s and backward_s");
+  EXPECT_EQ(error_of(R"(
+training:
+  global_batch: 8
+costs:
+  fixed:
+    forward_s: 1
+)"),
+            "test.yaml:4:3: model: required unless costs.fixed gives forward_s and backward_s");
+}
+
+TEST(ConfigTest, GpuCountMismatch) {
+  EXPECT_EQ(error_of(kModel, {{"parallel.data", "2"}}),
+            "test.yaml:11:1: parallel: pipeline 4 x tensor 2 x data 2 = 16 GPUs, but hardware "
+            "has 1 nodes x 8 = 8");
+}
+
+TEST(ConfigTest, TensorWithinANode) {
+  EXPECT_EQ(
+      error_of(kModel,
+               {{"parallel.pipeline", "1"}, {"parallel.tensor", "16"}, {"hardware.nodes", "2"}}),
+      "--set parallel.tensor=16: parallel.tensor: expected at most hardware.gpus_per_node (8), got "
+      "\"16\"");
+}
+
+TEST(ConfigTest, GlobalBatchNotDivisible) {
+  EXPECT_EQ(error_of(R"(
+training:
+  global_batch: 30
+  micro_batch: 4
+costs:
+  fixed: {forward_s: 1, backward_s: 2}
+)"),
+            "test.yaml:2:17: training.global_batch: 30 is not divisible by micro_batch 4 x data 1");
+}
+
+TEST(ConfigTest, HiddenDivisibleByHeads) {
+  EXPECT_EQ(error_of(kModel, {{"model.heads", "15"}}),
+            "--set model.heads=15: model.heads: expected a divisor of model.hidden (2048), got "
+            "\"15\"");
+}
+
+TEST(ConfigTest, HeadsDivisibleByTensor) {
+  std::string text = yaml(kModel);
+  text.replace(text.find("heads: 16"), 9, "heads: 1");
+  EXPECT_EQ(error_of(text),
+            "test.yaml:4:10: model.heads: expected a multiple of parallel.tensor (2), got \"1\"");
+}
+
+TEST(ConfigTest, LayersCoverEveryStage) {
+  std::string text = yaml(kModel);
+  text.replace(text.find("layers: 24"), 10, "layers: 3");
+  EXPECT_EQ(error_of(text),
+            "test.yaml:2:11: model.layers: expected at least pipeline x virtual_stages = 4 (a "
+            "layer per stage), got \"3\"");
+}
+
+}  // namespace
+}  // namespace ppsim
