@@ -118,7 +118,7 @@ void prepare(Candidate& cand, Config& config, double cap_bytes,
   cand.lower_bound_s = config.schedule.kind == "terapipe"
                            ? 0
                            : compute_lower_bound(config, *costs, layout.stage_rank);
-  cand.status = CandidateStatus::kSimulated;  // provisional: to be simulated
+  cand.status = CandidateStatus::kToSimulate;
 }
 
 void run_simulation(Candidate& cand, const Config& config, double cap_bytes,
@@ -130,18 +130,12 @@ void run_simulation(Candidate& cand, const Config& config, double cap_bytes,
     return;
   }
   cand.summary = std::move(sim->summary);
-  int64_t peak = 0;
-  int rank = 0;
-  for (const DeviceSummary& d : cand.summary->devices) {
-    if (d.peak_memory_bytes > peak) {
-      peak = d.peak_memory_bytes;
-      rank = d.rank;
-    }
-  }
-  if (peak > cap_bytes) {
+  cand.status = CandidateStatus::kSimulated;
+  const DeviceSummary& top = *fullest_device(*cand.summary);
+  if (top.peak_memory_bytes > cap_bytes) {
     cand.status = CandidateStatus::kOverCap;
     cand.reason = fmt::format("peak memory {:.2f} GiB on rank {} exceeds the {:.2f} GiB cap",
-                              peak / kGiB, rank, cap_bytes / kGiB);
+                              top.peak_memory_bytes / kGiB, top.rank, cap_bytes / kGiB);
   }
 }
 
@@ -149,6 +143,8 @@ void run_simulation(Candidate& cand, const Config& config, double cap_bytes,
 
 const char* to_string(CandidateStatus status) {
   switch (status) {
+    case CandidateStatus::kToSimulate:
+      return "to-simulate";
     case CandidateStatus::kSimulated:
       return "simulated";
     case CandidateStatus::kOverCap:
@@ -239,7 +235,7 @@ ExploreResult explore(const Sweep& sweep, const ExploreOptions& options) {
   size_t decided = 0;
   std::vector<size_t> queue;
   for (size_t i = 0; i < n; ++i) {
-    if (work[i].first.status == CandidateStatus::kSimulated) {
+    if (work[i].first.status == CandidateStatus::kToSimulate) {
       queue.push_back(i);
     } else {
       ++decided;

@@ -23,6 +23,7 @@
 namespace ppsim {
 
 enum class CandidateStatus {
+  kToSimulate,    // passed the checks before simulating; decided by the run
   kSimulated,     // ran, fits the cap
   kOverCap,       // ran, but its peak memory exceeds the cap
   kInvalid,       // the layout or schedule cannot run this config

@@ -104,6 +104,8 @@ TEST(Explore, EveryCandidateIsAccountedFor) {
   EXPECT_EQ(r.layouts_skipped, 1u);
   EXPECT_EQ(r.candidates.size(), 11u * 2 * 4 * 2);
   for (const Candidate& c : r.candidates) {
+    // Decided, every one: simulated, or a reason why not.
+    EXPECT_NE(c.status, CandidateStatus::kToSimulate) << c.layout();
     if (!c.feasible()) {
       EXPECT_FALSE(c.reason.empty()) << c.layout();
       // Memory and bound prunings name the limit they fell foul of.
