@@ -1,6 +1,7 @@
 #include "sim/engine/engine.h"
 
 #include <fmt/format.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <limits>
@@ -17,6 +18,18 @@ struct Later {
     return a.time != b.time ? a.time > b.time : a.seq > b.seq;
   }
 };
+
+// Asks for 2 MiB pages for the whole 2 MiB blocks of a buffer about to be
+// filled: on a virtual machine each 4 KiB page fault costs microseconds, and
+// a run touches every page of its nodes and records.
+template <typename T>
+void advise_huge_pages(const std::vector<T>& buffer) {
+  constexpr uintptr_t kHuge = uintptr_t{2} << 20;
+  const uintptr_t data = reinterpret_cast<uintptr_t>(buffer.data());
+  const uintptr_t begin = (data + kHuge - 1) & ~(kHuge - 1);
+  const uintptr_t end = (data + buffer.capacity() * sizeof(T)) & ~(kHuge - 1);
+  if (begin < end) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
+}
 
 }  // namespace
 
@@ -47,6 +60,26 @@ void Engine::index_links() {
   link_free_.assign(link_dst_.size(), 0);
 }
 
+void Engine::index_durations(const Schedule& s, const CostTable& costs) {
+  durations_.resize(costs.stages.size() * kNumActionKinds);
+  for (int stage = 0; stage < s.num_stages; ++stage) {
+    const int rank = s.stage_rank[stage];
+    // The rank's reduction and update, shared by its stages (S actions
+    // exist only where every rank has a stage).
+    const Picos step = (costs.grad_sync[rank] + costs.optimizer_step[rank]) /
+                       std::max(1, s.num_stages / num_ranks_);
+    for (int slice = 0; slice < s.num_slices; ++slice) {
+      const StageCost& c = costs.stages[stage * s.num_slices + slice];
+      Picos* d = &durations_[(stage * s.num_slices + slice) * kNumActionKinds];
+      d[static_cast<int>(ActionKind::kForward)] = c.forward;
+      d[static_cast<int>(ActionKind::kBackward)] = c.backward;
+      d[static_cast<int>(ActionKind::kBackwardInput)] = c.backward - c.weight_grad;
+      d[static_cast<int>(ActionKind::kBackwardWeight)] = c.weight_grad;
+      d[static_cast<int>(ActionKind::kStep)] = step;
+    }
+  }
+}
+
 void Engine::build(const Schedule& s, const CostTable& costs) {
   PPSIM_CHECK(costs.num_slices == s.num_slices);
   PPSIM_CHECK(costs.num_stages() == s.num_stages);
@@ -61,7 +94,12 @@ void Engine::build(const Schedule& s, const CostTable& costs) {
   const size_t n = s.num_actions();
   PPSIM_CHECK(n * options_.iterations < static_cast<size_t>(std::numeric_limits<int32_t>::max()));
   nodes_per_iteration_ = static_cast<int32_t>(n);
-  nodes_.assign(n * options_.iterations, Node{});
+  // With a synchronous step every rank leaves the barrier with its
+  // iteration done, so the next one reuses the same nodes.
+  node_copies_ = options_.synchronous_step ? 1 : options_.iterations;
+  nodes_.clear();
+  nodes_.reserve(n * node_copies_);
+  advise_huge_pages(nodes_);
   node_of_.resize(n);
   record_of_.resize(n);
   ranks_.assign(num_ranks_, RankState{});
@@ -71,11 +109,13 @@ void Engine::build(const Schedule& s, const CostTable& costs) {
   seq_ = 0;
   barrier_arrived_ = 0;
   steps_in_program_ = false;
+  index_durations(s, costs);
 
   index_.reset(s.num_stages, s.num_microbatches, s.num_slices);
   int32_t record = 0;
   size_t longest = 0;
   for (int rank = 0; rank < num_ranks_; ++rank) {
+    ranks_[rank].program = s.programs[rank].data();
     ranks_[rank].begin = record;
     ranks_[rank].length = static_cast<int32_t>(s.programs[rank].size());
     record += ranks_[rank].length;
@@ -86,30 +126,11 @@ void Engine::build(const Schedule& s, const CostTable& costs) {
     for (int rank = 0; rank < num_ranks_; ++rank) {
       if (pos >= s.programs[rank].size()) continue;
       const Action& a = s.programs[rank][pos];
-      Node& nd = nodes_[node];
+      Node& nd = nodes_.emplace_back();
       nd.stage_slice = a.stage * s.num_slices + a.slice;
-      const StageCost& c = costs.stages[nd.stage_slice];
       nd.rank = static_cast<int16_t>(rank);
       nd.kind = a.kind;
-      switch (a.kind) {
-        case ActionKind::kForward:
-          nd.duration = c.forward;
-          break;
-        case ActionKind::kBackward:
-          nd.duration = c.backward;
-          break;
-        case ActionKind::kBackwardInput:
-          nd.duration = c.backward - c.weight_grad;
-          break;
-        case ActionKind::kBackwardWeight:
-          nd.duration = c.weight_grad;
-          break;
-        case ActionKind::kStep:  // the rank's reduction and update, shared by its stages
-          steps_in_program_ = true;
-          nd.duration =
-              (costs.grad_sync[rank] + costs.optimizer_step[rank]) / (s.num_stages / num_ranks_);
-          break;
-      }
+      steps_in_program_ |= a.kind == ActionKind::kStep;
       const int32_t rec = ranks_[rank].begin + static_cast<int32_t>(pos);
       node_of_[rec] = node;
       record_of_[node] = rec;
@@ -138,16 +159,24 @@ void Engine::build(const Schedule& s, const CostTable& costs) {
     }
   }
   index_links();
-  // Later iterations: the same graph, shifted.
-  for (int k = 1; k < options_.iterations; ++k) {
+  initial_pending_.resize(n);
+  for (size_t i = 0; i < n; ++i) initial_pending_[i] = nodes_[i].pending;
+  // Later copies: the same graph, shifted.
+  for (int k = 1; k < node_copies_; ++k) {
     const int32_t shift = k * nodes_per_iteration_;
     for (int32_t i = 0; i < nodes_per_iteration_; ++i) {
-      Node& copy = nodes_[shift + i];
-      copy = nodes_[i];
+      Node& copy = nodes_.emplace_back(nodes_[i]);
       for (int32_t& target : copy.out) {
         if (target >= 0) target += shift;
       }
     }
+  }
+}
+
+void Engine::reset_nodes() {
+  for (int32_t i = 0; i < nodes_per_iteration_; ++i) {
+    nodes_[i].time = 0;
+    nodes_[i].pending = initial_pending_[i];
   }
 }
 
@@ -173,16 +202,21 @@ void Engine::try_start(int32_t rank, Picos now) {
           r.phase = Phase::kGradSync;
           break;
         }
-        Node& nd = nodes_[r.iteration * nodes_per_iteration_ + node_of_[r.begin + r.pos]];
+        const int32_t record = r.begin + r.pos;
+        const int32_t iteration_base = r.iteration * nodes_per_iteration_;
+        const Node& nd = nodes_[node_base(r.iteration) + node_of_[record]];
         if (nd.pending > 0) return;
-        nd.time = std::max(now, nd.time);
+        const Picos start = std::max(now, nd.time);
+        const Picos end = add_saturated(start, duration_of(nd));
+        out_->actions[iteration_base + record] =
+            ActionRecord{r.program[r.pos], rank, r.iteration, start, end};
         r.busy = true;
         if (nd.kind == ActionKind::kForward) {
           r.activation += costs_->stages[nd.stage_slice].activation_bytes;
           out_->peak_activation_bytes[rank] =
               std::max(out_->peak_activation_bytes[rank], r.activation);
         }
-        push(add_saturated(nd.time, nd.duration), rank);
+        push(end, rank);
         return;
       }
       case Phase::kGradSync:
@@ -198,6 +232,7 @@ void Engine::try_start(int32_t rank, Picos now) {
         r.busy = true;
         if (++barrier_arrived_ == num_ranks_) {
           barrier_arrived_ = 0;
+          if (r.iteration + 1 < options_.iterations) reset_nodes();
           const Picos end = add_saturated(now, costs_->pipeline_sync);
           for (int32_t other = 0; other < num_ranks_; ++other) {
             ranks_[other].phase = Phase::kPipelineSync;
@@ -227,13 +262,14 @@ void Engine::try_start(int32_t rank, Picos now) {
 void Engine::finish_action(int32_t rank, int32_t node, Picos now) {
   RankState& r = ranks_[rank];
   const Node& nd = nodes_[node];
-  out_->busy[rank] = add_saturated(out_->busy[rank], nd.duration);
+  out_->busy[rank] = add_saturated(out_->busy[rank], duration_of(nd));
   const int64_t freed = freed_bytes(costs_->stages[nd.stage_slice], nd.kind);
   r.activation -= freed;
   if (freed < 0) {  // an I that leaves more than its F took
     out_->peak_activation_bytes[rank] = std::max(out_->peak_activation_bytes[rank], r.activation);
   }
   const int32_t iteration_base = r.iteration * nodes_per_iteration_;
+  const int32_t copy_base = node_base(r.iteration);
   const int32_t record = iteration_base + r.begin + r.pos - 1;
   for (const int32_t target : nd.out) {
     if (target < 0) break;
@@ -248,8 +284,8 @@ void Engine::finish_action(int32_t rank, int32_t node, Picos now) {
       Picos& link_free = link_free_[link_id(rank, consumer.rank)];
       const Picos start = std::max(now, link_free);
       arrival = link_free = add_saturated(start, cost);
-      out_->transfers.push_back(TransferRecord{
-          record, iteration_base + record_of_[target - iteration_base], start, arrival});
+      out_->transfers.push_back(
+          TransferRecord{record, iteration_base + record_of_[target - copy_base], start, arrival});
     }
     consumer.time = std::max(consumer.time, arrival);
     // May start this rank's next action: pos has moved past this one.
@@ -262,7 +298,7 @@ void Engine::finish(int32_t rank, Picos now) {
   r.busy = false;
   switch (r.phase) {
     case Phase::kProgram: {
-      const int32_t node = r.iteration * nodes_per_iteration_ + node_of_[r.begin + r.pos];
+      const int32_t node = node_base(r.iteration) + node_of_[r.begin + r.pos];
       ++r.pos;
       finish_action(rank, node, now);
       break;
@@ -300,7 +336,12 @@ Status Engine::run(const Schedule& schedule, const CostTable& costs, Timeline* t
   t.epilogue.clear();
   t.epilogue.reserve(3 * static_cast<size_t>(num_ranks_) * options.iterations);
   t.transfers.clear();
-  t.transfers.reserve(nodes_.size());
+  const size_t records = static_cast<size_t>(nodes_per_iteration_) * options.iterations;
+  t.transfers.reserve(records);
+  advise_huge_pages(t.transfers);
+  t.actions.reserve(records);
+  advise_huge_pages(t.actions);
+  t.actions.resize(records);  // each record is written when its action starts
   t.static_bytes = costs.static_bytes;
   t.static_bytes.resize(num_ranks_, 0);
   t.num_slices = costs.num_slices;
@@ -332,19 +373,6 @@ Status Engine::run(const Schedule& schedule, const CostTable& costs, Timeline* t
     return cycle;
   }
 
-  t.actions.resize(nodes_.size());
-  for (int k = 0; k < options.iterations; ++k) {
-    const int32_t base = k * nodes_per_iteration_;
-    for (int rank = 0; rank < num_ranks_; ++rank) {
-      const auto& program = schedule.programs[rank];
-      for (size_t pos = 0; pos < program.size(); ++pos) {
-        const int32_t rec = ranks_[rank].begin + static_cast<int32_t>(pos);
-        const Node& nd = nodes_[base + node_of_[rec]];
-        t.actions[base + rec] =
-            ActionRecord{program[pos], rank, k, nd.time, add_saturated(nd.time, nd.duration)};
-      }
-    }
-  }
   out_ = nullptr;
   // Every time is a saturating sum: one that reached kMaxPicos would have
   // wrapped, and the run's end is the latest of them all.

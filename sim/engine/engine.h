@@ -50,14 +50,14 @@ class Engine {
              const RunOptions& options = {});
 
  private:
-  // The run-time state of one action: 40 bytes, so that the actions in
-  // flight stay in cache. Nodes are laid out position-major (every rank's
-  // first action, then every rank's second, ...): ranks advance roughly
-  // together, so the actions in flight are close to each other in memory.
-  // Iteration k's nodes are [k n, (k + 1) n).
+  // The run-time state of one action until it starts (its record is written
+  // then): 32 bytes, so that the actions in flight stay in cache. Nodes are
+  // laid out position-major (every rank's first action, then every rank's
+  // second, ...): ranks advance roughly together, so the actions in flight
+  // are close to each other in memory. Iteration k's nodes are
+  // [c n, (c + 1) n) for copy c = k % node_copies_.
   struct Node {
-    Picos time = 0;  // before it starts: latest arrival of its inputs; then its start
-    Picos duration = 0;
+    Picos time = 0;                 // latest arrival of its inputs
     int32_t out[3] = {-1, -1, -1};  // consumers
     // Index of its (stage, slice) in the CostTable: stage * num_slices + slice.
     // Across ranks data flows only between stages at the same slice, so the
@@ -67,7 +67,7 @@ class Engine {
     int8_t pending = 0;  // data dependencies not yet delivered
     ActionKind kind = ActionKind::kForward;
   };
-  static_assert(sizeof(Node) == 40);
+  static_assert(sizeof(Node) == 32);
   struct Event {
     Picos time;
     uint64_t seq;
@@ -76,6 +76,7 @@ class Engine {
   // What a rank is doing: its program, then the end-of-iteration phases.
   enum class Phase : uint8_t { kProgram, kGradSync, kBarrier, kPipelineSync, kStep, kDone };
   struct RankState {
+    const Action* program = nullptr;
     int32_t begin = 0;  // first record of the program in an iteration's records
     int32_t length = 0;
     int32_t pos = 0;  // next action of the program
@@ -86,6 +87,15 @@ class Engine {
   };
 
   void build(const Schedule& schedule, const CostTable& costs);
+  // Back to before iteration 0, for the next iteration of a synchronous step.
+  void reset_nodes();
+  int32_t node_base(int32_t iteration) const {
+    return iteration % node_copies_ * nodes_per_iteration_;
+  }
+  void index_durations(const Schedule& schedule, const CostTable& costs);
+  Picos duration_of(const Node& node) const {
+    return durations_[node.stage_slice * kNumActionKinds + static_cast<int>(node.kind)];
+  }
   // The directed links are numbered by source rank, then in the order their
   // first transfer appears in build().
   void add_link(int src, int dst);
@@ -99,10 +109,13 @@ class Engine {
 
   int num_ranks_ = 0;
   int32_t nodes_per_iteration_ = 0;
+  int32_t node_copies_ = 1;  // copies of the graph: one per iteration that may overlap
   RunOptions options_;
   const CostTable* costs_ = nullptr;
   Timeline* out_ = nullptr;
   std::vector<Node> nodes_;
+  std::vector<int8_t> initial_pending_;  // per node of one copy
+  std::vector<Picos> durations_;         // per (stage, slice), then kind: one action's
   std::vector<RankState> ranks_;
   std::vector<std::vector<int16_t>> dsts_of_;  // per rank: the ranks it sends to
   std::vector<int32_t> link_begin_;            // per rank: its first link; one past the last rank's
