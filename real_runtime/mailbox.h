@@ -137,7 +137,8 @@ class AbortableBarrier : public Wakeable {
 
 // In-process links: a mailbox per rank, a barrier that an abort releases.
 // A backend's send() makes the receiver's copy of a cross-rank tensor (as
-// a link would) and hands it on with deliver().
+// a link would), on the sender's thread (the CUDA backend) or a link's
+// (CopyingTransport, transfer_worker.h), and hands it on with deliver().
 template <typename T>
 class InProcessTransport : public Transport<T> {
  public:
@@ -165,6 +166,7 @@ class InProcessTransport : public Transport<T> {
     m.send_end = clock_->now();
     mailboxes_[dst_rank]->put(key, std::move(m));
   }
+  const RunClock& clock() const { return *clock_; }
 
  private:
   const RunClock* clock_;

@@ -1,6 +1,7 @@
 // The threads backend: one std::thread per rank, pinned to a CPU of its
-// own, runs that rank's RankExecutor; tensors between ranks travel through
-// the receivers' Mailboxes. See runtime.h.
+// own, runs that rank's RankExecutor; a tensor for another rank is copied
+// by a thread of its link (transfer_worker.h) into the receiver's Mailbox,
+// while the sender goes on. See runtime.h.
 #include <fmt/format.h>
 #include <pthread.h>
 #include <sched.h>
@@ -9,24 +10,13 @@
 #include <system_error>
 #include <thread>
 
-#include "real_runtime/mailbox.h"
+#include "real_runtime/ordered_links.h"
 #include "real_runtime/rank_executor.h"
 #include "real_runtime/runtime.h"
+#include "real_runtime/transfer_worker.h"
 
 namespace ppsim::runtime {
 namespace {
-
-// A cross-rank send copies the tensor, as a link would; the time it takes
-// is the transfer.
-template <typename S>
-class ThreadsTransport : public InProcessTransport<kernels::Mat<S>> {
- public:
-  using InProcessTransport<kernels::Mat<S>>::InProcessTransport;
-  void send(int dst_rank, const MessageKey& key, Message<kernels::Mat<S>> m) override {
-    if (dst_rank != m.src_rank) m.data = kernels::Mat<S>(m.data);
-    this->deliver(dst_rank, key, std::move(m));
-  }
-};
 
 // Pins the calling thread to the `rank`-th CPU this process may use (round
 // robin when there are more ranks than CPUs), so a rank keeps its core and
@@ -53,7 +43,9 @@ template <typename S>
 Result<RunResult> run_ranks(const RunPlan& plan) {
   const int num_ranks = plan.schedule->num_ranks;
   RunClock clock;
-  ThreadsTransport<S> transport(num_ranks, &clock);
+  CopyingTransport<kernels::Mat<S>> transport(
+      num_ranks, &clock, directed_links(*plan.schedule),
+      [](const kernels::Mat<S>& m) { return kernels::Mat<S>(m); });
   std::vector<std::unique_ptr<RankExecutor<StageCompute<S>>>> ranks;
   for (int r = 0; r < num_ranks; ++r) {
     ranks.push_back(std::make_unique<RankExecutor<StageCompute<S>>>(plan, r, &transport, &clock,
@@ -73,6 +65,7 @@ Result<RunResult> run_ranks(const RunPlan& plan) {
     transport.fail(fmt::format("rank {}: cannot start its thread: {}", threads.size(), e.what()));
   }
   for (std::thread& t : threads) t.join();
+  transport.close();
   if (transport.control().aborted()) return Error{transport.control().error()};
   std::vector<RankLog> logs;
   for (auto& rank : ranks) logs.push_back(std::move(rank->log()));

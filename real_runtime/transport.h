@@ -51,8 +51,10 @@ struct Message {
   T data;
   int32_t producer = 0;  // record index of the action that produced it
   int32_t src_rank = 0;
-  // When the send began, and when the tensor was at the receiver (set by
-  // the transport).
+  // When the transfer began, and when the tensor was at the receiver (set
+  // by the transport). The executor stamps the start as it hands the
+  // tensor over; a transport whose link copies later (CopyingTransport,
+  // transfer_worker.h) restamps it when the copy starts.
   Picos send_start = 0, send_end = 0;
 };
 
