@@ -294,6 +294,7 @@ ParallelSpec Loader::read_parallel(const Section& s) const {
   read_int(s, "pipeline", parallel.pipeline, 1, static_cast<int>(kMaxRanks));
   read_int(s, "tensor", parallel.tensor, 1, kMaxGroup);
   read_int(s, "data", parallel.data, 1, kMaxGroup);
+  read_int(s, "context", parallel.context, 1, kMaxGroup);
   read_int(s, "virtual_stages", parallel.virtual_stages, 1, static_cast<int>(kMaxStages));
   read_bool(s, "sequence_parallel", parallel.sequence_parallel);
   read_bool(s, "tp_comm_overlap", parallel.tp_comm_overlap);
@@ -350,6 +351,37 @@ FixedCosts Loader::read_fixed(const Section& s, const ParallelSpec& parallel) co
   return fixed;
 }
 
+// Context parallelism as Megatron-Core runs it: the sequence in 2 cp equal
+// chunks, and the ring exchange inside the fused attention kernel
+// (Transformer Engine), which token slices do not combine with.
+void Loader::check_context(const Config& config, const Sections& tree) const {
+  const Field context = tree.parallel.get("context");
+  const int cp = config.parallel.context;
+  if (config.schedule.kind == "terapipe") {
+    fail(context.key_mark, context.path,
+         "cannot be combined with schedule.kind terapipe: token slices of a sequence that is "
+         "already split over the context ranks are not modelled");
+  }
+  if (!config.profile_path.empty()) {
+    fail(context.key_mark, context.path,
+         "cannot be combined with costs.profile: a profile times a layer on the whole sequence, "
+         "without the context ring");
+  }
+  if (!config.model) return;
+  if (config.model->seq_len % (2 * int64_t{cp}) != 0) {
+    fail(context.mark(), context.path,
+         fmt::format("{} needs model.seq_len ({}) to be a multiple of 2 x {} = {}: each sequence "
+                     "is cut into 2 x context equal chunks",
+                     cp, config.model->seq_len, cp, 2 * int64_t{cp}));
+  }
+  if (config.model->attention != Attention::kFlash) {
+    fail(context.mark(), context.path,
+         fmt::format("{} needs model.attention: flash: the keys and values pass around the ring "
+                     "inside the fused attention kernel (Megatron-Core with Transformer Engine)",
+                     cp));
+  }
+}
+
 void Loader::check_cross_fields(const Config& config, const Sections& tree) const {
   const ParallelSpec& par = config.parallel;
   const ScheduleSpec& sched = config.schedule;
@@ -398,13 +430,15 @@ void Loader::check_cross_fields(const Config& config, const Sections& tree) cons
   }
   if (config.hardware) {
     const HardwareSpec& hw = *config.hardware;
-    int64_t gpus = product({par.pipeline, par.tensor, par.data});
+    int64_t gpus = product({par.pipeline, par.tensor, par.context, par.data});
     if (gpus != int64_t{hw.gpus_per_node} * hw.nodes) {
+      const std::string context =
+          par.context > 1 ? fmt::format(" x context {}", par.context) : std::string();
       fail(tree.parallel.field().key_mark, "parallel",
-           fmt::format("pipeline {} x tensor {} x data {} = {} GPUs, but hardware has {} nodes x "
-                       "{} = {}",
-                       par.pipeline, par.tensor, par.data, gpus, hw.nodes, hw.gpus_per_node,
-                       int64_t{hw.gpus_per_node} * hw.nodes));
+           fmt::format("pipeline {} x tensor {}{} x data {} = {} GPUs, but hardware has {} nodes "
+                       "x {} = {}",
+                       par.pipeline, par.tensor, context, par.data, gpus, hw.nodes,
+                       hw.gpus_per_node, int64_t{hw.gpus_per_node} * hw.nodes));
     }
     if (par.tensor > hw.gpus_per_node) {
       fail_expected(tree.parallel.get("tensor"),
@@ -448,6 +482,7 @@ void Loader::check_cross_fields(const Config& config, const Sections& tree) cons
                     fmt::format("a multiple or a divisor of parallel.tensor ({})", par.tensor));
     }
   }
+  if (par.context > 1) check_context(config, tree);
   if (!par.layers_per_stage.empty()) {
     const Field split = tree.parallel.get("layers_per_stage");
     if (!config.model) {
@@ -520,8 +555,8 @@ Config Loader::load(YAML::Node root) const {
       .hardware = with_preset(section(top.get("hardware"), hardware_keys(true)),
                               hardware_preset_dir(), hardware_keys(false)),
       .parallel = section(top.get("parallel"),
-                          {"pipeline", "tensor", "data", "virtual_stages", "sequence_parallel",
-                           "tp_comm_overlap", "layers_per_stage"}),
+                          {"pipeline", "tensor", "data", "context", "virtual_stages",
+                           "sequence_parallel", "tp_comm_overlap", "layers_per_stage"}),
       .training = section(top.get("training"),
                           {"global_batch", "micro_batch", "recompute", "zero_stage",
                            "optimizer_step", "overlap_grad_reduce", "grad_accumulation_fusion"}),
@@ -565,10 +600,10 @@ Config Loader::load(YAML::Node root) const {
     config.profile_link = link.node.Scalar();
   }
   if (search_ != nullptr) {
-    read_search(
-        section(top.get("search"), {"pipeline", "tensor", "micro_batch", "virtual_stages",
-                                    "schedule", "recompute", "zero_stage", "memory_cap_gib"}),
-        config);
+    read_search(section(top.get("search"),
+                        {"pipeline", "tensor", "context", "micro_batch", "virtual_stages",
+                         "schedule", "recompute", "zero_stage", "memory_cap_gib"}),
+                config);
     return config;
   }
   check_cross_fields(config, tree);

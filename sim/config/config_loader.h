@@ -179,8 +179,10 @@ class Loader {
   std::string read_schedule_file(const Section& s, const std::string& kind) const;
   void read_slicing(const Section& s, ScheduleSpec& schedule) const;
   void check_cross_fields(const Config& config, const Sections& tree) const;
+  void check_context(const Config& config, const Sections& tree) const;
 
   void read_search(const Section& s, const Config& config) const;
+  void check_context_candidate(const Field& item, int cp, const ModelSpec& model) const;
   std::vector<int> to_ints(const Field& field, int min, int max) const;
 
   std::string source_;

@@ -111,9 +111,14 @@ struct HardwareSpec {
 };
 
 struct ParallelSpec {
-  int pipeline = 1;        // p
-  int tensor = 1;          // t
-  int data = 1;            // d
+  int pipeline = 1;  // p
+  int tensor = 1;    // t
+  int data = 1;      // d
+  // cp: each sequence is split over cp GPUs (Megatron-Core's context
+  // parallelism: 2 cp chunks, GPU i holding chunks i and 2 cp - 1 - i so that
+  // causal attention work is even), which pass the keys and values around a
+  // ring inside the attention kernel. GPUs = p t cp d.
+  int context = 1;
   int virtual_stages = 1;  // v
   bool sequence_parallel = false;
   // Megatron's --tp-comm-overlap (Transformer Engine's userbuffers): each
@@ -125,6 +130,11 @@ struct ParallelSpec {
   // to model.layers). Empty: the default even split (layers_per_stage in
   // cost_model.h); balanced_layers (partition.h) finds the fastest one.
   std::vector<int> layers_per_stage;
+
+  int64_t gpus() const { return int64_t{pipeline} * tensor * context * data; }
+  // GPUs that hold the same weights and sum their gradients: d cp (the
+  // context ranks of a sequence compute gradients of the same weights).
+  int weight_replicas() const { return data * context; }
 };
 
 struct TrainingSpec {
@@ -209,6 +219,7 @@ struct Config {
 struct SearchSpace {
   std::vector<int> pipeline;
   std::vector<int> tensor;
+  std::vector<int> context;  // default: the base config's
   std::vector<int> micro_batch;
   std::vector<int> virtual_stages;
   std::vector<std::string> schedule;

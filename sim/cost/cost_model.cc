@@ -154,9 +154,9 @@ using cost_model_internal::fill_memory;
 using cost_model_internal::fill_times;
 using cost_model_internal::profiled_layers;
 using cost_model_internal::ProfiledLayers;
+using cost_model_internal::rank_sequence;
 using cost_model_internal::Slice;
 using cost_model_internal::stage_layers;
-using cost_model_internal::whole_sequence;
 
 std::vector<int> layers_per_stage(int layers, int stages) {
   PPSIM_CHECK(stages > 0 && layers >= stages);
@@ -207,7 +207,7 @@ Result<CostTable> build_cost_table(const Config& config, const std::vector<int>&
     }
     std::vector<Slice> slices;
     if (slice_lengths.empty()) {
-      slices = {whole_sequence(*config.model)};
+      slices = {rank_sequence(*config.model, config.parallel)};
     } else {
       if (shares.total != config.model->seq_len) {
         return in_source(config, Error{"the token slices (schedule.slices) sum to " +

@@ -132,12 +132,24 @@ Status check_hardware(const Config& config) {
   return Status();
 }
 
-// The link the tensor groups of pipeline rank `rank` talk over; none (and
-// unused) without tensor parallelism.
-Result<Link> tensor_link(const Config& config, const Placement& placement, int rank) {
-  if (config.parallel.tensor <= 1) return Link{};
-  return group_link(*config.hardware, placement.tensor_groups_in_node(rank),
-                    placement.tensor_members_per_node(rank));
+// A context ring's transfers go to the next GPU of the ring, every GPU
+// sending at once: across nodes each over its own share of the NICs, as a
+// pipeline transfer.
+Result<GroupLinks> group_links(const Config& config, const Placement& placement, int rank) {
+  GroupLinks links;
+  if (config.parallel.tensor > 1) {
+    const Result<Link> tensor = group_link(*config.hardware, placement.tensor_groups_in_node(rank),
+                                           placement.tensor_members_per_node(rank));
+    if (!tensor.ok()) return tensor.error();
+    links.tensor = *tensor;
+  }
+  if (config.parallel.context > 1) {
+    const Result<Link> context =
+        group_link(*config.hardware, placement.context_groups_in_node(rank), 1);
+    if (!context.ok()) return context.error();
+    links.context = *context;
+  }
+  return links;
 }
 
 // Each slice's transfer pays the link's latency: k slices pay it k times.
@@ -170,7 +182,7 @@ Status fill_rank_times(const Config& config, const std::vector<int>& layers,
   const ModelSpec& model = *config.model;
   const HardwareSpec& hw = *config.hardware;
   const OpShape shape = OpShape::of(config);
-  const int d = config.parallel.data;
+  const int d = config.parallel.weight_replicas();
   const int zero = config.training.zero_stage;
   const int first = stage_rank.front();
   const int last = stage_rank.back();

@@ -12,6 +12,7 @@
 #include "schedules/status.h"
 #include "sim/core/costs.h"
 #include "sim/core/workload.h"
+#include "sim/cost/layer_ops.h"
 #include "sim/cost/op_time.h"
 
 namespace ppsim {
@@ -47,15 +48,20 @@ struct Slice {
   int64_t kept_scores() const { return tokens * (context + tokens); }
 };
 
-inline Slice whole_sequence(const ModelSpec& model) { return Slice{model.seq_len, 0}; }
+// The part of each sequence one GPU computes (context_rank_slice).
+inline Slice rank_sequence(const ModelSpec& model, const ParallelSpec& parallel) {
+  const TokenSlice share = context_rank_slice(model.seq_len, parallel.context);
+  return Slice{share.tokens, share.context};
+}
 
-// GPU placement in Megatron's order (tensor fastest, then data, then
-// pipeline): pipeline rank r owns GPUs [r t d, (r + 1) t d).
+// GPU placement in Megatron's order (tensor fastest, then context, then
+// data, then pipeline): pipeline rank r owns GPUs [r t cp d, (r + 1) t cp d).
 class Placement {
  public:
   Placement(const ParallelSpec& parallel, int gpus_per_node)
       : tensor_(parallel.tensor),
-        gpus_per_rank_(parallel.tensor * parallel.data),
+        context_span_(parallel.tensor * parallel.context),
+        gpus_per_rank_(parallel.tensor * parallel.context * parallel.data),
         gpus_per_node_(gpus_per_node) {}
 
   // Whether each GPU of rank `a` and its counterpart (same tensor and data
@@ -73,8 +79,17 @@ class Placement {
     }
     return true;
   }
-  // A data-parallel group is strided by t inside the rank's block, so the
-  // groups stay in one node exactly when the whole block does.
+  // Whether every context-parallel ring of the rank (cp GPUs strided by t)
+  // lies inside one node.
+  bool context_groups_in_node(int rank) const {
+    for (int k = 0; k < gpus_per_rank_; k += context_span_) {
+      if (!in_one_node(first_gpu(rank) + k, context_span_)) return false;
+    }
+    return true;
+  }
+  // A data-parallel group (with its context ranks: the d cp GPUs that sum
+  // their gradients) is strided by t inside the rank's block, so the groups
+  // stay in one node exactly when the whole block does.
   bool data_groups_in_node(int rank) const { return in_one_node(first_gpu(rank), gpus_per_rank_); }
   // How many GPUs of the rank's first tensor (data-parallel) group share its
   // first GPU's node: the members whose NICs the group's ring can use side
@@ -96,6 +111,7 @@ class Placement {
   }
 
   int tensor_;
+  int context_span_;  // t cp: the GPUs one context ring spans
   int gpus_per_rank_;
   int gpus_per_node_;
 };
@@ -109,7 +125,9 @@ void fill_memory(const Config& config, const std::vector<int>& layers,
 
 // cost_model_comm.cc
 Status check_hardware(const Config& config);
-Result<Link> tensor_link(const Config& config, const Placement& placement, int rank);
+// The links of pipeline rank `rank`'s tensor groups and context rings (each
+// empty, and unused, without that parallelism).
+Result<GroupLinks> group_links(const Config& config, const Placement& placement, int rank);
 Status fill_p2p_times(const Config& config, const std::vector<int>& stage_rank,
                       const Placement& placement, int num_slices, CostTable& table);
 Status fill_rank_times(const Config& config, const std::vector<int>& layers,

@@ -149,8 +149,9 @@ void fill_memory(const Config& config, const std::vector<int>& layers,
     for (int s = 0; s + 1 < config.num_stages(); ++s) table.p2p_bytes[s * k + j] = p2p_bytes;
   }
   for (int r = 0; r < parallel.pipeline; ++r) {
-    table.static_bytes[r] = zero_static_bytes(rank_parameters(config, layers, stage_rank, r),
-                                              parallel.data, config.training.zero_stage);
+    table.static_bytes[r] =
+        zero_static_bytes(rank_parameters(config, layers, stage_rank, r),
+                          parallel.weight_replicas(), config.training.zero_stage);
   }
   table.stage_weight_bytes.resize(config.num_stages());
   for (int s = 0; s < config.num_stages(); ++s) {
@@ -162,8 +163,8 @@ void fill_memory(const Config& config, const std::vector<int>& layers,
 
 }  // namespace cost_model_internal
 
+using cost_model_internal::rank_sequence;
 using cost_model_internal::slice_activation_bytes;
-using cost_model_internal::whole_sequence;
 
 int64_t layer_parameters(const ModelSpec& model) {
   const int64_t h = model.hidden;
@@ -196,7 +197,8 @@ int64_t model_parameters(const ModelSpec& model) {
 
 int64_t layer_activation_bytes(const ModelSpec& model, int micro_batch,
                                const ParallelSpec& parallel, Recompute recompute) {
-  return slice_activation_bytes(model, micro_batch, parallel, recompute, whole_sequence(model));
+  return slice_activation_bytes(model, micro_batch, parallel, recompute,
+                                rank_sequence(model, parallel));
 }
 
 }  // namespace ppsim

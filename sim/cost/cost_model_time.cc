@@ -53,33 +53,33 @@ class BlockTimer {
   // B = I + W; recompute runs before I: the whole forward again (full), or
   // the attention core's (selective; nothing with flash attention, whose
   // backward recomputes the scores inside its kernel).
-  Block layer(const Slice& slice, const Link& tp_link) const {
+  Block layer(const Slice& slice, const GroupLinks& links) const {
     const TokenSlice token_slice{slice.tokens, slice.context};
     const PieceOps ops = layer_ops(shape_, token_slice);
-    Block block = priced(ops, tp_link);
+    Block block = priced(ops, links);
     if (recompute_ == Recompute::kFull)
       block.backward = duration_plus(block.backward, block.forward);
     if (recompute_ == Recompute::kSelective && shape_.model.attention == Attention::kStandard) {
       block.backward = duration_plus(
           block.backward,
-          seconds_to_picos(timer_.seconds(attention_core_forward(shape_, token_slice), tp_link)));
+          seconds_to_picos(timer_.seconds(attention_core_forward(shape_, token_slice), links)));
     }
     return block;
   }
 
-  Block embedding(const Slice& slice, const Link& tp_link) const {
-    return priced(embedding_ops(shape_, TokenSlice{slice.tokens, slice.context}), tp_link);
+  Block embedding(const Slice& slice, const GroupLinks& links) const {
+    return priced(embedding_ops(shape_, TokenSlice{slice.tokens, slice.context}), links);
   }
 
-  Block logits(const Slice& slice, const Link& tp_link) const {
-    return priced(head_ops(shape_, TokenSlice{slice.tokens, slice.context}), tp_link);
+  Block logits(const Slice& slice, const GroupLinks& links) const {
+    return priced(head_ops(shape_, TokenSlice{slice.tokens, slice.context}), links);
   }
 
  private:
-  Block priced(const PieceOps& ops, const Link& tp_link) const {
-    const Picos weight_grad = seconds_to_picos(timer_.seconds(ops.weight_grad, tp_link));
-    return Block{seconds_to_picos(timer_.seconds(ops.forward, tp_link)),
-                 seconds_to_picos(timer_.seconds(ops.input_grad, tp_link)) + weight_grad,
+  Block priced(const PieceOps& ops, const GroupLinks& links) const {
+    const Picos weight_grad = seconds_to_picos(timer_.seconds(ops.weight_grad, links));
+    return Block{seconds_to_picos(timer_.seconds(ops.forward, links)),
+                 seconds_to_picos(timer_.seconds(ops.input_grad, links)) + weight_grad,
                  weight_grad};
   }
 
@@ -89,12 +89,13 @@ class BlockTimer {
 };
 
 // What sets a stage's time apart from another's: its layers, whether it holds
-// the embedding or the logits, and the link its tensor group talks over.
+// the embedding or the logits, and the links its tensor group and context
+// ring talk over.
 struct StagePieces {
   int layers = 0;
   bool embedding = false;
   bool logits = false;
-  Link tp_link;
+  GroupLinks links;
 };
 
 // Forward, backward and W of one slice of a microbatch on one stage: the one
@@ -107,7 +108,7 @@ Block stage_block(const BlockTimer& timer, const StagePieces& stage, const Slice
   const auto piece = [](const MeasuredPiece* m, auto analytic) {
     return m != nullptr ? Block{m->forward, m->backward, m->weight_grad} : analytic();
   };
-  const Link& link = stage.tp_link;
+  const GroupLinks& link = stage.links;
   Block block = repeat(piece(measured != nullptr ? &measured->layer[j] : nullptr,
                              [&] { return timer.layer(slice, link); }),
                        stage.layers);
@@ -122,7 +123,8 @@ Block stage_block(const BlockTimer& timer, const StagePieces& stage, const Slice
   return block;
 }
 
-// The pieces of stage `s`, with the link of its rank's tensor groups.
+// The pieces of stage `s`, with the links of its rank's tensor groups and
+// context rings.
 Result<StagePieces> stage_pieces(const Config& config, const std::vector<int>& layers,
                                  const std::vector<int>& stage_rank, const Placement& placement,
                                  int s) {
@@ -130,9 +132,9 @@ Result<StagePieces> stage_pieces(const Config& config, const std::vector<int>& l
   pieces.layers = layers[s];
   pieces.embedding = s == 0;
   pieces.logits = s == config.num_stages() - 1;
-  const Result<Link> link = tensor_link(config, placement, stage_rank[s]);
-  if (!link.ok()) return link.error();
-  pieces.tp_link = *link;
+  const Result<GroupLinks> links = group_links(config, placement, stage_rank[s]);
+  if (!links.ok()) return links.error();
+  pieces.links = *links;
   return pieces;
 }
 
@@ -178,14 +180,14 @@ Status fill_times(const Config& config, const std::vector<int>& layers,
 using cost_model_internal::Block;
 using cost_model_internal::BlockTimer;
 using cost_model_internal::check_hardware;
+using cost_model_internal::group_links;
 using cost_model_internal::Placement;
+using cost_model_internal::rank_sequence;
 using cost_model_internal::Slice;
 using cost_model_internal::stage_block;
 using cost_model_internal::stage_layers;
 using cost_model_internal::stage_pieces;
 using cost_model_internal::StagePieces;
-using cost_model_internal::tensor_link;
-using cost_model_internal::whole_sequence;
 
 double layer_forward_flops(const ModelSpec& model, int micro_batch, int tensor) {
   OpShape shape;
@@ -234,7 +236,8 @@ std::function<double(int length, int context)> slice_cost_function(const Config&
       if (layers[s] != most) continue;
       const Result<StagePieces> pieces = stage_pieces(config, layers, stage_rank, placement, s);
       PPSIM_CHECK(pieces.ok());
-      const Block block = stage_block(timer, *pieces, whole_sequence(*config.model));
+      const Block block =
+          stage_block(timer, *pieces, rank_sequence(*config.model, config.parallel));
       if (block.forward + block.backward > slowest_time) {
         slowest = *pieces;
         slowest_time = block.forward + block.backward;
@@ -253,10 +256,10 @@ Result<PieceTimes> piece_times(const Config& config) {
   PPSIM_CHECK(config.model && config.hardware);
   if (Status s = check_hardware(config); !s.ok()) return Error{s.message()};
   const Placement placement(config.parallel, config.hardware->gpus_per_node);
-  const Result<Link> link = tensor_link(config, placement, 0);
+  const Result<GroupLinks> link = group_links(config, placement, 0);
   if (!link.ok()) return link.error();
   const BlockTimer timer(config);
-  const Slice whole = whole_sequence(*config.model);
+  const Slice whole = rank_sequence(*config.model, config.parallel);
   auto seconds = [](const Block& block) {
     return picos_to_seconds(block.forward + block.backward);
   };

@@ -154,6 +154,20 @@ class PhaseBuilder {
     out_.add(op);
   }
 
+  // With context parallelism, `steps` = cp - 1 transfers of `bytes` to the
+  // next GPU of the ring; nothing without.
+  void ring_exchange(const char* name, double bytes) {
+    if (shape_.context <= 1) return;
+    Op op;
+    op.kind = OpKind::kRingExchange;
+    op.name = name;
+    op.bytes = bytes;
+    op.steps = shape_.context - 1;
+    out_.add(op);
+  }
+
+  // Bytes of one of K and V of the slice's own tokens on this GPU.
+  double kv_bytes() const { return dims_.tokens * dims_.kv_width * dims_.value_bytes; }
   // Bytes of the slice's hidden states on every GPU of the group (b l h).
   double hidden_bytes() const { return dims_.tokens * dims_.hidden * dims_.value_bytes; }
   // Bytes of the hidden states of the tokens this GPU normalizes.
@@ -175,6 +189,8 @@ void add_attention_core_forward(PhaseBuilder& p, const ModelSpec& model) {
     // Reads Q, K and V (the keys of the context too) and writes O.
     const double io = B * (2 * d.tokens * d.q_width + 2 * d.sequences * d.keys * d.kv_width);
     p.flash("flash attention", flops, io, false);
+    // Each ring step hands this GPU's current K and V chunk on.
+    p.ring_exchange("context-parallel K, V exchange", 2 * p.kv_bytes());
     return;
   }
   // Megatron's baddbmm of Q and K^T, fused scale-mask-softmax, dropout and
@@ -197,6 +213,9 @@ void add_attention_core_backward(PhaseBuilder& p, const ModelSpec& model) {
     const double flops = 2.5 * 4 * d.head_batch * d.causal_pairs * head_dim;
     const double io = B * (4 * d.tokens * d.q_width + 4 * d.sequences * d.keys * d.kv_width);
     p.flash("flash attention backward", flops, io, true);
+    // The backward's ring passes K and V on again, and with them the
+    // gradients of the chunk's K and V accumulated so far.
+    p.ring_exchange("context-parallel K, V, dK, dV exchange", 4 * p.kv_bytes());
     return;
   }
   p.memory("context transpose backward", 2 * d.tokens * d.q_width * B);
@@ -294,11 +313,19 @@ Op gemm_op(const char* name, double batch, double m, double n, double k, double 
   return op;
 }
 
+TokenSlice context_rank_slice(int64_t seq_len, int context) {
+  const int64_t cp = context;
+  PPSIM_CHECK(cp >= 1 && (cp == 1 || seq_len % (2 * cp) == 0));
+  if (cp == 1) return TokenSlice{seq_len, 0};
+  return TokenSlice{seq_len / cp, seq_len * (cp - 1) / (2 * cp)};
+}
+
 OpShape OpShape::of(const Config& config) {
   OpShape shape;
   shape.model = *config.model;
   shape.micro_batch = config.training.micro_batch;
   shape.tensor = config.parallel.tensor;
+  shape.context = config.parallel.context;
   shape.sequence_parallel = config.parallel.sequence_parallel;
   shape.tp_comm_overlap = config.parallel.tp_comm_overlap;
   shape.fused_grad_accumulation = config.training.grad_accumulation_fusion;

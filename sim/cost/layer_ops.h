@@ -21,6 +21,10 @@ enum class OpKind {
   kMemory,          // elementwise, normalization, softmax, loss: memory-bound
   kFlashAttention,  // the fused attention kernel (forward, or backward)
   kCollective,      // a collective over the tensor-parallel group
+  // Context parallelism's ring: `steps` transfers of `bytes` to the next GPU
+  // of the ring, each overlapping one of the cp steps of the attention
+  // kernel before it in the list.
+  kRingExchange,
 };
 
 enum class CollectiveKind { kAllReduce, kReduceScatter, kAllGather };
@@ -40,8 +44,10 @@ struct Op {
   // kMemory: bytes read and written; kGemm: the operands it reads;
   // kFlashAttention: the least bytes it moves (Q, K, V in, O out);
   // kCollective: the message, as nccl-tests counts it (the buffer each GPU
-  // holds).
+  // holds); kRingExchange: one step's transfer.
   double bytes = 0;
+  // kRingExchange: transfers, one per ring step after the first (cp - 1).
+  double steps = 0;
   // kGemm: the bytes its epilogue moves: the result written, or read and
   // written when it accumulates into a buffer.
   double result_bytes = 0;
@@ -88,14 +94,22 @@ struct TokenSlice {
   int64_t context = 0;
 };
 
+// The part of each sequence one GPU computes: the whole sequence {s, 0}; or,
+// with context parallelism cp, its chunks i and 2 cp - 1 - i of 2 cp, which
+// are s / cp queries attending causally to s (cp - 1) / (2 cp) keys before
+// them on average: the same s^2 / (2 cp) causal pairs as its two chunks.
+// REQUIRES: s a multiple of 2 cp (the config loader checks it).
+TokenSlice context_rank_slice(int64_t seq_len, int context);
+
 // What shapes one GPU's kernels: the model, the micro-batch, the
-// tensor-parallel degree and sequence parallelism, whether the weight
-// gradients accumulate into fp32 inside their GEMMs, and the dtype the
-// gradients are accumulated in.
+// tensor-parallel degree and sequence parallelism, the context-parallel
+// degree, whether the weight gradients accumulate into fp32 inside their
+// GEMMs, and the dtype the gradients are accumulated in.
 struct OpShape {
   ModelSpec model;
   int micro_batch = 1;
   int tensor = 1;
+  int context = 1;  // cp > 1: the slice is one context rank's share
   bool sequence_parallel = false;
   bool tp_comm_overlap = false;
   bool fused_grad_accumulation = true;

@@ -60,7 +60,7 @@ double OpTimer::gemm_compute_seconds(const Op& op) const {
                   gemm_compute_seconds(op, hw_.gemm_tile_n, hw_.gemm_tile_m));
 }
 
-double OpTimer::seconds(const Op& op, const Link& tensor_link) const {
+double OpTimer::seconds(const Op& op, const GroupLinks& links) const {
   switch (op.kind) {
     case OpKind::kGemm:
       // Roofline: the tiles' compute, or moving the operands and the result,
@@ -77,21 +77,34 @@ double OpTimer::seconds(const Op& op, const Link& tensor_link) const {
       return std::max(op.flops / (flops_per_s_ * efficiency), memory_seconds(op.bytes)) + launch_s_;
     }
     case OpKind::kCollective:
-      return collective_seconds(op.collective, op.bytes, tensor_, tensor_link) + launch_s_;
+      return collective_seconds(op.collective, op.bytes, tensor_, links.tensor) + launch_s_;
+    case OpKind::kRingExchange:
+      return op.steps * ring_step_seconds(op, links.context);
   }
   return 0;
 }
 
-double OpTimer::seconds(const OpList& ops, const Link& tensor_link) const {
+// One transfer of the ring: the send and receive kernels' launch and the
+// message over the ring's link.
+double OpTimer::ring_step_seconds(const Op& op, const Link& context_link) const {
+  return transfer_seconds(op.bytes, context_link) + launch_s_;
+}
+
+double OpTimer::seconds(const OpList& ops, const GroupLinks& links) const {
   double total = 0;
   const Op* list = ops.begin();
   for (int i = 0; i < ops.size(); ++i) {
-    double op_s = seconds(list[i], tensor_link);
+    double op_s = seconds(list[i], links);
     if (list[i].overlaps_gemm) {
       const int partner = list[i].collective == CollectiveKind::kAllGather ? i + 1 : i - 1;
       if (partner >= 0 && partner < ops.size() && list[partner].kind == OpKind::kGemm) {
-        op_s = std::max(0.0, op_s - seconds(list[partner], tensor_link));
+        op_s = std::max(0.0, op_s - seconds(list[partner], links));
       }
+    }
+    if (list[i].kind == OpKind::kRingExchange && i > 0 &&
+        list[i - 1].kind == OpKind::kFlashAttention) {
+      const double ring_step = seconds(list[i - 1], links) / (list[i].steps + 1);
+      op_s = list[i].steps * std::max(0.0, ring_step_seconds(list[i], links.context) - ring_step);
     }
     total += op_s;
   }

@@ -33,16 +33,28 @@ double collective_seconds(CollectiveKind kind, double bytes, int n, const Link& 
 // A point-to-point transfer of `bytes`.
 double transfer_seconds(double bytes, const Link& link);
 
+// The links one GPU's groups talk over: its tensor-parallel group's
+// collectives, and its context-parallel ring's transfers.
+struct GroupLinks {
+  Link tensor;
+  Link context;
+};
+
 // Prices the operations of one GPU of a tensor-parallel group of `tensor`
-// GPUs, in the model's dtype; the group's collectives go over `tensor_link`.
+// GPUs, in the model's dtype.
 class OpTimer {
  public:
   OpTimer(const HardwareSpec& hardware, DType dtype, int tensor);
 
-  double seconds(const Op& op, const Link& tensor_link) const;
+  // An operation alone: a ring exchange pays all of its transfers.
+  double seconds(const Op& op, const GroupLinks& links) const;
   // The list's operations one after another, except that a collective that
-  // overlaps its GEMM (Op::overlaps_gemm) pays only what outlasts it.
-  double seconds(const OpList& ops, const Link& tensor_link) const;
+  // overlaps its GEMM (Op::overlaps_gemm) pays only what outlasts it, and a
+  // ring exchange only what outlasts the ring steps of the attention kernel
+  // before it: with cp = steps + 1 steps of a kernel of time A, each
+  // transfer X runs alongside a step of A / cp, so the exchange adds
+  // steps x max(0, X - A / cp).
+  double seconds(const OpList& ops, const GroupLinks& links) const;
 
   // The parts of seconds(op) for a GEMM, for tests and docs: its compute
   // time by tiles and waves, and its operand traffic's.
@@ -51,6 +63,7 @@ class OpTimer {
 
  private:
   double gemm_compute_seconds(const Op& op, double tile_m, double tile_n) const;
+  double ring_step_seconds(const Op& op, const Link& context_link) const;
 
   HardwareSpec hw_;
   double flops_per_s_;

@@ -139,6 +139,51 @@ void run_simulation(Candidate& cand, const Config& config, double cap_bytes,
   }
 }
 
+// Every candidate of one layout of the GPUs (p t cp d): the search's
+// micro-batches, schedules, virtual stages, recompute and ZeRO stages. Token
+// slicing does not combine with context parallelism: no terapipe with cp > 1.
+void add_layouts(const Sweep& sweep, int p, int t, int cp, int d,
+                 std::vector<std::pair<Candidate, Config>>& out) {
+  const SearchSpace& space = sweep.search;
+  for (int mb : space.micro_batch) {
+    for (const std::string& kind : space.schedule) {
+      if (kind == "terapipe" && cp > 1) continue;
+      std::vector<int> vs = space.virtual_stages;
+      if (const std::optional<int> fixed = stages_per_rank(kind)) {
+        vs = {*fixed};
+      } else {  // interleaving needs two stages per rank or more
+        vs.erase(std::remove(vs.begin(), vs.end(), 1), vs.end());
+      }
+      for (int v : vs) {
+        for (Recompute recompute : space.recompute) {
+          for (int zero : space.zero_stage) {
+            Candidate cand;
+            cand.parallel = sweep.base.parallel;
+            cand.parallel.pipeline = p;
+            cand.parallel.tensor = t;
+            cand.parallel.context = cp;
+            cand.parallel.data = d;
+            cand.parallel.virtual_stages = v;
+            cand.micro_batch = mb;
+            cand.recompute = recompute;
+            cand.zero_stage = zero;
+            cand.schedule = kind;
+            Config c = sweep.base;
+            c.parallel = cand.parallel;
+            c.training.micro_batch = mb;
+            c.training.recompute = recompute;
+            c.training.zero_stage = zero;
+            c.schedule.kind = kind;
+            // A token-level candidate finds its own cut.
+            if (kind == "terapipe") c.schedule.slicing = SlicingMethod::kOptimal;
+            out.emplace_back(std::move(cand), std::move(c));
+          }
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 
 const char* to_string(CandidateStatus status) {
@@ -160,9 +205,11 @@ const char* to_string(CandidateStatus status) {
 }
 
 std::string Candidate::layout() const {
-  return fmt::format("p={} t={} d={} v={} mb={} {} recompute={} zero={}", parallel.pipeline,
-                     parallel.tensor, parallel.data, parallel.virtual_stages, micro_batch, schedule,
-                     ppsim::to_string(recompute), zero_stage);
+  const std::string context =
+      parallel.context > 1 ? fmt::format(" cp={}", parallel.context) : std::string();
+  return fmt::format("p={} t={}{} d={} v={} mb={} {} recompute={} zero={}", parallel.pipeline,
+                     parallel.tensor, context, parallel.data, parallel.virtual_stages, micro_batch,
+                     schedule, ppsim::to_string(recompute), zero_stage);
 }
 
 std::vector<std::pair<Candidate, Config>> enumerate_candidates(const Sweep& sweep,
@@ -173,45 +220,13 @@ std::vector<std::pair<Candidate, Config>> enumerate_candidates(const Sweep& swee
   size_t skipped = 0;
   for (int p : space.pipeline) {
     for (int t : space.tensor) {
-      if (gpus % (p * t) != 0) {
-        ++skipped;
-        continue;
-      }
-      const int d = gpus / (p * t);
-      for (int mb : space.micro_batch) {
-        for (const std::string& kind : space.schedule) {
-          std::vector<int> vs = space.virtual_stages;
-          if (const std::optional<int> fixed = stages_per_rank(kind)) {
-            vs = {*fixed};
-          } else {  // interleaving needs two stages per rank or more
-            vs.erase(std::remove(vs.begin(), vs.end(), 1), vs.end());
-          }
-          for (int v : vs) {
-            for (Recompute recompute : space.recompute) {
-              for (int zero : space.zero_stage) {
-                Candidate cand;
-                cand.parallel = sweep.base.parallel;
-                cand.parallel.pipeline = p;
-                cand.parallel.tensor = t;
-                cand.parallel.data = d;
-                cand.parallel.virtual_stages = v;
-                cand.micro_batch = mb;
-                cand.recompute = recompute;
-                cand.zero_stage = zero;
-                cand.schedule = kind;
-                Config c = sweep.base;
-                c.parallel = cand.parallel;
-                c.training.micro_batch = mb;
-                c.training.recompute = recompute;
-                c.training.zero_stage = zero;
-                c.schedule.kind = kind;
-                // A token-level candidate finds its own cut.
-                if (kind == "terapipe") c.schedule.slicing = SlicingMethod::kOptimal;
-                out.emplace_back(std::move(cand), std::move(c));
-              }
-            }
-          }
+      for (int cp : space.context) {
+        if (gpus % (int64_t{p} * t * cp) != 0) {
+          ++skipped;
+          continue;
         }
+        const int d = static_cast<int>(gpus / (int64_t{p} * t * cp));
+        add_layouts(sweep, p, t, cp, d, out);
       }
     }
   }

@@ -122,6 +122,7 @@ Summary summarize(const Config& config, const std::string& schedule_name, const 
   s.pipeline = config.parallel.pipeline;
   s.tensor = config.parallel.tensor;
   s.data = config.parallel.data;
+  s.context = config.parallel.context;
   s.virtual_stages = config.parallel.virtual_stages;
   s.microbatches = config.num_microbatches();
   s.optimizer_step = to_string(config.training.optimizer_step);
@@ -153,7 +154,7 @@ Summary summarize(const Config& config, const std::string& schedule_name, const 
     s.throughput.samples_per_s = config.training.global_batch / s.iteration_time_s;
     if (config.model) {
       s.throughput.tokens_per_s = s.throughput.samples_per_s * config.model->seq_len;
-      const int gpus = config.parallel.pipeline * config.parallel.tensor * config.parallel.data;
+      const auto gpus = static_cast<double>(config.parallel.gpus());
       s.throughput.tflops_per_gpu =
           model_flops_per_iteration(config) / s.iteration_time_s / gpus / 1e12;
       if (config.hardware) {

@@ -29,7 +29,7 @@ std::string format_explore_table(const ExploreResult& r, size_t top_k) {
       r.candidates.size(), counts[0], r.memory_cap_bytes / kGiB, counts[1], counts[2], counts[3],
       counts[4]);
   if (r.layouts_skipped > 0) {
-    out += fmt::format(" ({} p x t layouts do not divide the GPUs)", r.layouts_skipped);
+    out += fmt::format(" ({} p x t x cp layouts do not divide the GPUs)", r.layouts_skipped);
   }
   out += "\n\n";
   const auto rows = [&](const std::vector<size_t>& which, size_t limit) {
@@ -57,17 +57,18 @@ std::string format_explore_table(const ExploreResult& r, size_t top_k) {
 
 std::string explore_to_csv(const ExploreResult& r) {
   std::string out =
-      "pipeline,tensor,data,virtual_stages,micro_batch,schedule,recompute,zero_stage,status,"
+      "pipeline,tensor,data,context,virtual_stages,micro_batch,schedule,recompute,zero_stage,"
+      "status,"
       "reason,lower_bound_s,iteration_time_s,samples_per_s,tokens_per_s,mfu,bubble_fraction,"
       "peak_memory_bytes\n";
   for (const Candidate& c : r.candidates) {
     std::string reason = "\"";
     for (char ch : c.reason) reason += ch == '"' ? std::string("\"\"") : std::string(1, ch);
     reason += '"';
-    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{}", c.parallel.pipeline, c.parallel.tensor,
-                       c.parallel.data, c.parallel.virtual_stages, c.micro_batch, c.schedule,
-                       to_string(c.recompute), c.zero_stage, to_string(c.status), reason,
-                       c.lower_bound_s);
+    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{}", c.parallel.pipeline,
+                       c.parallel.tensor, c.parallel.data, c.parallel.context,
+                       c.parallel.virtual_stages, c.micro_batch, c.schedule, to_string(c.recompute),
+                       c.zero_stage, to_string(c.status), reason, c.lower_bound_s);
     if (c.summary) {
       const Summary& s = *c.summary;
       out += fmt::format(",{},{},{},{},{},{}\n", s.iteration_time_s, s.throughput.samples_per_s,
@@ -89,7 +90,8 @@ std::string explore_to_json(const ExploreResult& r) {
     w.begin_object();
     w.key("layout").begin_object();
     w.field("pipeline", c.parallel.pipeline).field("tensor", c.parallel.tensor);
-    w.field("data", c.parallel.data).field("virtual_stages", c.parallel.virtual_stages);
+    w.field("data", c.parallel.data).field("context", c.parallel.context);
+    w.field("virtual_stages", c.parallel.virtual_stages);
     w.field("micro_batch", c.micro_batch).field("schedule", c.schedule);
     w.field("recompute", to_string(c.recompute)).field("zero_stage", c.zero_stage);
     w.key("layers_per_stage").begin_array();

@@ -194,6 +194,48 @@ search: {pipeline: [1], tensor: [2, 3, 6], micro_batch: [1], schedule: [1f1b],
   }
 }
 
+TEST(Explore, SearchesContextParallelism) {
+  // 16 GPUs, p in {1, 2}, cp in {1, 2}: d = 16 / (p cp). TeraPipe's token
+  // slices do not combine with cp > 1, so cp = 2 layouts get 1F1B only:
+  // 2 layouts x 2 kinds + 2 layouts x 1 kind.
+  Result<Sweep> sw = parse_sweep(R"(
+model: {layers: 8, hidden: 1024, heads: 16, seq_len: 1024, vocab: 32000, attention: flash}
+hardware: {preset: a100-80gb, gpus_per_node: 8, nodes: 2}
+training: {global_batch: 64}
+search: {pipeline: [1, 2], tensor: [1], context: [1, 2], micro_batch: [1],
+         schedule: [1f1b, terapipe], recompute: [none], zero_stage: [0]}
+)",
+                                 "cp.yaml");
+  ASSERT_TRUE(sw.ok()) << sw.error().message;
+  const ExploreResult r = explore(*sw);
+  ASSERT_EQ(r.candidates.size(), 6u);
+  int with_context = 0;
+  for (const Candidate& c : r.candidates) {
+    const ParallelSpec& par = c.parallel;
+    EXPECT_EQ(par.pipeline * par.context * par.data, 16) << c.layout();
+    if (par.context == 2) {
+      ++with_context;
+      EXPECT_EQ(c.schedule, "1f1b");
+      EXPECT_THAT(c.layout(), HasSubstr(" cp=2 "));
+      EXPECT_TRUE(c.feasible()) << c.layout() << ": " << c.reason;
+    }
+  }
+  EXPECT_EQ(with_context, 2);
+  EXPECT_THAT(explore_to_csv(r), HasSubstr("pipeline,tensor,data,context,virtual_stages"));
+}
+
+TEST(Explore, ContextCandidatesNeedFlashAttention) {
+  const Result<Sweep> sw = parse_sweep(R"(
+model: {layers: 8, hidden: 1024, heads: 16, seq_len: 1024, vocab: 32000}
+hardware: {preset: a100-80gb, gpus_per_node: 8, nodes: 2}
+training: {global_batch: 64}
+search: {context: [1, 2]}
+)",
+                                       "cp.yaml");
+  ASSERT_FALSE(sw.ok());
+  EXPECT_THAT(sw.error().message, HasSubstr("search.context[1]: 2 needs model.attention: flash"));
+}
+
 TEST(Explore, SweepNeedsModelAndHardware) {
   const Result<Sweep> s = parse_sweep(
       "parallel: {pipeline: 2}\ntraining: {global_batch: 4}\ncosts: {fixed: {forward_s: 1, "

@@ -113,7 +113,7 @@ TEST(OpTime, LargeGemmRunsWavesOfTiles) {
   // 8192^3: 64 x 64 = 4096 tiles, ceil(4096 / 108) = 38 waves of 108 tiles
   // of 2 x 128 x 128 x (8192 + 50) FLOP, at 312e12 x 0.82 / 108 per SM:
   // 38 x 270008320 x 108 / 255.84e12 = 4.3323292e-3 s (81.3% of peak).
-  EXPECT_NEAR(timer.seconds(gemm_of(1, 8192, 8192, 8192), Link{}), 4.3323292e-3, 1e-9);
+  EXPECT_NEAR(timer.seconds(gemm_of(1, 8192, 8192, 8192), GroupLinks{}), 4.3323292e-3, 1e-9);
 }
 
 TEST(OpTime, ShortWideGemmIsMemoryBound) {
@@ -124,10 +124,10 @@ TEST(OpTime, ShortWideGemmIsMemoryBound) {
   // 2039e9 x 0.72 B/s = 3.29126e-3 s: memory-bound.
   const Op scores = gemm_of(512, 2048, 2048, 128);
   EXPECT_NEAR(timer.gemm_compute_seconds(scores), 2.98912e-3, 1e-8);
-  EXPECT_NEAR(timer.seconds(scores, Link{}), 3.29126e-3, 1e-8);
+  EXPECT_NEAR(timer.seconds(scores, GroupLinks{}), 3.29126e-3, 1e-8);
   // K = 512: 1214 waves of 2 x 128^2 x 562 FLOP, 9.43757e-3 s, against
   // 6442450944 bytes, 4.38835e-3 s: compute-bound.
-  EXPECT_NEAR(timer.seconds(gemm_of(512, 2048, 2048, 512), Link{}), 9.43757e-3, 1e-8);
+  EXPECT_NEAR(timer.seconds(gemm_of(512, 2048, 2048, 512), GroupLinks{}), 9.43757e-3, 1e-8);
 }
 
 TEST(OpTime, FewTilesSplitTheirK) {
@@ -144,7 +144,7 @@ TEST(OpTime, MemoryKernelAtAchievedBandwidth) {
   softmax.kind = OpKind::kMemory;
   softmax.bytes = 1e9;
   // 1e9 / (2039e9 x 0.72) = 6.81162e-4 s.
-  EXPECT_NEAR(timer.seconds(softmax, Link{}), 6.811618e-4, 1e-9);
+  EXPECT_NEAR(timer.seconds(softmax, GroupLinks{}), 6.811618e-4, 1e-9);
 }
 
 TEST(OpTime, FlashKernelAtItsEfficiency) {
@@ -154,9 +154,9 @@ TEST(OpTime, FlashKernelAtItsEfficiency) {
   flash.flops = 1e12;
   flash.bytes = 1e6;
   // Forward 1e12 / (312e12 x 0.73); backward at 0.63.
-  EXPECT_NEAR(timer.seconds(flash, Link{}), 1e12 / (312e12 * 0.73), 1e-12);
+  EXPECT_NEAR(timer.seconds(flash, GroupLinks{}), 1e12 / (312e12 * 0.73), 1e-12);
   flash.backward = true;
-  EXPECT_NEAR(timer.seconds(flash, Link{}), 1e12 / (312e12 * 0.63), 1e-12);
+  EXPECT_NEAR(timer.seconds(flash, GroupLinks{}), 1e12 / (312e12 * 0.63), 1e-12);
 }
 
 TEST(OpTime, CollectivesAtBusBandwidthForTheirSize) {
@@ -175,7 +175,7 @@ TEST(OpTime, CollectivesAtBusBandwidthForTheirSize) {
   Op all_reduce;
   all_reduce.kind = OpKind::kCollective;
   all_reduce.bytes = 100e6;
-  EXPECT_NEAR(timer.seconds(all_reduce, nvlink), 9.768291e-4, 1e-9);
+  EXPECT_NEAR(timer.seconds(all_reduce, GroupLinks{nvlink, {}}), 9.768291e-4, 1e-9);
   // A transfer: one latency and the bytes at busbw.
   EXPECT_NEAR(transfer_seconds(100e6, nvlink), 3e-6 + 100e6 / 187.2e9, 1e-12);
 }
@@ -187,7 +187,7 @@ TEST(OpTime, LaunchGapOnEveryKernel) {
   Op copy;
   copy.kind = OpKind::kMemory;
   copy.bytes = 1e9;
-  EXPECT_NEAR(timer.seconds(copy, Link{}), 6.811618e-4 + 5e-6, 1e-9);
+  EXPECT_NEAR(timer.seconds(copy, GroupLinks{}), 6.811618e-4 + 5e-6, 1e-9);
 }
 
 // ---------------------------------------------------------------- the op lists

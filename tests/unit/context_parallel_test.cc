@@ -1,0 +1,249 @@
+// Context parallelism (parallel.context): the config's checks, one context
+// rank's share of the sequence and its ring exchange, what the exchange
+// costs beside the attention kernel it overlaps, and what the cost table
+// divides by cp (activations, transfers) or groups over d cp (gradients,
+// optimizer state). Every expected figure is worked by hand.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "sim/config/config.h"
+#include "sim/cost/cost_model.h"
+#include "sim/cost/layer_ops.h"
+#include "sim/cost/op_time.h"
+#include "sim/plan/simulate.h"
+#include "sim/report/summary.h"
+#include "tests/unit/config_fixtures.h"
+#include "tests/unit/cost_model_fixtures.h"
+
+namespace ppsim {
+namespace {
+
+using config_test::error_of;
+using config_test::kModel;
+using cost_model_test::build_ok;
+using cost_model_test::make_config;
+using cost_model_test::round_hardware;
+using cost_model_test::tiny;
+using ::testing::HasSubstr;
+
+// ---------------------------------------------------------------- config
+
+// The fixtures' 24-layer model on one 8-GPU node with flash attention, laid
+// out p 2 t 2 cp 2, and `more` overrides after those.
+std::vector<ConfigOverride> with_context(std::vector<ConfigOverride> more = {}) {
+  std::vector<ConfigOverride> all = {
+      {"model.attention", "flash"}, {"parallel.pipeline", "2"}, {"parallel.context", "2"}};
+  all.insert(all.end(), more.begin(), more.end());
+  return all;
+}
+
+Result<Config> context_config() {
+  return parse_config(config_test::yaml(config_test::kModel), "test.yaml", with_context());
+}
+
+TEST(ContextConfig, AValidLayoutLoadsAndCountsItsGpus) {
+  const Result<Config> config = context_config();
+  ASSERT_TRUE(config.ok()) << config.error().message;
+  EXPECT_EQ(config->parallel.context, 2);
+  EXPECT_EQ(config->parallel.gpus(), 8);
+  EXPECT_EQ(config->parallel.weight_replicas(), 2);  // d 1 x cp 2
+}
+
+TEST(ContextConfig, DegreeMustBePositive) {
+  EXPECT_THAT(error_of(kModel, with_context({{"parallel.context", "0"}})),
+              HasSubstr("parallel.context: expected an integer"));
+}
+
+TEST(ContextConfig, CountsInTheGpuArithmetic) {
+  // 2 x 2 x 2 x 2 = 16 GPUs on an 8-GPU node.
+  EXPECT_THAT(error_of(kModel, with_context({{"parallel.data", "2"}})),
+              HasSubstr("parallel: pipeline 2 x tensor 2 x context 2 x data 2 = 16 GPUs, but "
+                        "hardware has 1 nodes x 8 = 8"));
+}
+
+TEST(ContextConfig, SequenceSplitsIntoTwoChunksPerRank) {
+  // 2048 is not a multiple of 2 x 3 = 6; p 1 t 2 cp 3 would not fit 8 GPUs
+  // either, so the hardware grows to match: 12 GPUs.
+  EXPECT_THAT(error_of(kModel, with_context({{"parallel.context", "3"},
+                                             {"parallel.pipeline", "1"},
+                                             {"hardware.gpus_per_node", "6"}})),
+              HasSubstr("parallel.context: 3 needs model.seq_len (2048) to be a multiple of 2 x 3 "
+                        "= 6"));
+}
+
+TEST(ContextConfig, NeedsFlashAttention) {
+  EXPECT_THAT(error_of(kModel, with_context({{"model.attention", "standard"}})),
+              HasSubstr("parallel.context: 2 needs model.attention: flash"));
+}
+
+TEST(ContextConfig, RefusesTokenSlices) {
+  EXPECT_THAT(
+      error_of(kModel, with_context({{"schedule.kind", "terapipe"}, {"schedule.slices", "2"}})),
+      HasSubstr("parallel.context: cannot be combined with schedule.kind terapipe"));
+}
+
+TEST(ContextConfig, SummaryCarriesTheDegree) {
+  const Result<Config> config = context_config();
+  ASSERT_TRUE(config.ok()) << config.error().message;
+  const Result<Simulation> sim = simulate(*config);
+  ASSERT_TRUE(sim.ok()) << sim.error().message;
+  EXPECT_THAT(summary_to_json(sim->summary),
+              HasSubstr(R"("tensor":2,"data":1,"context":2,"virtual_stages":1)"));
+  EXPECT_THAT(format_summary_table(sim->summary), HasSubstr("(p=2 t=2 cp=2 d=1 v=1"));
+}
+
+// ---------------------------------------------------------------- one rank's share
+
+TEST(ContextRankSlice, HoldsItsShareOfTheCausalPairs) {
+  // cp 4 of s = 8192: chunks of 1024, rank 0 holding chunks 0 and 7. Its
+  // queries attend to 0 + 7 x 1024 keys before them, plus each chunk's own
+  // causal triangle: 1024 x 7168 + 2 x 1024^2 / 2 = 8388608 = s^2 / 8.
+  const TokenSlice share = context_rank_slice(8192, 4);
+  EXPECT_EQ(share.tokens, 2048);
+  EXPECT_EQ(share.context, 3072);
+  const double pairs = static_cast<double>(share.tokens) * share.context +
+                       static_cast<double>(share.tokens) * share.tokens / 2;
+  EXPECT_DOUBLE_EQ(pairs, 1024.0 * 7168 + 1024.0 * 1024);
+  // Without context parallelism: the whole sequence.
+  EXPECT_EQ(context_rank_slice(8192, 1).tokens, 8192);
+  EXPECT_EQ(context_rank_slice(8192, 1).context, 0);
+}
+
+// Llama 3 70B's attention shape: 64 heads of 128, 8 KV heads, bf16.
+OpShape llama3_70b_shape(int context) {
+  OpShape shape;
+  shape.model.layers = 80;
+  shape.model.hidden = 8192;
+  shape.model.ffn_hidden = 28672;
+  shape.model.heads = 64;
+  shape.model.kv_heads = 8;
+  shape.model.seq_len = 8192;
+  shape.model.vocab = 128256;
+  shape.model.dtype = DType::kBf16;
+  shape.model.mlp = Mlp::kSwiglu;
+  shape.model.attention = Attention::kFlash;
+  shape.context = context;
+  return shape;
+}
+
+const Op* find(const OpList& ops, OpKind kind) {
+  for (const Op& op : ops) {
+    if (op.kind == kind) return &op;
+  }
+  return nullptr;
+}
+
+TEST(ContextRingOps, ForwardPassesKAndVBackwardAlsoTheirGradients) {
+  const OpShape shape = llama3_70b_shape(4);
+  const PieceOps ops = layer_ops(shape, context_rank_slice(8192, 4));
+  // The flash kernel does a quarter of the whole sequence's causal work:
+  // 4 a d s^2 / 2 / 4 = 1099511627776 / 4.
+  EXPECT_DOUBLE_EQ(find(ops.forward, OpKind::kFlashAttention)->flops, 1099511627776.0 / 4);
+  // Three ring steps, each handing on K and V of 2048 tokens x 8 heads x 128
+  // in bf16: 2 x 2048 x 1024 x 2 = 8388608 bytes; the backward twice that.
+  const Op* forward = find(ops.forward, OpKind::kRingExchange);
+  ASSERT_NE(forward, nullptr);
+  EXPECT_EQ(forward->steps, 3);
+  EXPECT_EQ(forward->bytes, 8388608);
+  const Op* backward = find(ops.input_grad, OpKind::kRingExchange);
+  ASSERT_NE(backward, nullptr);
+  EXPECT_EQ(backward->steps, 3);
+  EXPECT_EQ(backward->bytes, 2 * 8388608);
+  EXPECT_EQ(find(ops.weight_grad, OpKind::kRingExchange), nullptr);
+  // Without context parallelism there is no ring.
+  EXPECT_EQ(
+      find(layer_ops(llama3_70b_shape(1), TokenSlice{8192, 0}).forward, OpKind::kRingExchange),
+      nullptr);
+}
+
+// ---------------------------------------------------------------- pricing
+
+// A forward attention kernel of 1 ms (round hardware: 100 TFLOP/s at
+// flash_forward_efficiency 0.8) followed by cp - 1 = 3 ring transfers over
+// a 100 GB/s link without latency.
+OpList kernel_then_ring(double bytes_per_step) {
+  Op flash;
+  flash.kind = OpKind::kFlashAttention;
+  flash.flops = 1e-3 * 100e12 * 0.8;
+  Op ring;
+  ring.kind = OpKind::kRingExchange;
+  ring.bytes = bytes_per_step;
+  ring.steps = 3;
+  OpList ops;
+  ops.add(flash);
+  ops.add(ring);
+  return ops;
+}
+
+TEST(ContextRingPricing, TransfersHideBehindTheKernelsSteps) {
+  const OpTimer timer(round_hardware(8, 1), DType::kBf16, 1);
+  const GroupLinks links{Link{}, Link{0, 100e9, 0}};
+  // 1e7 bytes take 0.1 ms, less than a quarter of the kernel (0.25 ms):
+  // hidden, the pair costs the kernel's 1 ms.
+  EXPECT_NEAR(timer.seconds(kernel_then_ring(1e7), links), 1e-3, 1e-12);
+  // 1e8 bytes take 1 ms: each of the 3 steps exposes 1 - 0.25 ms, so
+  // 1 + 3 x 0.75 = 3.25 ms.
+  EXPECT_NEAR(timer.seconds(kernel_then_ring(1e8), links), 3.25e-3, 1e-12);
+  // Alone, a ring exchange pays all of its transfers: 3 ms.
+  EXPECT_NEAR(timer.seconds(kernel_then_ring(1e8).begin()[1], links), 3e-3, 1e-12);
+}
+
+// ---------------------------------------------------------------- the cost table
+
+Config tiny_context(int layers, int p, int t, int cp, int d, const HardwareSpec& hw) {
+  ModelSpec model = tiny(layers);  // s = 4: a multiple of 2 cp for cp = 2
+  model.attention = Attention::kFlash;
+  Config c = make_config(model, p, t, d, hw);
+  c.parallel.context = cp;
+  return c;
+}
+
+TEST(ContextCostTable, TransfersAndActivationsCarryHalfTheTokens) {
+  // p 2, cp 2: each GPU holds 2 of the 4 tokens of a sequence.
+  const CostTable whole = build_ok(tiny_context(2, 2, 1, 1, 1, round_hardware(2, 1)));
+  const CostTable half = build_ok(tiny_context(2, 2, 1, 2, 1, round_hardware(4, 1)));
+  // b s h B = 1 x 4 x 8 x 2 = 64 bytes, and 32 with cp 2.
+  EXPECT_EQ(whole.p2p_bytes[0], 64);
+  EXPECT_EQ(half.p2p_bytes[0], 32);
+  // Flash attention keeps no s^2 term: every kept byte scales with tokens.
+  EXPECT_EQ(half.stages[0].activation_bytes * 2, whole.stages[0].activation_bytes);
+}
+
+TEST(ContextCostTable, GradientsAreSummedOverDataAndContextRanks) {
+  // t 2, cp 2, d 2 on one 8-GPU node: the gradient group is the d cp = 4
+  // GPUs 0, 2, 4, 6, the same ring and bytes as t 2, d 4 without context
+  // parallelism (cost_model_test GradSync.DataParallelRingInsideANode:
+  // 6.0576e-6 s).
+  EXPECT_EQ(build_ok(tiny_context(2, 1, 2, 2, 2, round_hardware(8, 1))).grad_sync[0], 6057600);
+}
+
+TEST(ContextCostTable, ZeroShardsOverDataAndContextRanks) {
+  // Rank 1 of 3 holds one layer, Psi = 872; ZeRO 1 over d cp = 2 x 2:
+  // 4 x 872 + 12 x 872 / 4 = 6104 (as d = 4 without context parallelism).
+  Config c = tiny_context(3, 3, 1, 2, 2, round_hardware(12, 1));
+  c.training.zero_stage = 1;
+  EXPECT_EQ(build_ok(c).static_bytes[1], 6104);
+}
+
+TEST(ContextCostTable, ARingAcrossNodesPaysTheNetwork) {
+  // t 2, cp 2: on 4-GPU nodes the ring (GPUs 0 and 2) stays in a node; on
+  // 2-GPU nodes it crosses (each tensor group still in its node). The tiny
+  // model's attention takes picoseconds, so every transfer is exposed: the
+  // forward grows by one step's difference, K and V of 2 tokens x 4 columns
+  // in bf16 = 32 bytes: (5e-6 + 32 / 1e10) - (1e-6 + 32 / 1e11) s; the
+  // backward by the same for 64 bytes.
+  const CostTable in_node = build_ok(tiny_context(1, 1, 2, 2, 1, round_hardware(4, 1)));
+  const CostTable across = build_ok(tiny_context(1, 1, 2, 2, 1, round_hardware(2, 2)));
+  const double forward_s = (5e-6 + 32 / 1e10) - (1e-6 + 32 / 1e11);
+  const double backward_s = (5e-6 + 64 / 1e10) - (1e-6 + 64 / 1e11);
+  EXPECT_NEAR(static_cast<double>(across.stages[0].forward - in_node.stages[0].forward),
+              forward_s * 1e12, 2);
+  EXPECT_NEAR(static_cast<double>(across.stages[0].backward - in_node.stages[0].backward),
+              backward_s * 1e12, 2);
+}
+
+}  // namespace
+}  // namespace ppsim
