@@ -18,15 +18,6 @@ double median(std::vector<double> values) {
   return values[values.size() / 2];
 }
 
-// Busy time of one iteration on average over [first, last), against ranks x period.
-double bubble(const Timeline& t, int first, int last, double period_s) {
-  double busy = 0;
-  for (const ActionRecord& a : t.actions) {
-    if (a.iteration >= first && a.iteration < last) busy += picos_to_seconds(a.end - a.start);
-  }
-  return 1.0 - busy / (last - first) / (t.num_ranks * period_s);
-}
-
 // `n` actions per iteration. `stream_m`: 0, or for an asynchronous
 // schedule its batch of m microbatches; each iteration is then a run of the
 // stream, measured as simulate() measures it, by a steady batch in its middle.
@@ -34,22 +25,23 @@ void compare_runs(ScheduleValidation& v, size_t n, int stream_m, int warmup, int
   static_assert(kAsyncBatches >= 3, "a steady batch has a batch before it and one after");
   const Timeline& measured = v.measured;
   std::vector<double> periods;
-  int batches = 1;  // per iteration
+  std::vector<IterationPeriod> spans;
   for (int k = stream_m > 0 ? warmup : std::max(warmup, 1); k < warmup + iterations; ++k) {
     if (stream_m > 0) {
       const std::vector<Picos> ends = stream_batch_ends(measured, k, stream_m);
-      batches = static_cast<int>(ends.size());
+      const int batches = static_cast<int>(ends.size());
       periods.push_back(picos_to_seconds(ends[batches - 2] - ends[batches - 3]));
+      spans.push_back({k, periods.back() * batches});
     } else {
       periods.push_back(
           picos_to_seconds(measured.iteration_end[k] - measured.iteration_end[k - 1]));
+      spans.push_back({k, periods.back()});
     }
   }
   v.measured_iteration_s = median(periods);
   const auto [fastest, slowest] = std::minmax_element(periods.begin(), periods.end());
   v.measured_spread = (*slowest - *fastest) / v.measured_iteration_s;
-  v.measured_bubble =
-      bubble(measured, warmup, warmup + iterations, v.measured_iteration_s * batches);
+  v.measured_bubble = measured_bubble(measured, spans);
   v.measured_peak_activation_bytes = measured.peak_activation_bytes;
   // Both timelines lay an iteration's records out in the schedule's program
   // order: record i of a measured iteration is record i of the prediction.
@@ -72,6 +64,21 @@ void compare_runs(ScheduleValidation& v, size_t n, int stream_m, int warmup, int
 }
 
 }  // namespace
+
+double measured_bubble(const Timeline& measured, const std::vector<IterationPeriod>& periods) {
+  PPSIM_CHECK(!periods.empty());
+  std::vector<double> busy(periods.size(), 0.0);
+  for (const ActionRecord& a : measured.actions) {
+    for (size_t i = 0; i < periods.size(); ++i) {
+      if (a.iteration == periods[i].iteration) busy[i] += picos_to_seconds(a.end - a.start);
+    }
+  }
+  std::vector<double> bubbles;
+  for (size_t i = 0; i < periods.size(); ++i) {
+    bubbles.push_back(1.0 - busy[i] / (measured.num_ranks * periods[i].seconds));
+  }
+  return median(bubbles);
+}
 
 std::vector<ScheduleValidation> validate(const Config& config, const ValidateOptions& options) {
   std::vector<ScheduleValidation> out;

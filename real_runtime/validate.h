@@ -71,6 +71,19 @@ struct ScheduleValidation {
 // both sides, is a steady batch in the middle of a run of the stream.
 std::vector<ScheduleValidation> validate(const Config& config, const ValidateOptions& options);
 
+// One measured iteration's period: its span (an asynchronous stream's:
+// its steady batch's period times the batches of a run).
+struct IterationPeriod {
+  int iteration = 0;
+  double seconds = 0;
+};
+
+// The median over the iterations of each one's bubble, 1 - its busy time /
+// (ranks x its period): an iteration's busy time is only ever set against
+// its own period, so a slow iteration cannot be set against a fast one's
+// period and push the bubble below 0. REQUIRES: `periods` non-empty.
+double measured_bubble(const Timeline& measured, const std::vector<IterationPeriod>& periods);
+
 // What `ppsim calibrate` fits on (sim/runs_file.h): each action and
 // cross-rank transfer, predicted against its median over the measured
 // iterations, and the two iteration times. REQUIRES: v.ok(), from

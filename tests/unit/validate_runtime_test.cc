@@ -152,5 +152,26 @@ TEST(ValidateRuntime, PeakActivationBytesArePredictedExactly) {
   }
 }
 
+// Two ranks, three measured iterations: the first slow (each rank busy
+// 95 of a 100 ps period: bubble 0.05), the other two fast (30 of 50: 0.4).
+// Each iteration's own bubble, median 0.4; the busy time averaged over all
+// three (310 / 3 ps per iteration) against the median period (50 ps) would
+// give 1 - 310 / 3 / (2 x 50) = -0.033.
+TEST(ValidateRuntime, MeasuredBubbleSetsEachIterationAgainstItsOwnPeriod) {
+  Timeline t;
+  t.num_ranks = 2;
+  t.iterations = 3;
+  const Picos start[] = {0, 100, 150};
+  const Picos busy[] = {95, 30, 30};  // per rank
+  for (int k = 0; k < 3; ++k) {
+    for (int rank = 0; rank < 2; ++rank) {
+      t.actions.push_back(
+          {Action{ActionKind::kForward, rank, 0}, rank, k, start[k], start[k] + busy[k]});
+    }
+  }
+  const double bubble = measured_bubble(t, {{0, 100e-12}, {1, 50e-12}, {2, 50e-12}});
+  EXPECT_NEAR(bubble, 0.4, 1e-9);
+}
+
 }  // namespace
 }  // namespace ppsim::runtime
