@@ -52,7 +52,6 @@ Result<SpanAlignment> apply_device_spans(const std::vector<DeviceSpan>& spans,
     out.offset[d] = lo[d] + (hi[d] - lo[d]) / 2;
     out.uncertainty[d] = hi[d] - lo[d];
   }
-  std::fill(t.busy.begin(), t.busy.end(), 0);
   for (size_t i = 0; i < t.actions.size(); ++i) {
     ActionRecord& a = t.actions[i];
     if (of_record[i] != nullptr) {
@@ -63,7 +62,6 @@ Result<SpanAlignment> apply_device_spans(const std::vector<DeviceSpan>& spans,
     } else {
       ++out.missing;
     }
-    t.busy[a.rank] += a.end - a.start;
   }
   t.makespan = 0;
   for (const ActionRecord& a : t.actions) t.makespan = std::max(t.makespan, a.end);

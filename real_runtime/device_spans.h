@@ -43,7 +43,7 @@ struct SpanAlignment {
 
 // Replaces the brackets of `timeline`'s actions by their spans;
 // `device_of_rank[r]` is the device (clock) of rank r, devices numbered
-// from 0. `busy` and `makespan` follow. Errors, leaving the timeline as it
+// from 0. `makespan` follows. Errors, leaving the timeline as it
 // was: a span of no action, two spans of one action, a span that ends
 // before it starts, or no offset that puts a device's spans inside their
 // brackets (they were not taken on that device, or not of these actions).

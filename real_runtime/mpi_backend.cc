@@ -192,7 +192,6 @@ void write_log(const RankLog& log, Writer& w) {
   w.pods(log.transfers);
   w.pods(log.epilogue);
   w.pods(log.losses);
-  w.pod(log.busy);
   w.pod(log.held);
   w.pod(log.peak);
   w.pod(static_cast<int64_t>(log.stages.size()));
@@ -215,7 +214,6 @@ RankLog read_log(Reader& r) {
   log.transfers = r.pods<TransferRecord>();
   log.epilogue = r.pods<EpilogueRecord>();
   log.losses = r.pods<double>();
-  log.busy = r.pod<Picos>();
   log.held = r.pod<int64_t>();
   log.peak = r.pod<int64_t>();
   for (auto stages = r.pod<int64_t>(); stages > 0; --stages) {

@@ -75,7 +75,6 @@ RunResult assemble(const RunPlan& plan, int scalar_bytes, std::vector<RankLog> l
     }
     t.transfers.insert(t.transfers.end(), log.transfers.begin(), log.transfers.end());
     t.epilogue.insert(t.epilogue.end(), log.epilogue.begin(), log.epilogue.end());
-    t.busy.push_back(log.busy);
     t.peak_activation_bytes.push_back(log.peak);
     for (const StageLog& s : log.stages) stages[s.stage] = &s;
   }

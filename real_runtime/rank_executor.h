@@ -2,7 +2,7 @@
 // by action, iteration after iteration, against the stages it owns, then
 // the synchronous optimizer step (asynchronous schedules step in their S
 // actions instead); and what it measured (action records, transfers,
-// epilogue, busy time, peak activation bytes, losses, final weights). The
+// epilogue, peak activation bytes, losses, final weights). The
 // backends differ only in the Transport (transport.h), in the stages' type
 // (StageCompute<S> on the CPU, GpuStage on a GPU) and in how they start
 // ranks and collect their RankLogs. Internal to real_runtime/.
@@ -62,7 +62,6 @@ struct RankLog {
   std::vector<TransferRecord> transfers;
   std::vector<EpilogueRecord> epilogue;
   std::vector<double> losses;  // per iteration; empty but at the last stage's rank
-  Picos busy = 0;
   int64_t held = 0, peak = 0;
   std::vector<StageLog> stages;  // the rank's stages, after a run that did not fail
 };

@@ -150,7 +150,6 @@ void RankExecutor<Stage>::execute(int it, const Action& a, int32_t index) {
   }
   transport_->compute_end(rank_, id);
   record.end = clock_->now();
-  log.busy += record.end - record.start;
   log.held += stage.held_bytes(a.microbatch, a.slice) - held_before;
   log.peak = std::max(log.peak, log.held);
   if (send_out) send(out_kind, a, to_stage, std::move(out), index);

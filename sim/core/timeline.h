@@ -79,8 +79,6 @@ struct Timeline {
   // Per iteration, when its last rank finished it (its optimizer step ended).
   std::vector<Picos> iteration_end;
 
-  // Per rank, F/B/I/W compute time over all iterations.
-  std::vector<Picos> busy;
   // Per rank, the highest activation memory reached.
   std::vector<int64_t> peak_activation_bytes;
 

@@ -262,7 +262,6 @@ void Engine::try_start(int32_t rank, Picos now) {
 void Engine::finish_action(int32_t rank, int32_t node, Picos now) {
   RankState& r = ranks_[rank];
   const Node& nd = nodes_[node];
-  out_->busy[rank] = add_saturated(out_->busy[rank], duration_of(nd));
   const int64_t freed = freed_bytes(costs_->stages[nd.stage_slice], nd.kind);
   r.activation -= freed;
   if (freed < 0) {  // an I that leaves more than its F took
@@ -351,7 +350,6 @@ Status Engine::run(const Schedule& schedule, const CostTable& costs, Timeline* t
         Timeline::StageMemory{costs.stages[s].activation_bytes, costs.stages[s].weight_grad_bytes};
   }
   t.p2p_bytes = costs.p2p_bytes;
-  t.busy.assign(num_ranks_, 0);
   t.peak_activation_bytes.assign(num_ranks_, 0);
 
   for (int rank = 0; rank < num_ranks_; ++rank) try_start(rank, 0);

@@ -57,7 +57,6 @@ TEST(Bounds, AMeasuredRunsBubbleIsTheLastIterations) {
                {Action{ActionKind::kBackward, 0, 0}, 0, 1, 32, 36}};
   t.iteration_end = {30, 38};
   t.makespan = 38;
-  t.busy = {36};
   t.static_bytes = {0};
   t.peak_activation_bytes = {0};
   const Summary s = summarize(Config{}, "1f1b", t);

@@ -58,7 +58,8 @@ TEST_P(OneStagePerRank, OneFOneBMakespanAndPeak) {
 TEST_P(OneStagePerRank, BusyTimeIsAllTheWork) {
   const auto [p, m] = GetParam();
   const Timeline t = run(*make_1f1b({p, m, 1}), kTf, kTb);
-  for (int rank = 0; rank < p; ++rank) EXPECT_EQ(t.busy[rank], m * (kTf + kTb));
+  const std::vector<double> busy = t.busy_per_iteration();
+  for (int rank = 0; rank < p; ++rank) EXPECT_EQ(busy[rank], m * (kTf + kTb));
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, OneStagePerRank,

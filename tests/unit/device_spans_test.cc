@@ -32,7 +32,6 @@ Synthetic make_run(int ranks, int per_rank, uint64_t offset_ns, uint64_t seed = 
   Synthetic s;
   Timeline& t = s.timeline;
   t.num_ranks = ranks;
-  t.busy.assign(ranks, 0);
   for (int r = 0; r < ranks; ++r) {
     int64_t now_ns = 1000000 + 7919 * r;
     for (int k = 0; k < per_rank; ++k) {
@@ -48,7 +47,6 @@ Synthetic make_run(int ranks, int per_rank, uint64_t offset_ns, uint64_t seed = 
                          static_cast<uint64_t>(now_ns + before) + offset_ns,
                          static_cast<uint64_t>(now_ns + before + w) + offset_ns});
       s.work.push_back(w * 1000);
-      t.busy[r] += a.end - a.start;
       t.actions.push_back(a);
       now_ns += before + w + after + gap(rng);
     }
@@ -72,16 +70,13 @@ TEST(DeviceSpans, EachActionTakesItsWorkTimeInsideItsBracket) {
   // The tight bracket allows 2 us of offsets; the one taken is within them.
   EXPECT_LE(a->uncertainty[0], 2000000);
   EXPECT_LE(std::abs(a->offset[0] - static_cast<Picos>(offset_ns) * 1000), 1000000);
-  std::vector<Picos> busy(3, 0);
   for (size_t i = 0; i < s.timeline.actions.size(); ++i) {
     const ActionRecord& got = s.timeline.actions[i];
     const ActionRecord& host = before.actions[i];
     EXPECT_EQ(got.end - got.start, s.work[i]) << "record " << i;
     EXPECT_GE(got.start, host.start) << "record " << i;
     EXPECT_LE(got.end, host.end) << "record " << i;
-    busy[got.rank] += s.work[i];
   }
-  EXPECT_EQ(s.timeline.busy, busy);
   EXPECT_EQ(s.timeline.makespan, before.makespan);  // the epilogue ends last
 }
 
@@ -130,7 +125,6 @@ TEST(DeviceSpans, SpansThatCannotBeTheseActionsAreErrorsAndChangeNothing) {
       EXPECT_EQ(t.actions[i].start, good.timeline.actions[i].start);
       EXPECT_EQ(t.actions[i].end, good.timeline.actions[i].end);
     }
-    EXPECT_EQ(t.busy, good.timeline.busy);
   };
   std::vector<DeviceSpan> spans = good.spans;
   spans[4].start_ns += 5000000;  // work 5 ms later than its bracket allows

@@ -131,8 +131,9 @@ TEST_P(Shapes, BusyTimeIsAllTheWork) {
   const auto [p, m] = GetParam();
   for (const Kind& kind : {kH1, kH2, kV}) {
     const Timeline t = run_uniform(make(kind, p, m));
+    const std::vector<double> busy = t.busy_per_iteration();
     for (int rank = 0; rank < p; ++rank) {
-      EXPECT_EQ(t.busy[rank], 3 * m * kT) << kind.name << " rank " << rank;
+      EXPECT_EQ(busy[rank], 3 * m * kT) << kind.name << " rank " << rank;
     }
   }
 }
