@@ -52,6 +52,14 @@ constexpr int kMaxTokens = 1 << 24;  // seq_len, vocab
 constexpr int kMaxGroup = 1 << 20;   // tensor, data, GPUs per node, nodes
 constexpr int kMaxGlobalBatch = 1 << 30;
 constexpr int kMaxMicroBatch = 1 << 16;
+// Mixture of experts: past DeepSeek-V3's 256 routed experts and one shared
+// one of 2048, within the products above (layers x (experts + shared) x 3 x
+// hidden x expert_ffn_hidden x 16 bytes < 2^63).
+constexpr int kMaxExperts = 512;
+constexpr int kMaxSharedExperts = 64;
+const std::vector<std::string_view> kMoeKeys = {
+    "experts",      "top_k",           "expert_ffn_hidden", "shared_experts",
+    "dense_layers", "capacity_factor", "imbalance"};
 
 // Plausible ranges: a CPU core (0.05 TFLOP/s, 10 GB/s in cpu-2core.yaml) to
 // a thousand times a B200 (2250 dense bf16 TFLOP/s, 8 TB/s HBM, 1.8 TB/s
@@ -135,7 +143,8 @@ std::vector<std::string_view> hardware_keys(bool in_config) {
 std::vector<std::string_view> model_keys(bool in_config) {
   std::vector<std::string_view> keys = {
       "layers", "hidden", "ffn_hidden", "heads",     "kv_heads",       "seq_len", "vocab",  "dtype",
-      "mlp",    "norm",   "attention",  "positions", "tie_embeddings", "bias",    "dropout"};
+      "mlp",    "norm",   "attention",  "positions", "tie_embeddings", "bias",    "dropout",
+      "moe"};
   if (in_config) keys.insert(keys.begin(), "preset");
   return keys;
 }
@@ -183,7 +192,30 @@ ModelSpec Loader::read_model(const Section& s) const {
   ModelSpec model;
   read_model_shape(s, model);
   read_model_block(s, model);
+  if (s.has("moe")) model.moe = read_moe(section(s.get("moe"), kMoeKeys), model);
   return model;
+}
+
+MoeSpec Loader::read_moe(const Section& s, const ModelSpec& model) const {
+  MoeSpec moe;
+  moe.experts = to_int(s.get("experts"), 1, kMaxExperts);
+  moe.top_k = to_int(s.get("top_k"), 1, moe.experts);
+  moe.expert_ffn_hidden = to_int(s.get("expert_ffn_hidden"), 1, kMaxHidden);
+  read_int(s, "shared_experts", moe.shared_experts, 0, kMaxSharedExperts);
+  read_int(s, "dense_layers", moe.dense_layers, 0, model.layers - 1);
+  if (s.has("capacity_factor")) {
+    moe.capacity_factor = to_number(s.get("capacity_factor"), Bound::kPositive);
+  }
+  if (s.has("imbalance")) {
+    const Field field = s.get("imbalance");
+    moe.imbalance = to_number(field, Bound::kPositive);
+    if (moe.imbalance < 1 || moe.imbalance > moe.experts) {
+      fail_expected(field, fmt::format("1 to experts ({}): the busiest expert's tokens over the "
+                                       "mean",
+                                       moe.experts));
+    }
+  }
+  return moe;
 }
 
 void Loader::read_model_shape(const Section& s, ModelSpec& model) const {
@@ -295,6 +327,7 @@ ParallelSpec Loader::read_parallel(const Section& s) const {
   read_int(s, "tensor", parallel.tensor, 1, kMaxGroup);
   read_int(s, "data", parallel.data, 1, kMaxGroup);
   read_int(s, "context", parallel.context, 1, kMaxGroup);
+  read_int(s, "expert", parallel.expert, 1, kMaxGroup);
   read_int(s, "virtual_stages", parallel.virtual_stages, 1, static_cast<int>(kMaxStages));
   read_bool(s, "sequence_parallel", parallel.sequence_parallel);
   read_bool(s, "tp_comm_overlap", parallel.tp_comm_overlap);
@@ -349,6 +382,26 @@ FixedCosts Loader::read_fixed(const Section& s, const ParallelSpec& parallel) co
     }
   }
   return fixed;
+}
+
+// Expert parallelism as Megatron-Core places it: the EP GPUs of an expert
+// group are data-parallel (or context) ranks, each holding experts / EP.
+void Loader::check_expert(const Config& config, const Sections& tree) const {
+  const Field expert = tree.parallel.get("expert");
+  const int ep = config.parallel.expert;
+  if (!config.model || !config.model->moe) {
+    fail(expert.key_mark, expert.path, "needs model.moe: it splits the experts of its layers");
+  }
+  if (config.model->moe->experts % ep != 0) {
+    fail(expert.mark(), expert.path,
+         fmt::format("{} must divide model.moe.experts ({})", ep, config.model->moe->experts));
+  }
+  if (config.parallel.weight_replicas() % ep != 0) {
+    fail(expert.mark(), expert.path,
+         fmt::format("{} must divide data x context ({} x {}): the expert groups are made of "
+                     "data-parallel ranks",
+                     ep, config.parallel.data, config.parallel.context));
+  }
 }
 
 // Context parallelism as Megatron-Core runs it: the sequence in 2 cp equal
@@ -483,6 +536,7 @@ void Loader::check_cross_fields(const Config& config, const Sections& tree) cons
     }
   }
   if (par.context > 1) check_context(config, tree);
+  if (par.expert > 1) check_expert(config, tree);
   if (!par.layers_per_stage.empty()) {
     const Field split = tree.parallel.get("layers_per_stage");
     if (!config.model) {
@@ -555,7 +609,7 @@ Config Loader::load(YAML::Node root) const {
       .hardware = with_preset(section(top.get("hardware"), hardware_keys(true)),
                               hardware_preset_dir(), hardware_keys(false)),
       .parallel = section(top.get("parallel"),
-                          {"pipeline", "tensor", "data", "context", "virtual_stages",
+                          {"pipeline", "tensor", "data", "context", "expert", "virtual_stages",
                            "sequence_parallel", "tp_comm_overlap", "layers_per_stage"}),
       .training = section(top.get("training"),
                           {"global_batch", "micro_batch", "recompute", "zero_stage",

@@ -171,6 +171,7 @@ class Loader {
   ModelSpec read_model(const Section& s) const;
   void read_model_shape(const Section& s, ModelSpec& model) const;
   void read_model_block(const Section& s, ModelSpec& model) const;
+  MoeSpec read_moe(const Section& s, const ModelSpec& model) const;
   HardwareSpec read_hardware(const Section& s) const;
   void read_hardware_fields(const Section& s, HardwareSpec& hardware) const;
   ParallelSpec read_parallel(const Section& s) const;
@@ -180,6 +181,7 @@ class Loader {
   void read_slicing(const Section& s, ScheduleSpec& schedule) const;
   void check_cross_fields(const Config& config, const Sections& tree) const;
   void check_context(const Config& config, const Sections& tree) const;
+  void check_expert(const Config& config, const Sections& tree) const;
 
   void read_search(const Section& s, const Config& config) const;
   void check_context_candidate(const Field& item, int cp, const ModelSpec& model) const;

@@ -45,6 +45,20 @@ const char* to_string(Positions positions);
 // learned positions, tied embeddings, standard attention, dropout 0.1), a
 // Llama-style one with swiglu, rmsnorm, no biases, rotary positions, untied
 // embeddings, flash attention, kv_heads < heads and dropout 0.
+// Mixture-of-experts layers (docs/DESIGN.md, model.moe): each replaces the
+// dense MLP with a router and `experts` expert MLPs (SwiGLU or GeLU as the
+// model's mlp, of expert_ffn_hidden), of which each token visits top_k, plus
+// `shared_experts` that every token visits.
+struct MoeSpec {
+  int experts = 0;
+  int top_k = 1;
+  int expert_ffn_hidden = 0;
+  int shared_experts = 0;
+  int dense_layers = 0;        // the first N layers keep the dense MLP
+  double capacity_factor = 0;  // tokens an expert takes at most, over the mean; 0: dropless
+  double imbalance = 1;        // tokens on the busiest expert over the mean
+};
+
 struct ModelSpec {
   int layers = 0;
   int hidden = 0;
@@ -61,12 +75,15 @@ struct ModelSpec {
   bool tie_embeddings = true;  // the output layer reuses the word embedding
   bool bias = true;            // the linear layers and norms carry biases
   double dropout = 0.1;        // attention and hidden dropout probability; 0: no dropout kernels
+  std::optional<MoeSpec> moe;  // none: every layer dense
 
   int head_dim() const { return hidden / heads; }
   // The sizes with their defaults applied (a struct built in code may leave
   // them 0; the loader fills them in).
   int ffn() const { return ffn_hidden > 0 ? ffn_hidden : 4 * hidden; }
   int key_value_heads() const { return kv_heads > 0 ? kv_heads : heads; }
+  // Layers with a mixture of experts (the rest, first, are dense).
+  int moe_layers() const { return moe ? layers - moe->dense_layers : 0; }
 };
 
 // One kind of accelerator and the links between them. Figures come from a
@@ -119,6 +136,10 @@ struct ParallelSpec {
   // causal attention work is even), which pass the keys and values around a
   // ring inside the attention kernel. GPUs = p t cp d.
   int context = 1;
+  // EP: each mixture-of-experts layer's experts split over EP of the d cp
+  // GPUs that hold the same dense weights (Megatron-Core's expert
+  // parallelism), which exchange their tokens all-to-all.
+  int expert = 1;
   int virtual_stages = 1;  // v
   bool sequence_parallel = false;
   // Megatron's --tp-comm-overlap (Transformer Engine's userbuffers): each

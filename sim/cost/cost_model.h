@@ -43,9 +43,17 @@ int64_t layer_parameters(const ModelSpec& model);
 int64_t norm_parameters(const ModelSpec& model);
 // The first stage's: word embedding, and learned positions where the model has them.
 int64_t input_embedding_parameters(const ModelSpec& model);
+// Parameters of one mixture-of-experts layer: the attention and norms as a
+// dense layer's, the router (h x experts) and every expert MLP (routed and
+// shared), or with `active` only those one token visits (top_k + shared).
+// REQUIRES: model.moe.
+int64_t moe_layer_parameters(const ModelSpec& model, bool active);
 // The whole model's: layers, input embedding, final norm and, untied, the
 // output matrix (a tied copy on the last stage is not a parameter of its own).
 int64_t model_parameters(const ModelSpec& model);
+// What one token uses: model_parameters with each mixture-of-experts layer's
+// top_k + shared experts instead of all of them (equal for a dense model).
+int64_t model_active_parameters(const ModelSpec& model);
 // Bytes one layer keeps for backward per microbatch on one GPU (Korthikanti
 // et al. 2022, 16-bit activations).
 int64_t layer_activation_bytes(const ModelSpec& model, int micro_batch,

@@ -166,16 +166,51 @@ void fill_memory(const Config& config, const std::vector<int>& layers,
 using cost_model_internal::rank_sequence;
 using cost_model_internal::slice_activation_bytes;
 
-int64_t layer_parameters(const ModelSpec& model) {
+namespace {
+
+// Q and the output projection h x h each, K and V h x kv_heads head_dim
+// each, with their biases where the model has them.
+int64_t attention_parameters(const ModelSpec& model) {
   const int64_t h = model.hidden;
-  const int64_t f = model.ffn();
   const int64_t q = h;
   const int64_t kv = static_cast<int64_t>(model.key_value_heads()) * model.head_dim();
   const int64_t bias = model.bias ? 1 : 0;
-  const int64_t attention = h * (q + 2 * kv) + q * h + bias * (q + 2 * kv + h);
-  const int64_t mlp =
-      model.mlp == Mlp::kSwiglu ? 3 * h * f + bias * (2 * f + h) : 2 * h * f + bias * (f + h);
-  return attention + mlp + 2 * norm_parameters(model);
+  return h * (q + 2 * kv) + q * h + bias * (q + 2 * kv + h);
+}
+
+// One MLP of `f` hidden units: two matrices (GeLU) or three (SwiGLU), with
+// their biases where the model has them.
+int64_t mlp_parameters(const ModelSpec& model, int64_t f) {
+  const int64_t h = model.hidden;
+  const int64_t bias = model.bias ? 1 : 0;
+  return model.mlp == Mlp::kSwiglu ? 3 * h * f + bias * (2 * f + h) : 2 * h * f + bias * (f + h);
+}
+
+// The whole model's, counting a mixture-of-experts layer's experts all, or
+// only those one token visits.
+int64_t parameters(const ModelSpec& model, bool active) {
+  const int64_t output =
+      model.tie_embeddings ? 0 : static_cast<int64_t>(model.vocab) * model.hidden;
+  const int moe = model.moe_layers();
+  const int64_t experts = moe > 0 ? moe * moe_layer_parameters(model, active) : 0;
+  return (model.layers - moe) * layer_parameters(model) + experts +
+         input_embedding_parameters(model) + norm_parameters(model) + output;
+}
+
+}  // namespace
+
+int64_t layer_parameters(const ModelSpec& model) {
+  return attention_parameters(model) + mlp_parameters(model, model.ffn()) +
+         2 * norm_parameters(model);
+}
+
+int64_t moe_layer_parameters(const ModelSpec& model, bool active) {
+  PPSIM_CHECK(model.moe.has_value());
+  const MoeSpec& moe = *model.moe;
+  const int64_t router = static_cast<int64_t>(model.hidden) * moe.experts;
+  const int64_t experts = (active ? moe.top_k : moe.experts) + moe.shared_experts;
+  return attention_parameters(model) + router +
+         experts * mlp_parameters(model, moe.expert_ffn_hidden) + 2 * norm_parameters(model);
 }
 
 int64_t norm_parameters(const ModelSpec& model) {
@@ -188,12 +223,9 @@ int64_t input_embedding_parameters(const ModelSpec& model) {
   return words + static_cast<int64_t>(model.seq_len) * model.hidden;
 }
 
-int64_t model_parameters(const ModelSpec& model) {
-  const int64_t output =
-      model.tie_embeddings ? 0 : static_cast<int64_t>(model.vocab) * model.hidden;
-  return model.layers * layer_parameters(model) + input_embedding_parameters(model) +
-         norm_parameters(model) + output;
-}
+int64_t model_parameters(const ModelSpec& model) { return parameters(model, false); }
+
+int64_t model_active_parameters(const ModelSpec& model) { return parameters(model, true); }
 
 int64_t layer_activation_bytes(const ModelSpec& model, int micro_batch,
                                const ParallelSpec& parallel, Recompute recompute) {

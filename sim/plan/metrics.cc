@@ -166,8 +166,7 @@ Summary summarize(const Config& config, const std::string& schedule_name, const 
   if (config.hardware) s.memory_capacity_bytes = config.hardware->memory_gib * (1ull << 30);
   add_warnings(s);
   if (config.model) {
-    const int64_t parameters = model_parameters(*config.model);
-    s.model = ModelSize{parameters, parameters};  // dense: every token uses every weight
+    s.model = ModelSize{model_parameters(*config.model), model_active_parameters(*config.model)};
   }
   return s;
 }

@@ -57,7 +57,7 @@ TEST(ConfigTest, BadSetValueNamesTheFlag) {
             "(one per stage: pipeline x virtual_stages), got 2");
   EXPECT_EQ(error_of(kIdeal, {{"parallel.pipline", "2"}}),
             "--set parallel.pipline=2: parallel.pipline: unknown key, expected one of pipeline, "
-            "tensor, data, context, virtual_stages, sequence_parallel, tp_comm_overlap, "
+            "tensor, data, context, expert, virtual_stages, sequence_parallel, tp_comm_overlap, "
             "layers_per_stage");
 }
 

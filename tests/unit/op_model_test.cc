@@ -292,6 +292,7 @@ TEST(LayerOps, UnfusedGradientAccumulationAddsAKernelPerWeight) {
 struct PublishedCount {
   const char* preset;
   double parameters;  // as published (the preset file names the source)
+  double active = 0;  // mixture of experts: per token, as published (0: dense)
 };
 
 class ModelPresetParameters : public testing::TestWithParam<PublishedCount> {};
@@ -307,13 +308,17 @@ TEST_P(ModelPresetParameters, MatchThePublishedCount) {
   ASSERT_TRUE(config.ok()) << config.error().message;
   const double counted = static_cast<double>(model_parameters(*config->model));
   EXPECT_NEAR(counted / published.parameters, 1.0, 0.005) << published.preset << ": " << counted;
+  const double active = static_cast<double>(model_active_parameters(*config->model));
+  EXPECT_NEAR(active / (published.active > 0 ? published.active : published.parameters), 1.0, 0.005)
+      << published.preset << ": " << active;
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Shipped, ModelPresetParameters,
     testing::Values(PublishedCount{"gpt3-175b", 175.0e9}, PublishedCount{"llama2-7b", 6.74e9},
                     PublishedCount{"llama2-70b", 68.98e9}, PublishedCount{"llama3-8b", 8.03e9},
-                    PublishedCount{"llama3-70b", 70.6e9}, PublishedCount{"llama3-405b", 405.9e9}),
+                    PublishedCount{"llama3-70b", 70.6e9}, PublishedCount{"llama3-405b", 405.9e9},
+                    PublishedCount{"mixtral-8x7b", 46.7e9, 12.9e9}),
     [](const testing::TestParamInfo<PublishedCount>& info) {
       std::string name = info.param.preset;
       for (char& c : name) c = c == '-' ? '_' : c;
