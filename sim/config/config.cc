@@ -1,7 +1,7 @@
 // A config's sections (model, hardware, parallel, training, schedule and
-// costs.fixed), the checks across them, and the public entry points. The YAML
-// walker they are read with is in config_loader.{h,cc}; a sweep's search:
-// section in sweep_config.cc.
+// costs.fixed) and the public entry points. The YAML walker they are read
+// with is in config_loader.{h,cc}; the checks across sections in
+// config_checks.cc; a sweep's search: section in sweep_config.cc.
 #include "sim/config/config.h"
 
 #include <fmt/format.h>
@@ -13,7 +13,6 @@
 #include <cstdlib>
 #include <exception>
 #include <filesystem>
-#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -142,9 +141,9 @@ std::vector<std::string_view> hardware_keys(bool in_config) {
 // Keys a model preset file may hold; a config's model section also has preset.
 std::vector<std::string_view> model_keys(bool in_config) {
   std::vector<std::string_view> keys = {
-      "layers", "hidden", "ffn_hidden", "heads",     "kv_heads",       "seq_len", "vocab",  "dtype",
-      "mlp",    "norm",   "attention",  "positions", "tie_embeddings", "bias",    "dropout",
-      "moe"};
+      "layers",         "hidden", "ffn_hidden", "heads", "kv_heads",  "seq_len",
+      "vocab",          "dtype",  "mlp",        "norm",  "attention", "positions",
+      "tie_embeddings", "bias",   "dropout",    "moe"};
   if (in_config) keys.insert(keys.begin(), "preset");
   return keys;
 }
@@ -163,15 +162,6 @@ std::vector<std::string_view> fixed_keys() {
   std::vector<std::string_view> keys;
   for (const FixedList& list : kFixedLists) keys.push_back(list.key);
   return keys;
-}
-
-// Saturates instead of overflowing: a product that large is wrong input anyway.
-int64_t product(std::initializer_list<int64_t> factors) {
-  int64_t result = 1;
-  for (int64_t factor : factors) {
-    if (__builtin_mul_overflow(result, factor, &result)) return INT64_MAX;
-  }
-  return result;
 }
 
 std::vector<std::string> preset_names(const std::string& dir) {
@@ -382,178 +372,6 @@ FixedCosts Loader::read_fixed(const Section& s, const ParallelSpec& parallel) co
     }
   }
   return fixed;
-}
-
-// Expert parallelism as Megatron-Core places it: the EP GPUs of an expert
-// group are data-parallel (or context) ranks, each holding experts / EP.
-void Loader::check_expert(const Config& config, const Sections& tree) const {
-  const Field expert = tree.parallel.get("expert");
-  const int ep = config.parallel.expert;
-  if (!config.model || !config.model->moe) {
-    fail(expert.key_mark, expert.path, "needs model.moe: it splits the experts of its layers");
-  }
-  if (config.model->moe->experts % ep != 0) {
-    fail(expert.mark(), expert.path,
-         fmt::format("{} must divide model.moe.experts ({})", ep, config.model->moe->experts));
-  }
-  if (config.parallel.weight_replicas() % ep != 0) {
-    fail(expert.mark(), expert.path,
-         fmt::format("{} must divide data x context ({} x {}): the expert groups are made of "
-                     "data-parallel ranks",
-                     ep, config.parallel.data, config.parallel.context));
-  }
-}
-
-// Context parallelism as Megatron-Core runs it: the sequence in 2 cp equal
-// chunks, and the ring exchange inside the fused attention kernel
-// (Transformer Engine), which token slices do not combine with.
-void Loader::check_context(const Config& config, const Sections& tree) const {
-  const Field context = tree.parallel.get("context");
-  const int cp = config.parallel.context;
-  if (config.schedule.kind == "terapipe") {
-    fail(context.key_mark, context.path,
-         "cannot be combined with schedule.kind terapipe: token slices of a sequence that is "
-         "already split over the context ranks are not modelled");
-  }
-  if (!config.profile_path.empty()) {
-    fail(context.key_mark, context.path,
-         "cannot be combined with costs.profile: a profile times a layer on the whole sequence, "
-         "without the context ring");
-  }
-  if (!config.model) return;
-  if (config.model->seq_len % (2 * int64_t{cp}) != 0) {
-    fail(context.mark(), context.path,
-         fmt::format("{} needs model.seq_len ({}) to be a multiple of 2 x {} = {}: each sequence "
-                     "is cut into 2 x context equal chunks",
-                     cp, config.model->seq_len, cp, 2 * int64_t{cp}));
-  }
-  if (config.model->attention != Attention::kFlash) {
-    fail(context.mark(), context.path,
-         fmt::format("{} needs model.attention: flash: the keys and values pass around the ring "
-                     "inside the fused attention kernel (Megatron-Core with Transformer Engine)",
-                     cp));
-  }
-}
-
-void Loader::check_cross_fields(const Config& config, const Sections& tree) const {
-  const ParallelSpec& par = config.parallel;
-  const ScheduleSpec& sched = config.schedule;
-  if (sched.slicing == SlicingMethod::kOptimal && !config.model) {
-    fail_expected(tree.schedule.get("slicing"),
-                  "even when there is no model: the optimal cut needs the model's costs");
-  }
-  if (config.model && sched.slices > 0 && config.model->seq_len % sched.slices != 0) {
-    fail_expected(tree.schedule.get("slices"),
-                  fmt::format("a divisor of model.seq_len ({})", config.model->seq_len));
-  }
-  if (config.model && sched.slice_granularity > 0 &&
-      config.model->seq_len % sched.slice_granularity != 0) {
-    fail_expected(tree.schedule.get("slice_granularity"),
-                  fmt::format("a divisor of model.seq_len ({})", config.model->seq_len));
-  }
-  if (!config.model && (config.fixed.forward_s.empty() || config.fixed.backward_s.empty())) {
-    fail(tree.fixed.field().key_mark, "model",
-         "required unless costs.fixed gives forward_s and backward_s");
-  }
-  // A profile times the layers by itself; the embedding, logits, transfers
-  // and end-of-iteration work are then 0 (docs/cost_model.md, costs.profile).
-  if (config.model && !config.hardware && config.profile_path.empty()) {
-    fail(tree.hardware.field().key_mark, "hardware",
-         "required when model is given, unless costs.profile gives the layer times");
-  }
-  if (!config.profile_link.empty() && config.profile_path.empty()) {
-    const Field link = tree.costs.get("link");
-    fail(link.key_mark, link.path, "needs costs.profile: the link is one of the profile's");
-  }
-  if (!config.profile_path.empty() && !config.model) {
-    const Field profile = tree.costs.get("profile");
-    fail(profile.key_mark, profile.path,
-         "needs a model: the profile's kernels are looked up by the model's shape");
-  }
-  if (sched.slicing == SlicingMethod::kOptimal && config.model && !config.hardware) {
-    const Field slicing = tree.schedule.get("slicing");
-    fail(slicing.key_mark, slicing.path,
-         "optimal needs hardware: the cut is chosen with the analytic model's times");
-  }
-  if (par.tp_comm_overlap && !par.sequence_parallel) {
-    const Field overlap = tree.parallel.get("tp_comm_overlap");
-    fail(overlap.key_mark, overlap.path,
-         "needs parallel.sequence_parallel: the overlapped collectives are its all-gathers and "
-         "reduce-scatters (as Megatron's --tp-comm-overlap)");
-  }
-  if (config.hardware) {
-    const HardwareSpec& hw = *config.hardware;
-    int64_t gpus = product({par.pipeline, par.tensor, par.context, par.data});
-    if (gpus != int64_t{hw.gpus_per_node} * hw.nodes) {
-      const std::string context =
-          par.context > 1 ? fmt::format(" x context {}", par.context) : std::string();
-      fail(tree.parallel.field().key_mark, "parallel",
-           fmt::format("pipeline {} x tensor {}{} x data {} = {} GPUs, but hardware has {} nodes "
-                       "x {} = {}",
-                       par.pipeline, par.tensor, context, par.data, gpus, hw.nodes,
-                       hw.gpus_per_node, int64_t{hw.gpus_per_node} * hw.nodes));
-    }
-    if (par.tensor > hw.gpus_per_node) {
-      fail_expected(tree.parallel.get("tensor"),
-                    fmt::format("at most hardware.gpus_per_node ({})", hw.gpus_per_node));
-    }
-  }
-  int64_t samples_per_microbatch = int64_t{config.training.micro_batch} * par.data;
-  if (config.training.global_batch % samples_per_microbatch != 0) {
-    Field global_batch = tree.training.get("global_batch");
-    fail(global_batch.mark(), global_batch.path,
-         fmt::format("{} is not divisible by micro_batch {} x data {}",
-                     config.training.global_batch, config.training.micro_batch, par.data));
-  }
-  // The schedule's sizes, named by the keys that set them, before anything
-  // is allocated for it.
-  const Status size = check_schedule_size(par.pipeline, int64_t{par.pipeline} * par.virtual_stages,
-                                          config.training.global_batch / samples_per_microbatch,
-                                          std::max(1, sched.slices));
-  if (!size) {
-    fail(tree.parallel.field().key_mark, "parallel",
-         fmt::format("{} (stages: pipeline x virtual_stages; microbatches: "
-                     "training.global_batch / (micro_batch x data); slices: schedule.slices)",
-                     size.message()));
-  }
-  if (config.model) {
-    int64_t stages = int64_t{par.pipeline} * par.virtual_stages;
-    if (config.model->layers < stages) {
-      fail_expected(
-          tree.model.get("layers"),
-          fmt::format("at least pipeline x virtual_stages = {} (a layer per stage)", stages));
-    }
-    if (config.model->heads % par.tensor != 0) {
-      fail_expected(tree.model.get("heads"),
-                    fmt::format("a multiple of parallel.tensor ({})", par.tensor));
-    }
-    // Megatron-LM splits the KV heads over the tensor ranks, or, with more
-    // ranks than KV heads, gives each rank a copy of one.
-    const int kv_heads = config.model->kv_heads;
-    if (kv_heads % par.tensor != 0 && par.tensor % kv_heads != 0) {
-      fail_expected(tree.model.get("kv_heads"),
-                    fmt::format("a multiple or a divisor of parallel.tensor ({})", par.tensor));
-    }
-  }
-  if (par.context > 1) check_context(config, tree);
-  if (par.expert > 1) check_expert(config, tree);
-  if (!par.layers_per_stage.empty()) {
-    const Field split = tree.parallel.get("layers_per_stage");
-    if (!config.model) {
-      fail(split.key_mark, split.path, "only with a model: it splits model.layers");
-    }
-    const int64_t stages = int64_t{par.pipeline} * par.virtual_stages;
-    if (static_cast<int64_t>(par.layers_per_stage.size()) != stages) {
-      fail_expected(split,
-                    fmt::format("{} entries, one per stage (pipeline x virtual_stages)", stages));
-    }
-    int64_t sum = 0;
-    for (int layers : par.layers_per_stage) sum += layers;
-    if (sum != config.model->layers) {
-      fail_expected(split,
-                    fmt::format("entries summing to model.layers ({})", config.model->layers));
-    }
-  }
 }
 
 // A custom schedule's CSV (see to_existing_file for relative paths).

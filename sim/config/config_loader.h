@@ -184,7 +184,6 @@ class Loader {
   void check_expert(const Config& config, const Sections& tree) const;
 
   void read_search(const Section& s, const Config& config) const;
-  void check_context_candidate(const Field& item, int cp, const ModelSpec& model) const;
   std::vector<int> to_ints(const Field& field, int min, int max) const;
 
   std::string source_;
@@ -198,6 +197,11 @@ Enum Loader::to_enum(const Field& field, const std::array<Enum, N>& values) cons
   for (Enum value : values) names.push_back(to_string(value));
   return values[to_choice(field, names)];
 }
+
+// Why context parallelism of degree cp > 1 cannot split `model`'s
+// sequences (a length that is no multiple of 2 cp, attention that is not
+// flash), worded to follow the degree; empty when it can (config_checks.cc).
+std::string context_misfit(int cp, const ModelSpec& model);
 
 }  // namespace config_internal
 }  // namespace ppsim

@@ -23,23 +23,6 @@ std::vector<int> powers_of_two(int limit) {
 
 }  // namespace
 
-// A context-parallel degree the explorer may try: the model must allow it
-// as a config's parallel.context would (Loader::check_context).
-void Loader::check_context_candidate(const Field& item, int cp, const ModelSpec& model) const {
-  if (cp <= 1) return;
-  if (model.seq_len % (2 * int64_t{cp}) != 0) {
-    fail(item.mark(), item.path,
-         fmt::format("{} needs model.seq_len ({}) to be a multiple of 2 x {} = {}", cp,
-                     model.seq_len, cp, 2 * int64_t{cp}));
-  }
-  if (model.attention != Attention::kFlash) {
-    fail(item.mark(), item.path,
-         fmt::format("{} needs model.attention: flash (context parallelism runs its ring inside "
-                     "the fused attention kernel)",
-                     cp));
-  }
-}
-
 void Loader::read_search(const Section& s, const Config& config) const {
   if (!config.model || !config.hardware) {
     fail(s.field().key_mark, config.model ? "hardware" : "model",
@@ -56,9 +39,13 @@ void Loader::read_search(const Section& s, const Config& config) const {
     const Field field = s.get("context");
     out.context = to_ints(field, 1, INT_MAX);
     for (size_t i = 0; i < out.context.size(); ++i) {
-      check_context_candidate(
-          Field{fmt::format("{}[{}]", field.path, i), field.node[i], field.key_mark, field.file},
-          out.context[i], *config.model);
+      const std::string misfit =
+          out.context[i] > 1 ? context_misfit(out.context[i], *config.model) : std::string();
+      if (!misfit.empty()) {
+        const Field item{fmt::format("{}[{}]", field.path, i), field.node[i], field.key_mark,
+                         field.file};
+        fail(item.mark(), item.path, fmt::format("{} {}", out.context[i], misfit));
+      }
     }
   }
   out.micro_batch =
