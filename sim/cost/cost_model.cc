@@ -112,6 +112,25 @@ Status apply_fixed(const FixedCosts& fixed, const SliceShares& shares, CostTable
   return Status();
 }
 
+// What the mixture-of-experts layers need that the config loader does not
+// decide: Megatron-Core runs them under tensor parallelism only with
+// sequence parallelism (its all-to-all dispatcher routes each rank's shard of
+// the sequence), and a profile times only a dense layer.
+Status check_moe(const Config& config) {
+  if (!config.model->moe) return Status();
+  if (config.parallel.tensor > 1 && !config.parallel.sequence_parallel) {
+    return Error{"model.moe with parallel.tensor " + std::to_string(config.parallel.tensor) +
+                 " needs parallel.sequence_parallel: true: the experts' all-to-all dispatch "
+                 "routes each tensor rank's share of the sequence, as Megatron-Core requires"};
+  }
+  if (!config.profile_path.empty()) {
+    return Error{
+        "model.moe cannot be combined with costs.profile: a profile times a dense "
+        "layer, not the router, experts and all-to-all exchanges of a MoE layer"};
+  }
+  return Status();
+}
+
 Error in_source(const Config& config, const Status& status) {
   if (config.source.empty()) return Error{status.message()};
   return Error{config.source + ": " + status.message()};
@@ -199,12 +218,7 @@ Result<CostTable> build_cost_table(const Config& config, const std::vector<int>&
   const int k = static_cast<int>(shares.lengths.size());
   CostTable table = uniform_costs(num_stages, config.parallel.pipeline, 0, 0, 0, 0, k);
   if (config.model) {
-    if (config.model->moe) {
-      return in_source(
-          config, Error{"model.moe: the cost model does not price mixture-of-experts layers yet "
-                        "(their router, experts and all-to-all exchanges, issue 13), so it "
-                        "cannot time or size this model; only their parameters are counted"});
-    }
+    if (Status s = check_moe(config); !s.ok()) return in_source(config, s);
     if (config.model->layers < num_stages) {
       return in_source(
           config, Error{"model.layers (" + std::to_string(config.model->layers) +

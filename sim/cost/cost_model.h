@@ -34,6 +34,10 @@ std::vector<int> layers_per_stage(int layers, int stages);
 // FLOPs of one layer's forward for one microbatch of `micro_batch` sequences,
 // on one GPU of a tensor-parallel group of `tensor`.
 double layer_forward_flops(const ModelSpec& model, int micro_batch, int tensor);
+// FLOPs of one mixture-of-experts layer's forward for one sequence on one
+// GPU, every expert at the mean load: the attention, the router, top_k
+// experts' and the shared experts' MLPs per token. REQUIRES: model.moe.
+double moe_layer_forward_flops(const ModelSpec& model);
 // Parameters of one transformer layer (not divided by t): the attention's
 // projections (Q and the output h x h; K and V h x kv_heads head_dim each),
 // the MLP's matrices (two, or three with SwiGLU), their biases where the

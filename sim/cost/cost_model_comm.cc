@@ -97,6 +97,23 @@ double rank_microbatch_s(const CostTable& table, const std::vector<int>& stage_r
   return picos_to_seconds(total);
 }
 
+// An expert group's all-to-all: NVLink among the members that share a node,
+// and each GPU's own share of the NICs to the others.
+Result<AllToAllLinks> expert_links(const Config& config, const Placement& placement, int rank) {
+  AllToAllLinks group;
+  group.members = config.parallel.expert;
+  group.per_node = placement.expert_members_per_node(rank);
+  const Result<Link> nvlink = group_link(*config.hardware, true, group.per_node);
+  if (!nvlink.ok()) return nvlink.error();
+  group.nvlink = *nvlink;
+  if (group.per_node < group.members) {
+    const Result<Link> network = group_link(*config.hardware, false, 1);
+    if (!network.ok()) return network.error();
+    group.network = *network;
+  }
+  return group;
+}
+
 }  // namespace
 
 Status check_hardware(const Config& config) {
@@ -149,6 +166,11 @@ Result<GroupLinks> group_links(const Config& config, const Placement& placement,
     if (!context.ok()) return context.error();
     links.context = *context;
   }
+  if (config.parallel.expert > 1) {
+    const Result<AllToAllLinks> expert = expert_links(config, placement, rank);
+    if (!expert.ok()) return expert.error();
+    links.expert = *expert;
+  }
   return links;
 }
 
@@ -183,19 +205,33 @@ Status fill_rank_times(const Config& config, const std::vector<int>& layers,
   const HardwareSpec& hw = *config.hardware;
   const OpShape shape = OpShape::of(config);
   const int d = config.parallel.weight_replicas();
+  const int expert_d = d / config.parallel.expert;
   const int zero = config.training.zero_stage;
   const int first = stage_rank.front();
   const int last = stage_rank.back();
   const double memory_Bps = hw.hbm_bandwidth_gbps * kGiga * hw.hbm_efficiency;
   for (int r = 0; r < config.parallel.pipeline; ++r) {
-    const auto params = static_cast<double>(rank_parameters(config, layers, stage_rank, r));
+    const RankParameters held = rank_parameters(config, layers, stage_rank, r);
+    const auto dense = static_cast<double>(held.dense);
+    const auto experts = static_cast<double>(held.expert);
     double sync_s = 0;
     if (d > 1) {
       const Result<Link> link =
           group_link(hw, placement.data_groups_in_node(r), placement.data_members_per_node(r));
       if (!link.ok()) return link.error();
-      DataParallelSync sync = data_parallel_sync(params * shape.grad_bytes,
-                                                 params * dtype_bytes(model.dtype), d, zero, *link);
+      DataParallelSync sync = data_parallel_sync(dense * shape.grad_bytes,
+                                                 dense * dtype_bytes(model.dtype), d, zero, *link);
+      // The routed experts' gradients are summed over their own copies.
+      if (experts > 0 && expert_d > 1) {
+        const Result<Link> expert_link = group_link(hw, placement.data_groups_in_node(r),
+                                                    placement.expert_data_members_per_node(r));
+        if (!expert_link.ok()) return expert_link.error();
+        const DataParallelSync expert_sync =
+            data_parallel_sync(experts * shape.grad_bytes, experts * dtype_bytes(model.dtype),
+                               expert_d, zero, *expert_link);
+        sync.reduce_s += expert_sync.reduce_s;
+        sync.gather_s += expert_sync.gather_s;
+      }
       if (config.training.overlap_grad_reduce) {
         sync.reduce_s = std::max(
             0.0, sync.reduce_s - rank_microbatch_s(table, stage_rank, r, &StageCost::backward));
@@ -212,9 +248,9 @@ Status fill_rank_times(const Config& config, const std::vector<int>& layers,
       sync_s += collective_seconds(CollectiveKind::kAllReduce, copy * shape.grad_bytes, 2, *link);
     }
     table.grad_sync[r] = seconds_to_picos(sync_s);
-    const double updated = zero >= 1 ? params / d : params;
+    const double updated = zero >= 1 ? dense / d + experts / expert_d : dense + experts;
     const double step_bytes =
-        updated * step_bytes_per_updated_parameter(shape) + params * shape.grad_bytes;
+        updated * step_bytes_per_updated_parameter(shape) + (dense + experts) * shape.grad_bytes;
     table.optimizer_step[r] = seconds_to_picos(step_bytes / memory_Bps);
   }
   // A synchronous step all-reduces the gradient norm (one fp32) across the

@@ -5,6 +5,7 @@
 // the steps that fill a CostTable.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -54,6 +55,17 @@ inline Slice rank_sequence(const ModelSpec& model, const ParallelSpec& parallel)
   return Slice{share.tokens, share.context};
 }
 
+// How many of stage `stage`'s layers are mixture-of-experts layers: the
+// stages hold the model's layers in order, whose first moe.dense_layers are
+// dense (none without model.moe).
+inline int stage_moe_layers(const ModelSpec& model, const std::vector<int>& layers, int stage) {
+  if (!model.moe) return 0;
+  int first = 0;
+  for (int s = 0; s < stage; ++s) first += layers[s];
+  const int end = first + layers[stage];
+  return std::max(0, end - std::max(first, model.moe->dense_layers));
+}
+
 // GPU placement in Megatron's order (tensor fastest, then context, then
 // data, then pipeline): pipeline rank r owns GPUs [r t cp d, (r + 1) t cp d).
 class Placement {
@@ -61,6 +73,7 @@ class Placement {
   Placement(const ParallelSpec& parallel, int gpus_per_node)
       : tensor_(parallel.tensor),
         context_span_(parallel.tensor * parallel.context),
+        expert_(parallel.expert),
         gpus_per_rank_(parallel.tensor * parallel.context * parallel.data),
         gpus_per_node_(gpus_per_node) {}
 
@@ -98,6 +111,15 @@ class Placement {
   int data_members_per_node(int rank) const {
     return members_in_first_node(rank, tensor_, gpus_per_rank_ / tensor_);
   }
+  // An expert-parallel group is EP GPUs strided by t (Megatron-Core's expert
+  // ranks in the order tensor, expert, data); the GPUs holding the same
+  // experts, d cp / EP of them, are strided by t EP.
+  int expert_members_per_node(int rank) const {
+    return members_in_first_node(rank, tensor_, expert_);
+  }
+  int expert_data_members_per_node(int rank) const {
+    return members_in_first_node(rank, tensor_ * expert_, gpus_per_rank_ / (tensor_ * expert_));
+  }
 
  private:
   int first_gpu(int rank) const { return rank * gpus_per_rank_; }
@@ -112,13 +134,28 @@ class Placement {
 
   int tensor_;
   int context_span_;  // t cp: the GPUs one context ring spans
+  int expert_;
   int gpus_per_rank_;
   int gpus_per_node_;
 };
 
+// Parameters one GPU holds: the dense ones (replicated over the d cp GPUs
+// of the data-parallel group) and the routed experts' (replicated over d cp
+// / EP).
+struct RankParameters {
+  int64_t dense = 0;
+  int64_t expert = 0;
+
+  int64_t total() const { return dense + expert; }
+};
+
 // cost_model_memory.cc
-int64_t rank_parameters(const Config& config, const std::vector<int>& layers,
-                        const std::vector<int>& stage_rank, int rank);
+// What one GPU of pipeline rank `rank` holds: its layers, the word and
+// position embedding on the first stage, and the last stage's copy of the
+// tied output embedding where it lives on another rank; the dense split over
+// t, the routed experts over t and EP.
+RankParameters rank_parameters(const Config& config, const std::vector<int>& layers,
+                               const std::vector<int>& stage_rank, int rank);
 void fill_memory(const Config& config, const std::vector<int>& layers,
                  const std::vector<int>& stage_rank, const std::vector<Slice>& slices,
                  CostTable& table);

@@ -10,162 +10,6 @@
 #include "sim/cost/cost_model_internal.h"
 
 namespace ppsim {
-namespace cost_model_internal {
-namespace {
-
-// What one layer keeps for backward on one GPU, for `tokens` positions of
-// each sequence and `score_entries` attention scores per head and sequence
-// (s and s^2 for a whole sequence): Korthikanti et al. 2022's count, term by
-// term, so that it follows the block's shape (docs/cost_model.md, "Memory").
-// For GPT-3's block in 16 bits it is their sbh(10 + 24/t + 5as/(ht)).
-int64_t layer_kept_bytes(const ModelSpec& model, int micro_batch, const ParallelSpec& parallel,
-                         Recompute recompute, int64_t tokens, int64_t score_entries) {
-  const double B = dtype_bytes(model.dtype);
-  const double t = parallel.tensor;
-  const double sb = static_cast<double>(tokens) * micro_batch;
-  const double h = model.hidden;
-  const double kv = static_cast<double>(model.key_value_heads()) * model.head_dim();
-  const double f = model.ffn();
-  const double up = model.mlp == Mlp::kSwiglu ? 2 * f : f;
-  const double mask = model.dropout > 0 ? 1 : 0;
-  const bool sp = parallel.sequence_parallel;
-  // Every tensor rank keeps these whole unless sequence parallelism splits
-  // them: the two norms' inputs and the two linear inputs after them, and
-  // the two residual dropout masks.
-  const double whole = sb * h * (4 * B + 2 * mask);
-  if (recompute == Recompute::kFull) {
-    return bytes_to_int(std::ceil(sb * h * B / (sp ? t : 1)));
-  }
-  // Split over t: Q, K and V, the attention output, the MLP's activation
-  // input and output.
-  double split = sb * B * (h + 2 * kv + h + up + f);
-  // The score matrix's softmax output, and with dropout its mask and output;
-  // flash attention keeps only an fp32 log-sum-exp per head and token.
-  const double scores = static_cast<double>(score_entries) * micro_batch * model.heads;
-  if (model.attention == Attention::kFlash) {
-    split += 4.0 * sb * model.heads;
-  } else if (recompute != Recompute::kSelective) {
-    split += scores * (B + mask * (B + 1));
-  }
-  return bytes_to_int(std::ceil((sp ? (whole + split) / t : whole + split / t)));
-}
-
-// What one layer keeps for backward for one slice: the slice's rows of the
-// score matrix, b heads l (c + l), instead of b heads s^2.
-int64_t slice_activation_bytes(const ModelSpec& model, int micro_batch,
-                               const ParallelSpec& parallel, Recompute recompute,
-                               const Slice& slice) {
-  return layer_kept_bytes(model, micro_batch, parallel, recompute, slice.tokens,
-                          slice.kept_scores());
-}
-
-// What W reads after I is done: the inputs of the four linear layers (the
-// two norms' outputs, whole unless sequence parallelism splits them, the
-// attention output and the MLP's activation output, split over t). Never
-// more than the layer keeps (under recompute W reads what I recomputed,
-// which this model does not count separately).
-int64_t slice_weight_grad_bytes(const ModelSpec& model, int micro_batch,
-                                const ParallelSpec& parallel, Recompute recompute,
-                                const Slice& slice) {
-  const double B = dtype_bytes(model.dtype);
-  const double t = parallel.tensor;
-  const double sb = static_cast<double>(slice.tokens) * micro_batch;
-  const double whole = 2 * sb * model.hidden * B;
-  const double split = sb * (model.hidden + static_cast<double>(model.ffn())) * B;
-  const double bytes = parallel.sequence_parallel ? (whole + split) / t : whole + split / t;
-  return std::min<int64_t>(bytes_to_int(std::ceil(bytes)),
-                           slice_activation_bytes(model, micro_batch, parallel, recompute, slice));
-}
-
-// Parameters of one stage, before the tensor-parallel split.
-int64_t stage_parameters(const Config& config, const std::vector<int>& layers,
-                         const std::vector<int>& stage_rank, int stage) {
-  const ModelSpec& model = *config.model;
-  int64_t total = layers[stage] * layer_parameters(model);
-  const int64_t word_embedding = static_cast<int64_t>(model.vocab) * model.hidden;
-  const int last = config.num_stages() - 1;
-  if (stage == 0) total += input_embedding_parameters(model);
-  if (stage == last) {
-    total += norm_parameters(model);
-    // Untied: the output layer's own matrix. Tied: Megatron keeps a copy of
-    // the word embedding on the last stage when that is another rank.
-    const bool copy = stage != 0 && stage_rank[last] != stage_rank[0];
-    if (!model.tie_embeddings || copy) total += word_embedding;
-  }
-  return total;
-}
-
-// Mixed-precision Adam, K = 12 (Rajbhandari et al. 2020): 2 bytes of 16-bit
-// weights, 2 of gradients, 12 of fp32 master weights, m and v per parameter.
-int64_t zero_static_bytes(int64_t params, int data, int zero_stage) {
-  switch (zero_stage) {
-    case 0:
-      return 16 * params;
-    case 1:
-      return 4 * params + ceil_div(12 * params, data);
-    case 2:
-      return 2 * params + ceil_div(14 * params, data);
-    default:
-      return ceil_div(16 * params, data);
-  }
-}
-
-}  // namespace
-
-// Parameters one GPU of pipeline rank `rank` holds: its layers, the word and
-// position embedding on the first stage, and the last stage's copy of the
-// tied output embedding where it lives on another rank; all split over t.
-int64_t rank_parameters(const Config& config, const std::vector<int>& layers,
-                        const std::vector<int>& stage_rank, int rank) {
-  int64_t total = 0;
-  for (int stage = 0; stage < config.num_stages(); ++stage) {
-    if (stage_rank[stage] == rank) total += stage_parameters(config, layers, stage_rank, stage);
-  }
-  return ceil_div(total, config.parallel.tensor);
-}
-
-// Figures that need only the model: memory and transfer sizes.
-void fill_memory(const Config& config, const std::vector<int>& layers,
-                 const std::vector<int>& stage_rank, const std::vector<Slice>& slices,
-                 CostTable& table) {
-  const ModelSpec& model = *config.model;
-  const ParallelSpec& parallel = config.parallel;
-  const int k = static_cast<int>(slices.size());
-  for (int j = 0; j < k; ++j) {
-    const int64_t per_layer = slice_activation_bytes(model, config.training.micro_batch, parallel,
-                                                     config.training.recompute, slices[j]);
-    const int64_t per_layer_w = slice_weight_grad_bytes(
-        model, config.training.micro_batch, parallel, config.training.recompute, slices[j]);
-    for (int s = 0; s < config.num_stages(); ++s) {
-      table.stages[s * k + j].activation_bytes =
-          bytes_to_int(static_cast<double>(layers[s]) * static_cast<double>(per_layer));
-      table.stages[s * k + j].weight_grad_bytes =
-          bytes_to_int(static_cast<double>(layers[s]) * static_cast<double>(per_layer_w));
-    }
-    const int64_t hidden_bytes = static_cast<int64_t>(config.training.micro_batch) *
-                                 slices[j].tokens * model.hidden * dtype_bytes(model.dtype);
-    const int64_t p2p_bytes =
-        parallel.sequence_parallel ? ceil_div(hidden_bytes, parallel.tensor) : hidden_bytes;
-    for (int s = 0; s + 1 < config.num_stages(); ++s) table.p2p_bytes[s * k + j] = p2p_bytes;
-  }
-  for (int r = 0; r < parallel.pipeline; ++r) {
-    table.static_bytes[r] =
-        zero_static_bytes(rank_parameters(config, layers, stage_rank, r),
-                          parallel.weight_replicas(), config.training.zero_stage);
-  }
-  table.stage_weight_bytes.resize(config.num_stages());
-  for (int s = 0; s < config.num_stages(); ++s) {
-    table.stage_weight_bytes[s] =
-        ceil_div(stage_parameters(config, layers, stage_rank, s), parallel.tensor) *
-        dtype_bytes(model.dtype);
-  }
-}
-
-}  // namespace cost_model_internal
-
-using cost_model_internal::rank_sequence;
-using cost_model_internal::slice_activation_bytes;
-
 namespace {
 
 // Q and the output projection h x h each, K and V h x kv_heads head_dim
@@ -185,6 +29,238 @@ int64_t mlp_parameters(const ModelSpec& model, int64_t f) {
   const int64_t bias = model.bias ? 1 : 0;
   return model.mlp == Mlp::kSwiglu ? 3 * h * f + bias * (2 * f + h) : 2 * h * f + bias * (f + h);
 }
+
+}  // namespace
+
+namespace cost_model_internal {
+namespace {
+
+// Bytes a layer's MLP half keeps for `sb` tokens of the tensor group,
+// beyond the norm's input and output: `whole` on every tensor rank unless
+// sequence parallelism splits it, `split` over the tensor ranks, and
+// `per_gpu` as it stands (a mixture of experts' gathered rows).
+struct MlpKept {
+  double whole = 0;
+  double split = 0;
+  double per_gpu = 0;
+};
+
+// A dense MLP keeps its activation's input (the up projection's output)
+// and output; `w_only`: only what its weight gradients read (the output).
+double dense_mlp_kept(const ModelSpec& model, double sb, double f, bool w_only) {
+  const double up = model.mlp == Mlp::kSwiglu ? 2 * f : f;
+  return sb * dtype_bytes(model.dtype) * (w_only ? f : up + f);
+}
+
+// A MoE layer keeps the router's fp32 probabilities, the shared experts as
+// a dense MLP, and on each GPU the rows it gathered for its local experts
+// (the busiest GPU's) with their activation's input and output split over
+// t; `w_only`: only what the weight gradients read (rows and activation
+// output).
+MlpKept moe_mlp_kept(const ModelSpec& model, const ParallelSpec& parallel, double sb, bool w_only) {
+  const MoeSpec& moe = *model.moe;
+  const double B = dtype_bytes(model.dtype);
+  const double f = moe.expert_ffn_hidden;
+  const double up = model.mlp == Mlp::kSwiglu ? 2 * f : f;
+  const double rows = sb * moe.top_k * expert_load(moe, parallel.expert).busiest_gpu;
+  MlpKept kept;
+  kept.whole = w_only ? 0 : sb * moe.experts * 4.0;
+  kept.split = dense_mlp_kept(model, sb, static_cast<double>(moe.shared_experts) * f, w_only);
+  kept.per_gpu = rows * B * (model.hidden + (w_only ? f : up + f) / parallel.tensor);
+  return kept;
+}
+
+// What one layer keeps for backward on one GPU, for `tokens` positions of
+// each sequence and `score_entries` attention scores per head and sequence
+// (s and s^2 for a whole sequence): Korthikanti et al. 2022's count, term by
+// term, so that it follows the block's shape (docs/cost_model.md, "Memory").
+// For GPT-3's block in 16 bits it is their sbh(10 + 24/t + 5as/(ht)).
+int64_t layer_kept_bytes(const ModelSpec& model, int micro_batch, const ParallelSpec& parallel,
+                         Recompute recompute, int64_t tokens, int64_t score_entries, bool moe) {
+  const double B = dtype_bytes(model.dtype);
+  const double t = parallel.tensor;
+  const double sb = static_cast<double>(tokens) * micro_batch;
+  const double h = model.hidden;
+  const double kv = static_cast<double>(model.key_value_heads()) * model.head_dim();
+  const double mask = model.dropout > 0 ? 1 : 0;
+  const bool sp = parallel.sequence_parallel;
+  if (recompute == Recompute::kFull) {
+    return bytes_to_int(std::ceil(sb * h * B / (sp ? t : 1)));
+  }
+  const MlpKept mlp = moe ? moe_mlp_kept(model, parallel, sb, false)
+                          : MlpKept{0, dense_mlp_kept(model, sb, model.ffn(), false), 0};
+  // Every tensor rank keeps these whole unless sequence parallelism splits
+  // them: the two norms' inputs and the two linear inputs after them, and
+  // the two residual dropout masks.
+  const double whole = sb * h * (4 * B + 2 * mask) + mlp.whole;
+  // Split over t: Q, K and V, the attention output, the MLP's.
+  double split = sb * B * (h + 2 * kv + h) + mlp.split;
+  // The score matrix's softmax output, and with dropout its mask and output;
+  // flash attention keeps only an fp32 log-sum-exp per head and token.
+  const double scores = static_cast<double>(score_entries) * micro_batch * model.heads;
+  if (model.attention == Attention::kFlash) {
+    split += 4.0 * sb * model.heads;
+  } else if (recompute != Recompute::kSelective) {
+    split += scores * (B + mask * (B + 1));
+  }
+  const double bytes = sp ? (whole + split) / t : whole + split / t;
+  return bytes_to_int(std::ceil(bytes + mlp.per_gpu));
+}
+
+// What one layer (a dense one, or with `moe` a mixture-of-experts one) keeps
+// for backward for one slice: the slice's rows of the score matrix, b heads
+// l (c + l), instead of b heads s^2.
+int64_t slice_activation_bytes(const ModelSpec& model, int micro_batch,
+                               const ParallelSpec& parallel, Recompute recompute,
+                               const Slice& slice, bool moe = false) {
+  return layer_kept_bytes(model, micro_batch, parallel, recompute, slice.tokens,
+                          slice.kept_scores(), moe);
+}
+
+// What W reads after I is done: the inputs of the linear layers (the two
+// norms' outputs, whole unless sequence parallelism splits them, the
+// attention output and the MLP's activation output, split over t; a MoE
+// layer's gathered rows and their experts' activation output). Never more
+// than the layer keeps (under recompute W reads what I recomputed, which
+// this model does not count separately).
+int64_t slice_weight_grad_bytes(const ModelSpec& model, int micro_batch,
+                                const ParallelSpec& parallel, Recompute recompute,
+                                const Slice& slice, bool moe) {
+  const double B = dtype_bytes(model.dtype);
+  const double t = parallel.tensor;
+  const double sb = static_cast<double>(slice.tokens) * micro_batch;
+  const MlpKept mlp = moe ? moe_mlp_kept(model, parallel, sb, true)
+                          : MlpKept{0, dense_mlp_kept(model, sb, model.ffn(), true), 0};
+  const double whole = 2 * sb * model.hidden * B + mlp.whole;
+  const double split = sb * model.hidden * B + mlp.split;
+  const double bytes = parallel.sequence_parallel ? (whole + split) / t : whole + split / t;
+  return std::min<int64_t>(
+      bytes_to_int(std::ceil(bytes + mlp.per_gpu)),
+      slice_activation_bytes(model, micro_batch, parallel, recompute, slice, moe));
+}
+
+// Parameters of the routed experts of one MoE layer.
+int64_t routed_expert_parameters(const ModelSpec& model) {
+  return model.moe ? model.moe->experts * mlp_parameters(model, model.moe->expert_ffn_hidden) : 0;
+}
+
+// Parameters of one stage, before the tensor-parallel split: the dense ones
+// and the routed experts'.
+RankParameters stage_parameters(const Config& config, const std::vector<int>& layers,
+                                const std::vector<int>& stage_rank, int stage) {
+  const ModelSpec& model = *config.model;
+  const int moe = stage_moe_layers(model, layers, stage);
+  RankParameters params;
+  params.expert = moe * routed_expert_parameters(model);
+  params.dense = (layers[stage] - moe) * layer_parameters(model);
+  if (moe > 0) {
+    params.dense += moe * (moe_layer_parameters(model, false) - routed_expert_parameters(model));
+  }
+  const int64_t word_embedding = static_cast<int64_t>(model.vocab) * model.hidden;
+  const int last = config.num_stages() - 1;
+  if (stage == 0) params.dense += input_embedding_parameters(model);
+  if (stage == last) {
+    params.dense += norm_parameters(model);
+    // Untied: the output layer's own matrix. Tied: Megatron keeps a copy of
+    // the word embedding on the last stage when that is another rank.
+    const bool copy = stage != 0 && stage_rank[last] != stage_rank[0];
+    if (!model.tie_embeddings || copy) params.dense += word_embedding;
+  }
+  return params;
+}
+
+// One GPU's share of a stage's parameters: the dense ones split over t, the
+// routed experts' over t and EP.
+RankParameters per_gpu(const RankParameters& stage, const ParallelSpec& parallel) {
+  return RankParameters{ceil_div(stage.dense, parallel.tensor),
+                        ceil_div(stage.expert, int64_t{parallel.tensor} * parallel.expert)};
+}
+
+// Mixed-precision Adam, K = 12 (Rajbhandari et al. 2020): 2 bytes of 16-bit
+// weights, 2 of gradients, 12 of fp32 master weights, m and v per parameter.
+int64_t zero_static_bytes(int64_t params, int data, int zero_stage) {
+  switch (zero_stage) {
+    case 0:
+      return 16 * params;
+    case 1:
+      return 4 * params + ceil_div(12 * params, data);
+    case 2:
+      return 2 * params + ceil_div(14 * params, data);
+    default:
+      return ceil_div(16 * params, data);
+  }
+}
+
+}  // namespace
+
+RankParameters rank_parameters(const Config& config, const std::vector<int>& layers,
+                               const std::vector<int>& stage_rank, int rank) {
+  RankParameters total;
+  for (int stage = 0; stage < config.num_stages(); ++stage) {
+    if (stage_rank[stage] != rank) continue;
+    const RankParameters params = stage_parameters(config, layers, stage_rank, stage);
+    total.dense += params.dense;
+    total.expert += params.expert;
+  }
+  return per_gpu(total, config.parallel);
+}
+
+// Figures that need only the model: memory and transfer sizes.
+void fill_memory(const Config& config, const std::vector<int>& layers,
+                 const std::vector<int>& stage_rank, const std::vector<Slice>& slices,
+                 CostTable& table) {
+  const ModelSpec& model = *config.model;
+  const ParallelSpec& parallel = config.parallel;
+  const int k = static_cast<int>(slices.size());
+  const int b = config.training.micro_batch;
+  const Recompute recompute = config.training.recompute;
+  for (int j = 0; j < k; ++j) {
+    // Per layer: dense, then mixture-of-experts.
+    const auto kept = [&](bool moe) {
+      return static_cast<double>(
+          slice_activation_bytes(model, b, parallel, recompute, slices[j], moe));
+    };
+    const auto read_by_w = [&](bool moe) {
+      return static_cast<double>(
+          slice_weight_grad_bytes(model, b, parallel, recompute, slices[j], moe));
+    };
+    for (int s = 0; s < config.num_stages(); ++s) {
+      const double moe = stage_moe_layers(model, layers, s);
+      const double dense = layers[s] - moe;
+      table.stages[s * k + j].activation_bytes =
+          bytes_to_int(dense * kept(false) + (moe > 0 ? moe * kept(true) : 0));
+      table.stages[s * k + j].weight_grad_bytes =
+          bytes_to_int(dense * read_by_w(false) + (moe > 0 ? moe * read_by_w(true) : 0));
+    }
+    const int64_t hidden_bytes = static_cast<int64_t>(config.training.micro_batch) *
+                                 slices[j].tokens * model.hidden * dtype_bytes(model.dtype);
+    const int64_t p2p_bytes =
+        parallel.sequence_parallel ? ceil_div(hidden_bytes, parallel.tensor) : hidden_bytes;
+    for (int s = 0; s + 1 < config.num_stages(); ++s) table.p2p_bytes[s * k + j] = p2p_bytes;
+  }
+  // The dense weights' optimizer state is sharded over their d cp copies,
+  // the routed experts' over the d cp / EP copies of each.
+  const int zero = config.training.zero_stage;
+  for (int r = 0; r < parallel.pipeline; ++r) {
+    const RankParameters params = rank_parameters(config, layers, stage_rank, r);
+    table.static_bytes[r] =
+        zero_static_bytes(params.dense, parallel.weight_replicas(), zero) +
+        zero_static_bytes(params.expert, parallel.weight_replicas() / parallel.expert, zero);
+  }
+  table.stage_weight_bytes.resize(config.num_stages());
+  for (int s = 0; s < config.num_stages(); ++s) {
+    const RankParameters params =
+        per_gpu(stage_parameters(config, layers, stage_rank, s), parallel);
+    table.stage_weight_bytes[s] = params.total() * dtype_bytes(model.dtype);
+  }
+}
+
+}  // namespace cost_model_internal
+
+using cost_model_internal::rank_sequence;
+using cost_model_internal::slice_activation_bytes;
+
+namespace {
 
 // The whole model's, counting a mixture-of-experts layer's experts all, or
 // only those one token visits.

@@ -54,17 +54,13 @@ class BlockTimer {
   // the attention core's (selective; nothing with flash attention, whose
   // backward recomputes the scores inside its kernel).
   Block layer(const Slice& slice, const GroupLinks& links) const {
-    const TokenSlice token_slice{slice.tokens, slice.context};
-    const PieceOps ops = layer_ops(shape_, token_slice);
-    Block block = priced(ops, links);
-    if (recompute_ == Recompute::kFull)
-      block.backward = duration_plus(block.backward, block.forward);
-    if (recompute_ == Recompute::kSelective && shape_.model.attention == Attention::kStandard) {
-      block.backward = duration_plus(
-          block.backward,
-          seconds_to_picos(timer_.seconds(attention_core_forward(shape_, token_slice), links)));
-    }
-    return block;
+    return with_recompute(layer_ops(shape_, TokenSlice{slice.tokens, slice.context}), slice, links);
+  }
+
+  // REQUIRES: model.moe.
+  Block moe_layer(const Slice& slice, const GroupLinks& links) const {
+    return with_recompute(moe_layer_ops(shape_, TokenSlice{slice.tokens, slice.context}), slice,
+                          links);
   }
 
   Block embedding(const Slice& slice, const GroupLinks& links) const {
@@ -76,6 +72,19 @@ class BlockTimer {
   }
 
  private:
+  Block with_recompute(const PieceOps& ops, const Slice& slice, const GroupLinks& links) const {
+    const TokenSlice token_slice{slice.tokens, slice.context};
+    Block block = priced(ops, links);
+    if (recompute_ == Recompute::kFull)
+      block.backward = duration_plus(block.backward, block.forward);
+    if (recompute_ == Recompute::kSelective && shape_.model.attention == Attention::kStandard) {
+      block.backward = duration_plus(
+          block.backward,
+          seconds_to_picos(timer_.seconds(attention_core_forward(shape_, token_slice), links)));
+    }
+    return block;
+  }
+
   Block priced(const PieceOps& ops, const GroupLinks& links) const {
     const Picos weight_grad = seconds_to_picos(timer_.seconds(ops.weight_grad, links));
     return Block{seconds_to_picos(timer_.seconds(ops.forward, links)),
@@ -92,7 +101,8 @@ class BlockTimer {
 // the embedding or the logits, and the links its tensor group and context
 // ring talk over.
 struct StagePieces {
-  int layers = 0;
+  int layers = 0;  // dense and mixture-of-experts
+  int moe_layers = 0;
   bool embedding = false;
   bool logits = false;
   GroupLinks links;
@@ -111,7 +121,8 @@ Block stage_block(const BlockTimer& timer, const StagePieces& stage, const Slice
   const GroupLinks& link = stage.links;
   Block block = repeat(piece(measured != nullptr ? &measured->layer[j] : nullptr,
                              [&] { return timer.layer(slice, link); }),
-                       stage.layers);
+                       stage.layers - stage.moe_layers);
+  if (stage.moe_layers > 0) block += repeat(timer.moe_layer(slice, link), stage.moe_layers);
   if (stage.embedding) {
     block += piece(measured != nullptr ? measured->embedding_at(j) : nullptr,
                    [&] { return timer.embedding(slice, link); });
@@ -130,6 +141,7 @@ Result<StagePieces> stage_pieces(const Config& config, const std::vector<int>& l
                                  int s) {
   StagePieces pieces;
   pieces.layers = layers[s];
+  pieces.moe_layers = stage_moe_layers(*config.model, layers, s);
   pieces.embedding = s == 0;
   pieces.logits = s == config.num_stages() - 1;
   const Result<GroupLinks> links = group_links(config, placement, stage_rank[s]);
@@ -189,14 +201,31 @@ using cost_model_internal::stage_layers;
 using cost_model_internal::stage_pieces;
 using cost_model_internal::StagePieces;
 
+namespace {
+
+double forward_flops(const PieceOps& ops) {
+  double flops = 0;
+  for (const Op& op : ops.forward) flops += op.flops;
+  return flops;
+}
+
+}  // namespace
+
 double layer_forward_flops(const ModelSpec& model, int micro_batch, int tensor) {
   OpShape shape;
   shape.model = model;
   shape.micro_batch = micro_batch;
   shape.tensor = tensor;
-  double flops = 0;
-  for (const Op& op : layer_ops(shape, TokenSlice{model.seq_len, 0}).forward) flops += op.flops;
-  return flops;
+  return forward_flops(layer_ops(shape, TokenSlice{model.seq_len, 0}));
+}
+
+double moe_layer_forward_flops(const ModelSpec& model) {
+  PPSIM_CHECK(model.moe.has_value());
+  OpShape shape;
+  shape.model = model;
+  shape.model.moe->imbalance = 1;
+  shape.model.moe->capacity_factor = 0;
+  return forward_flops(moe_layer_ops(shape, TokenSlice{model.seq_len, 0}));
 }
 
 double model_flops_per_iteration(const Config& config) {
@@ -206,7 +235,10 @@ double model_flops_per_iteration(const Config& config) {
   ModelSpec model = *config.model;
   model.attention = Attention::kStandard;
   const double logits = 2.0 * model.seq_len * model.hidden * model.vocab;
-  const double per_sequence = model.layers * layer_forward_flops(model, 1, 1) + logits;
+  const int moe = model.moe_layers();
+  const double experts = moe > 0 ? moe * moe_layer_forward_flops(model) : 0;
+  const double per_sequence =
+      (model.layers - moe) * layer_forward_flops(model, 1, 1) + experts + logits;
   return static_cast<double>(config.training.global_batch) * 3 * per_sequence;
 }
 

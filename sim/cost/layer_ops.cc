@@ -34,7 +34,6 @@ struct Dims {
   double q_width;       // query (and attention output) columns on this GPU
   double kv_width;      // key (and value) columns on this GPU
   double ffn;           // FFN columns on this GPU
-  double up_width;      // the up projection's output: ffn, or gate and up (SwiGLU)
   double head_batch;    // b x heads on this GPU: the attention products' batch
   double queries;       // l
   double keys;          // c + l
@@ -44,6 +43,7 @@ struct Dims {
   bool bias;
   bool tensor_parallel;
   bool sequence_parallel;
+  bool expert_parallel;
 };
 
 Dims dims_of(const OpShape& shape, const TokenSlice& slice) {
@@ -67,7 +67,6 @@ Dims dims_of(const OpShape& shape, const TokenSlice& slice) {
   dims.q_width = heads * d;
   dims.kv_width = kv_heads * d;
   dims.ffn = ffn;
-  dims.up_width = model.mlp == Mlp::kSwiglu ? 2 * ffn : ffn;
   dims.head_batch = b * heads;
   dims.queries = l;
   dims.keys = c + l;
@@ -77,6 +76,7 @@ Dims dims_of(const OpShape& shape, const TokenSlice& slice) {
   dims.bias = model.bias;
   dims.tensor_parallel = shape.tensor > 1;
   dims.sequence_parallel = shape.sequence_parallel;
+  dims.expert_parallel = shape.expert > 1;
   return dims;
 }
 
@@ -114,13 +114,17 @@ class PhaseBuilder {
   // accumulated into the gradient buffer inside the GEMM, or written in the
   // dtype and then added to the buffer by its own kernel.
   void weight_gemm(const char* name, double m, double n) {
+    weight_gemm(name, m, n, dims_.tokens, 1);
+  }
+  // `batch` weights of (m x n), each over `tokens` tokens.
+  void weight_gemm(const char* name, double m, double n, double tokens, double batch) {
     const double g = shape_.grad_bytes;
     if (shape_.fused_grad_accumulation) {
-      out_.add(gemm_op(name, 1, m, n, dims_.tokens, dims_.value_bytes, 2 * g));
+      out_.add(gemm_op(name, batch, m, n, tokens, dims_.value_bytes, 2 * g));
       return;
     }
-    out_.add(gemm_op(name, 1, m, n, dims_.tokens, dims_.value_bytes, dims_.value_bytes));
-    memory("gradient accumulation", m * n * (2 * g + dims_.value_bytes));
+    out_.add(gemm_op(name, batch, m, n, tokens, dims_.value_bytes, dims_.value_bytes));
+    memory("gradient accumulation", batch * m * n * (2 * g + dims_.value_bytes));
   }
 
   // The tensor-parallel collective that ends a row-parallel product (an
@@ -143,6 +147,10 @@ class PhaseBuilder {
   }
   void collective_op(const char* name, CollectiveKind kind, double bytes) {
     if (dims_.tensor_parallel) out_.add(collective(name, kind, bytes));
+  }
+  // An all-to-all over the expert-parallel group; nothing without one.
+  void all_to_all(const char* name, double bytes) {
+    if (shape_.expert > 1) out_.add(collective(name, CollectiveKind::kAllToAll, bytes));
   }
   void flash(const char* name, double flops, double bytes, bool backward) {
     Op op;
@@ -227,11 +235,71 @@ void add_attention_core_backward(PhaseBuilder& p, const ModelSpec& model) {
   p.gemm("keys gradient", d.keys, head_dim, d.queries, d.head_batch);
 }
 
-void add_layer_forward(PhaseBuilder& p, const ModelSpec& model) {
+// An MLP's columns on this GPU: its hidden units, and the up projection's
+// output (the hidden units, or gate and up with SwiGLU).
+struct MlpWidth {
+  double ffn;
+  double up;
+};
+
+MlpWidth mlp_width(const ModelSpec& model, double ffn) {
+  return MlpWidth{ffn, model.mlp == Mlp::kSwiglu ? 2 * ffn : ffn};
+}
+
+// Bias, dropout and the residual add after a branch.
+double residual_bytes(const PhaseBuilder& p) {
+  return p.norm_bytes() * (3 + p.dims().mask / p.dims().value_bytes);
+}
+
+// The up projection, GeLU with its bias fused (read and write) or SwiGLU
+// (read gate and up, write), the down projection, over `tokens` rows of
+// each of `batch` MLPs (a dense one, or experts).
+void add_mlp_core_forward(PhaseBuilder& p, const ModelSpec& model, const MlpWidth& w, double tokens,
+                          double batch = 1) {
+  const Dims& d = p.dims();
+  p.gemm("MLP up", tokens, w.up, d.hidden, batch);
+  p.memory(model.mlp == Mlp::kSwiglu ? "SwiGLU" : "bias-GeLU",
+           batch * (w.up + w.ffn) * tokens * d.value_bytes);
+  p.gemm("MLP down", tokens, d.hidden, w.ffn, batch);
+}
+
+// Their input gradients: GeLU's backward reads input and gradient and writes
+// one (and the bias gradient); SwiGLU's reads gate, up and gradient and
+// writes two.
+void add_mlp_core_input_grad(PhaseBuilder& p, const ModelSpec& model, const MlpWidth& w,
+                             double tokens, double batch = 1) {
+  const Dims& d = p.dims();
+  p.gemm("MLP down input gradient", tokens, w.ffn, d.hidden, batch);
+  const double values = model.mlp == Mlp::kSwiglu ? 5 : (d.bias ? 4 : 3);
+  p.memory(model.mlp == Mlp::kSwiglu ? "SwiGLU backward" : "bias-GeLU backward",
+           batch * tokens * d.value_bytes * values * w.ffn);
+  p.gemm("MLP up input gradient", tokens, d.hidden, w.up, batch);
+}
+
+// A dense MLP of the layer's tokens, with its tensor-parallel collectives.
+void add_dense_mlp_forward(PhaseBuilder& p, const ModelSpec& model, const MlpWidth& w) {
+  p.column_parallel_start("all-gather before MLP");
+  add_mlp_core_forward(p, model, w, p.dims().tokens);
+  p.row_parallel_end("MLP all-reduce");
+}
+
+void add_dense_mlp_input_grad(PhaseBuilder& p, const ModelSpec& model, const MlpWidth& w) {
+  p.column_parallel_start("all-gather of the MLP output gradient");
+  add_mlp_core_input_grad(p, model, w, p.dims().tokens);
+  p.row_parallel_end("MLP input-gradient all-reduce");
+}
+
+void add_dense_mlp_weight_grad(PhaseBuilder& p, const MlpWidth& w) {
+  p.weight_gemm("MLP up weight gradient", p.dims().hidden, w.up);
+  p.weight_gemm("MLP down weight gradient", w.ffn, p.dims().hidden);
+}
+
+// The first half of a layer: the input norm, QKV, the attention core, the
+// output projection, the residual; then the MLP's norm.
+void add_attention_forward(PhaseBuilder& p, const ModelSpec& model) {
   const Dims& d = p.dims();
   const double B = d.value_bytes;
   const double qkv = d.q_width + 2 * d.kv_width;
-  const double residual = p.norm_bytes() * (3 + d.mask / B);  // bias, dropout, residual add
   p.memory("input norm", 2 * p.norm_bytes());
   p.column_parallel_start("all-gather before QKV");
   p.gemm("QKV", d.tokens, qkv, d.hidden);
@@ -242,39 +310,29 @@ void add_layer_forward(PhaseBuilder& p, const ModelSpec& model) {
   add_attention_core_forward(p, model);
   p.gemm("attention output", d.tokens, d.hidden, d.q_width);
   p.row_parallel_end("attention all-reduce");
-  p.memory("attention bias-dropout-add", residual);
+  p.memory("attention bias-dropout-add", residual_bytes(p));
   p.memory("MLP norm", 2 * p.norm_bytes());
-  p.column_parallel_start("all-gather before MLP");
-  p.gemm("MLP up", d.tokens, d.up_width, d.hidden);
-  // GeLU with its bias fused: read and write; SwiGLU: read gate and up, write.
-  p.memory(model.mlp == Mlp::kSwiglu ? "SwiGLU" : "bias-GeLU", (d.up_width + d.ffn) * d.tokens * B);
-  p.gemm("MLP down", d.tokens, d.hidden, d.ffn);
-  p.row_parallel_end("MLP all-reduce");
-  p.memory("MLP bias-dropout-add", residual);
 }
 
-void add_layer_input_grad(PhaseBuilder& p, const ModelSpec& model) {
+// Dropout's backward (gradient and mask in, gradient out) and, with biases,
+// the bias gradient's read.
+double dropout_add_backward_bytes(const PhaseBuilder& p) {
+  const Dims& d = p.dims();
+  return p.norm_bytes() * (2 + d.mask / d.value_bytes + (d.bias ? 1 : 0));
+}
+
+// The second half of a layer's input gradient, after its MLP's: the MLP
+// norm's backward, the residual, the attention branch and the input norm.
+// A norm's backward reads its input and the gradient and writes one; the
+// residual stream then adds the two branches' gradients.
+void add_attention_input_grad(PhaseBuilder& p, const ModelSpec& model) {
   const Dims& d = p.dims();
   const double B = d.value_bytes;
   const double qkv = d.q_width + 2 * d.kv_width;
-  // Dropout's backward (gradient and mask in, gradient out) and, with
-  // biases, the bias gradient's read.
-  const double dropout_add = p.norm_bytes() * (2 + d.mask / B + (d.bias ? 1 : 0));
-  // A norm's backward reads its input and the gradient and writes one; the
-  // residual stream then adds the two branches' gradients.
   const double norm = 3 * p.norm_bytes();
-  p.memory("MLP dropout-add backward", dropout_add);
-  p.column_parallel_start("all-gather of the MLP output gradient");
-  p.gemm("MLP down input gradient", d.tokens, d.ffn, d.hidden);
-  // GeLU: input and gradient in, gradient out (and the bias gradient);
-  // SwiGLU: gate, up and gradient in, two gradients out.
-  p.memory(model.mlp == Mlp::kSwiglu ? "SwiGLU backward" : "bias-GeLU backward",
-           d.tokens * B * (model.mlp == Mlp::kSwiglu ? 5 * d.ffn : (d.bias ? 4 : 3) * d.ffn));
-  p.gemm("MLP up input gradient", d.tokens, d.hidden, d.up_width);
-  p.row_parallel_end("MLP input-gradient all-reduce");
   p.memory("MLP norm backward", norm);
   p.memory("residual gradient add", norm);
-  p.memory("attention dropout-add backward", dropout_add);
+  p.memory("attention dropout-add backward", dropout_add_backward_bytes(p));
   p.column_parallel_start("all-gather of the attention output gradient");
   p.gemm("attention output input gradient", d.tokens, d.q_width, d.hidden);
   add_attention_core_backward(p, model);
@@ -288,12 +346,142 @@ void add_layer_input_grad(PhaseBuilder& p, const ModelSpec& model) {
   p.memory("residual gradient add", norm);
 }
 
-void add_layer_weight_grad(PhaseBuilder& p) {
+void add_attention_weight_grad(PhaseBuilder& p) {
   const Dims& d = p.dims();
   p.weight_gemm("QKV weight gradient", d.hidden, d.q_width + 2 * d.kv_width);
   p.weight_gemm("attention output weight gradient", d.q_width, d.hidden);
-  p.weight_gemm("MLP up weight gradient", d.hidden, d.up_width);
-  p.weight_gemm("MLP down weight gradient", d.ffn, d.hidden);
+}
+
+void add_layer_forward(PhaseBuilder& p, const ModelSpec& model) {
+  add_attention_forward(p, model);
+  add_dense_mlp_forward(p, model, mlp_width(model, p.dims().ffn));
+  p.memory("MLP bias-dropout-add", residual_bytes(p));
+}
+
+void add_layer_input_grad(PhaseBuilder& p, const ModelSpec& model) {
+  p.memory("MLP dropout-add backward", dropout_add_backward_bytes(p));
+  add_dense_mlp_input_grad(p, model, mlp_width(model, p.dims().ffn));
+  add_attention_input_grad(p, model);
+}
+
+void add_layer_weight_grad(PhaseBuilder& p, const ModelSpec& model) {
+  add_attention_weight_grad(p);
+  add_dense_mlp_weight_grad(p, mlp_width(model, p.dims().ffn));
+}
+
+// One MoE layer's routing on this GPU (Megatron-Core's all-to-all token
+// dispatcher, expert tensor parallelism equal to t): it routes the
+// `routed` tokens it normalizes to top_k experts each, receives `received`
+// rows from its expert group, and with t > 1 gathers the tensor group's
+// into `gathered` rows for its local experts, `mean` of them on each expert
+// at the mean and `busiest` on the busiest.
+struct Routing {
+  double experts;
+  double top_k;
+  double local;
+  double routed;
+  double received;
+  double gathered;
+  double mean;
+  double busiest;
+  MlpWidth width;  // an expert's columns on this GPU
+};
+
+Routing routing_of(const OpShape& shape, const Dims& d) {
+  const MoeSpec& moe = *shape.model.moe;
+  const ExpertLoad load = expert_load(moe, shape.expert);
+  Routing r{};
+  r.experts = moe.experts;
+  r.top_k = moe.top_k;
+  r.local = load.local_experts;
+  r.routed = d.norm_tokens;
+  r.received = d.norm_tokens * moe.top_k * load.busiest_gpu;
+  r.gathered = r.received * shape.tensor;
+  r.mean = d.tokens * moe.top_k / r.local;
+  r.busiest = r.mean * load.busiest_expert;
+  r.width = mlp_width(shape.model, static_cast<double>(moe.expert_ffn_hidden) / shape.tensor);
+  return r;
+}
+
+// Calls add(batch, tokens) for the local experts at the mean and for the
+// busiest one.
+template <typename AddFn>
+void for_local_experts(const Routing& r, AddFn add) {
+  if (r.busiest == r.mean) {
+    add(r.local, r.mean);
+    return;
+  }
+  if (r.local > 1) add(r.local - 1, r.mean);
+  add(1.0, r.busiest);
+}
+
+// Megatron's router: the logits GEMM, then softmax and top-k over them in
+// fp32 (4 bytes written and read again).
+constexpr double kRouterFp32Bytes = 8;
+
+// The way to the local experts and back around `experts` (their forward,
+// or their input gradient, which goes the same way): the all-to-all to the
+// experts' GPUs, the tensor group's all-gather, with several local experts
+// fed from several GPUs the rows sorted by expert; then all of it undone.
+template <typename ExpertsFn>
+void around_local_experts(PhaseBuilder& p, const Routing& r, bool backward, ExpertsFn experts) {
+  const double row_bytes = p.dims().hidden * p.dims().value_bytes;
+  const double received = r.received * row_bytes;
+  const double gathered = r.gathered * row_bytes;
+  p.all_to_all(backward ? "expert combine all-to-all backward" : "expert dispatch all-to-all",
+               received);
+  p.collective_op("expert all-gather", CollectiveKind::kAllGather, gathered);
+  const bool sort = r.local > 1 && p.dims().expert_parallel;
+  if (sort) p.memory("sort by local expert", 2 * gathered);
+  for_local_experts(r, experts);
+  if (sort) p.memory("unsort by local expert", 2 * gathered);
+  p.collective_op("expert reduce-scatter", CollectiveKind::kReduceScatter, gathered);
+  p.all_to_all(backward ? "expert dispatch all-to-all backward" : "expert combine all-to-all",
+               received);
+}
+
+void add_moe_forward(PhaseBuilder& p, const ModelSpec& model, const Routing& r) {
+  const double h = p.dims().hidden;
+  const double B = p.dims().value_bytes;
+  p.gemm("router", r.routed, r.experts, h);
+  p.memory("router softmax and top-k", r.routed * r.experts * (B + kRouterFp32Bytes));
+  // Each token's row copied top_k times in expert order.
+  p.memory("token permutation", 2 * r.routed * r.top_k * h * B);
+  around_local_experts(p, r, false, [&](double batch, double tokens) {
+    add_mlp_core_forward(p, model, r.width, tokens, batch);
+  });
+  // Each token's top_k rows read, weighted and summed into one.
+  p.memory("token unpermutation", r.routed * h * B * (r.top_k + 1));
+}
+
+void add_moe_input_grad(PhaseBuilder& p, const ModelSpec& model, const Routing& r) {
+  const double h = p.dims().hidden;
+  const double B = p.dims().value_bytes;
+  // The gradient copied to each of the top_k rows, and the rows read again
+  // for the routing weights' gradient.
+  p.memory("token unpermutation backward", r.routed * h * B * (2 * r.top_k + 1));
+  around_local_experts(p, r, true, [&](double batch, double tokens) {
+    add_mlp_core_input_grad(p, model, r.width, tokens, batch);
+  });
+  p.memory("token permutation backward", r.routed * h * B * (r.top_k + 1));
+  p.memory("router softmax and top-k backward", r.routed * r.experts * (B + kRouterFp32Bytes));
+  p.gemm("router input gradient", r.routed, h, r.experts);
+}
+
+void add_moe_weight_grad(PhaseBuilder& p, const Routing& r) {
+  const double h = p.dims().hidden;
+  p.weight_gemm("router weight gradient", h, r.experts, r.routed, 1);
+  for_local_experts(r, [&](double batch, double tokens) {
+    p.weight_gemm("expert up weight gradient", h, r.width.up, tokens, batch);
+    p.weight_gemm("expert down weight gradient", r.width.ffn, h, tokens, batch);
+  });
+}
+
+// The shared experts: one dense MLP of shared_experts x expert_ffn_hidden.
+MlpWidth shared_width(const OpShape& shape) {
+  const MoeSpec& moe = *shape.model.moe;
+  return mlp_width(shape.model,
+                   static_cast<double>(moe.shared_experts) * moe.expert_ffn_hidden / shape.tensor);
 }
 
 }  // namespace
@@ -333,6 +521,7 @@ OpShape OpShape::of(const Config& config) {
   // bf16 (it forces accumulate_allreduce_grads_in_fp32), in the model's
   // dtype otherwise (megatron/training/arguments.py).
   shape.grad_bytes = config.model->dtype == DType::kBf16 ? 4 : dtype_bytes(config.model->dtype);
+  shape.expert = config.parallel.expert;
   return shape;
 }
 
@@ -344,7 +533,42 @@ PieceOps layer_ops(const OpShape& shape, const TokenSlice& slice) {
   PhaseBuilder input_grad(shape, dims, ops.input_grad);
   add_layer_input_grad(input_grad, shape.model);
   PhaseBuilder weight_grad(shape, dims, ops.weight_grad);
-  add_layer_weight_grad(weight_grad);
+  add_layer_weight_grad(weight_grad, shape.model);
+  return ops;
+}
+
+ExpertLoad expert_load(const MoeSpec& moe, int expert_parallel) {
+  ExpertLoad load;
+  load.local_experts = static_cast<double>(moe.experts) / expert_parallel;
+  load.busiest_expert =
+      moe.capacity_factor > 0 ? std::min(moe.imbalance, moe.capacity_factor) : moe.imbalance;
+  load.busiest_gpu = (load.local_experts - 1 + load.busiest_expert) / load.local_experts;
+  return load;
+}
+
+PieceOps moe_layer_ops(const OpShape& shape, const TokenSlice& slice) {
+  PPSIM_CHECK(shape.model.moe.has_value());
+  PPSIM_CHECK(shape.tensor == 1 || shape.sequence_parallel);
+  const Dims dims = dims_of(shape, slice);
+  const Routing routing = routing_of(shape, dims);
+  const bool shared = shape.model.moe->shared_experts > 0;
+  PieceOps ops;
+  PhaseBuilder forward(shape, dims, ops.forward);
+  add_attention_forward(forward, shape.model);
+  add_moe_forward(forward, shape.model, routing);
+  if (shared) add_dense_mlp_forward(forward, shape.model, shared_width(shape));
+  forward.memory("MLP bias-dropout-add", residual_bytes(forward));
+
+  PhaseBuilder input_grad(shape, dims, ops.input_grad);
+  input_grad.memory("MLP dropout-add backward", dropout_add_backward_bytes(input_grad));
+  if (shared) add_dense_mlp_input_grad(input_grad, shape.model, shared_width(shape));
+  add_moe_input_grad(input_grad, shape.model, routing);
+  add_attention_input_grad(input_grad, shape.model);
+
+  PhaseBuilder weight_grad(shape, dims, ops.weight_grad);
+  add_attention_weight_grad(weight_grad);
+  add_moe_weight_grad(weight_grad, routing);
+  if (shared) add_dense_mlp_weight_grad(weight_grad, shared_width(shape));
   return ops;
 }
 

@@ -20,14 +20,16 @@ enum class OpKind {
   kGemm,            // matrix product: compute- or memory-bound (roofline)
   kMemory,          // elementwise, normalization, softmax, loss: memory-bound
   kFlashAttention,  // the fused attention kernel (forward, or backward)
-  kCollective,      // a collective over the tensor-parallel group
+  kCollective,      // a collective over the tensor- or expert-parallel group
   // Context parallelism's ring: `steps` transfers of `bytes` to the next GPU
   // of the ring, each overlapping one of the cp steps of the attention
   // kernel before it in the list.
   kRingExchange,
 };
 
-enum class CollectiveKind { kAllReduce, kReduceScatter, kAllGather };
+// kAllToAll: over the expert-parallel group (GroupLinks::expert); the others
+// over the tensor-parallel group.
+enum class CollectiveKind { kAllReduce, kReduceScatter, kAllGather, kAllToAll };
 
 // One kernel. Sizes are doubles: a large layer's byte counts overflow 32 bits
 // and products of them are formed freely.
@@ -44,7 +46,8 @@ struct Op {
   // kMemory: bytes read and written; kGemm: the operands it reads;
   // kFlashAttention: the least bytes it moves (Q, K, V in, O out);
   // kCollective: the message, as nccl-tests counts it (the buffer each GPU
-  // holds); kRingExchange: one step's transfer.
+  // holds; for an all-to-all, the buffer the busiest GPU receives);
+  // kRingExchange: one step's transfer.
   double bytes = 0;
   // kRingExchange: transfers, one per ring step after the first (cp - 1).
   double steps = 0;
@@ -69,10 +72,10 @@ Op gemm_op(const char* name, double batch, double m, double n, double k, double 
 // prices millions of slices).
 class OpList {
  public:
-  static constexpr int kCapacity = 48;
+  static constexpr int kCapacity = 64;
 
-  // REQUIRES: fewer than kCapacity operations so far (a layer's longest
-  // phase has 24).
+  // REQUIRES: fewer than kCapacity operations so far (a mixture-of-experts
+  // layer's longest phase has 43).
   void add(const Op& op) {
     PPSIM_CHECK(size_ < kCapacity);
     ops_[size_++] = op;
@@ -114,6 +117,7 @@ struct OpShape {
   bool tp_comm_overlap = false;
   bool fused_grad_accumulation = true;
   int grad_bytes = 4;  // bytes per value of the accumulated gradient
+  int expert = 1;      // expert-parallel degree EP of the model's MoE layers
 
   static OpShape of(const Config& config);
 };
@@ -128,6 +132,27 @@ struct PieceOps {
 };
 
 PieceOps layer_ops(const OpShape& shape, const TokenSlice& slice);
+
+// How one MoE layer's routed tokens fall on the GPU that paces it: its
+// experts / EP local experts, the busiest expert with min(imbalance,
+// capacity_factor) times the mean tokens (a capacity drops the rest), the
+// others at the mean, so that the GPU receives (local - 1 + busiest) / local
+// times the mean.
+struct ExpertLoad {
+  double local_experts = 1;
+  double busiest_expert = 1;
+  double busiest_gpu = 1;
+};
+ExpertLoad expert_load(const MoeSpec& moe, int expert_parallel);
+
+// A mixture-of-experts layer (model.moe): the attention half of layer_ops,
+// then the router, the permutation and all-to-all dispatch of each token's
+// top_k copies to its experts' GPUs (an all-gather over the tensor group
+// after it), the local experts' GEMMs (those at the mean and the busiest,
+// which paces the layer), the way back, and the shared experts as a dense
+// MLP (docs/cost_model.md, "Mixture of experts").
+// REQUIRES: shape.model.moe; sequence parallelism when shape.tensor > 1.
+PieceOps moe_layer_ops(const OpShape& shape, const TokenSlice& slice);
 // The forward of the attention core alone (scores, softmax, dropout, the
 // product with the values; or the flash kernel): what selective recompute
 // runs again.

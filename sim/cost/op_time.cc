@@ -21,6 +21,17 @@ double collective_seconds(CollectiveKind kind, double bytes, int n, const Link& 
   return steps * link.latency_s + steps * bytes / n / link.bus_bandwidth_Bps(bytes);
 }
 
+double all_to_all_seconds(double bytes, const AllToAllLinks& group) {
+  const double n = group.members;
+  if (n <= 1 || bytes <= 0) return 0;
+  const double local = bytes * (group.per_node - 1) / n;
+  const double remote = bytes * (n - group.per_node) / n;
+  const auto part = [](double part_bytes, const Link& link) {
+    return part_bytes > 0 ? link.latency_s + part_bytes / link.bus_bandwidth_Bps(part_bytes) : 0;
+  };
+  return std::max(part(local, group.nvlink), part(remote, group.network));
+}
+
 double transfer_seconds(double bytes, const Link& link) {
   if (bytes <= 0) return 0;
   return link.latency_s + bytes / link.bus_bandwidth_Bps(bytes);
@@ -77,6 +88,9 @@ double OpTimer::seconds(const Op& op, const GroupLinks& links) const {
       return std::max(op.flops / (flops_per_s_ * efficiency), memory_seconds(op.bytes)) + launch_s_;
     }
     case OpKind::kCollective:
+      if (op.collective == CollectiveKind::kAllToAll) {
+        return all_to_all_seconds(op.bytes, links.expert) + launch_s_;
+      }
       return collective_seconds(op.collective, op.bytes, tensor_, links.tensor) + launch_s_;
     case OpKind::kRingExchange:
       return op.steps * ring_step_seconds(op, links.context);

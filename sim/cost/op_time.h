@@ -33,11 +33,29 @@ double collective_seconds(CollectiveKind kind, double bytes, int n, const Link& 
 // A point-to-point transfer of `bytes`.
 double transfer_seconds(double bytes, const Link& link);
 
+// An all-to-all group of `members` GPUs, `per_node` of which share each
+// node: each GPU exchanges with the others of its node over NVLink and with
+// the rest over its share of the NICs, both at once.
+struct AllToAllLinks {
+  int members = 1;
+  int per_node = 1;
+  Link nvlink;
+  Link network;
+};
+
+// An all-to-all in which each GPU receives `bytes` (its own share included,
+// which does not move): (per_node - 1) / members of them over NVLink and
+// (members - per_node) / members over the network, the slower of the two
+// setting the time.
+double all_to_all_seconds(double bytes, const AllToAllLinks& group);
+
 // The links one GPU's groups talk over: its tensor-parallel group's
-// collectives, and its context-parallel ring's transfers.
+// collectives, its context-parallel ring's transfers and its expert-parallel
+// group's all-to-all exchanges.
 struct GroupLinks {
   Link tensor;
   Link context;
+  AllToAllLinks expert;
 };
 
 // Prices the operations of one GPU of a tensor-parallel group of `tensor`

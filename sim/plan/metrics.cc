@@ -123,6 +123,7 @@ Summary summarize(const Config& config, const std::string& schedule_name, const 
   s.tensor = config.parallel.tensor;
   s.data = config.parallel.data;
   s.context = config.parallel.context;
+  s.expert = config.parallel.expert;
   s.virtual_stages = config.parallel.virtual_stages;
   s.microbatches = config.num_microbatches();
   s.optimizer_step = to_string(config.training.optimizer_step);

@@ -61,6 +61,7 @@ struct Summary {
   int tensor = 1;
   int data = 1;
   int context = 1;
+  int expert = 1;
   int virtual_stages = 1;
   int microbatches = 1;
   std::string optimizer_step;  // synchronous | post_validation

@@ -21,8 +21,10 @@ double gib(int64_t bytes) { return static_cast<double>(bytes) / (1ull << 30); }
 std::string format_summary_table(const Summary& s) {
   std::string out;
   const std::string context = s.context > 1 ? fmt::format(" cp={}", s.context) : std::string();
-  out += fmt::format("schedule          {}  (p={} t={}{} d={} v={}, {} microbatches)\n", s.schedule,
-                     s.pipeline, s.tensor, context, s.data, s.virtual_stages, s.microbatches);
+  const std::string expert = s.expert > 1 ? fmt::format(" ep={}", s.expert) : std::string();
+  out +=
+      fmt::format("schedule          {}  (p={} t={}{} d={}{} v={}, {} microbatches)\n", s.schedule,
+                  s.pipeline, s.tensor, context, s.data, expert, s.virtual_stages, s.microbatches);
   out += fmt::format(
       "iteration time    {}  (steady state{}; first iteration {})\n",
       format_duration(s.iteration_time_s),
@@ -86,7 +88,7 @@ void write_summary(JsonWriter& w, const Summary& s) {
   }
   w.key("parallel").begin_object();
   w.field("pipeline", s.pipeline).field("tensor", s.tensor).field("data", s.data);
-  w.field("context", s.context);
+  w.field("context", s.context).field("expert", s.expert);
   w.field("virtual_stages", s.virtual_stages).end_object();
   w.field("microbatches", s.microbatches);
   w.field("optimizer_step", s.optimizer_step);

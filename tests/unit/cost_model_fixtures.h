@@ -37,6 +37,28 @@ inline ModelSpec tiny(int layers) {
   return m;
 }
 
+// Mixtral 8x7B (Jiang et al. 2024, Table 1) at s = 4096: h 4096, 32 heads,
+// 8 KV heads, 8 SwiGLU experts of 14336, top 2, no biases, RMSNorm, rotary
+// positions, untied, flash attention, no dropout.
+inline ModelSpec mixtral_8x7b() {
+  ModelSpec m;
+  m.layers = 32;
+  m.hidden = 4096;
+  m.heads = 32;
+  m.kv_heads = 8;
+  m.seq_len = 4096;
+  m.vocab = 32000;
+  m.mlp = Mlp::kSwiglu;
+  m.norm = Norm::kRmsNorm;
+  m.positions = Positions::kRotary;
+  m.attention = Attention::kFlash;
+  m.tie_embeddings = false;
+  m.bias = false;
+  m.dropout = 0;
+  m.moe = MoeSpec{.experts = 8, .top_k = 2, .expert_ffn_hidden = 14336};
+  return m;
+}
+
 // Round numbers: GEMMs at exactly 100 TFLOP/s whatever their size, HBM at
 // 1e12 B/s, NVLink 1 us + 100 GB/s, network 5 us + 10 GB/s.
 inline HardwareSpec round_hardware(int gpus_per_node, int nodes) {

@@ -1,6 +1,6 @@
 // Mixture-of-experts layers (model.moe, parallel.expert): their parameters,
-// all and per token, worked by hand for Mixtral 8x7B; the config's checks;
-// and the cost model's refusal to price them until it can.
+// all and per token, worked by hand for Mixtral 8x7B; and the config's
+// checks (moe_cost_test.cc prices them).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -11,52 +11,35 @@
 #include "sim/cost/cost_model.h"
 #include "sim/plan/simulate.h"
 #include "tests/unit/config_fixtures.h"
+#include "tests/unit/cost_model_fixtures.h"
 
 namespace ppsim {
 namespace {
 
 using config_test::error_of;
 using config_test::kModel;
+using cost_model_test::mixtral_8x7b;
 using ::testing::HasSubstr;
-
-// Mixtral 8x7B (Jiang et al. 2024, Table 1): h 4096, 32 heads, 8 KV heads,
-// 8 SwiGLU experts of 14336, top 2, no biases, RMSNorm, rotary positions.
-ModelSpec mixtral() {
-  ModelSpec m;
-  m.layers = 32;
-  m.hidden = 4096;
-  m.heads = 32;
-  m.kv_heads = 8;
-  m.seq_len = 4096;
-  m.vocab = 32000;
-  m.mlp = Mlp::kSwiglu;
-  m.norm = Norm::kRmsNorm;
-  m.positions = Positions::kRotary;
-  m.tie_embeddings = false;
-  m.bias = false;
-  m.moe = MoeSpec{.experts = 8, .top_k = 2, .expert_ffn_hidden = 14336};
-  return m;
-}
 
 TEST(MoeParameters, MixtralLayerByHand) {
   // Attention: Q and O 4096^2 each, K and V 4096 x 1024 each = 41943040;
   // router 4096 x 8 = 32768; two RMSNorms 8192; one expert 3 x 4096 x
   // 14336 = 176160768.
   const int64_t shared_part = 41943040 + 32768 + 8192;
-  EXPECT_EQ(moe_layer_parameters(mixtral(), false), shared_part + 8 * int64_t{176160768});
-  EXPECT_EQ(moe_layer_parameters(mixtral(), true), shared_part + 2 * int64_t{176160768});
+  EXPECT_EQ(moe_layer_parameters(mixtral_8x7b(), false), shared_part + 8 * int64_t{176160768});
+  EXPECT_EQ(moe_layer_parameters(mixtral_8x7b(), true), shared_part + 2 * int64_t{176160768});
 }
 
 TEST(MoeParameters, MixtralModelByHand) {
   // 32 layers, the input and output embeddings 2 x 32000 x 4096, the final
   // norm 4096: 46702792704 (Hugging Face's count of the released weights),
   // 12879925248 active.
-  EXPECT_EQ(model_parameters(mixtral()), 46702792704);
-  EXPECT_EQ(model_active_parameters(mixtral()), 12879925248);
+  EXPECT_EQ(model_parameters(mixtral_8x7b()), 46702792704);
+  EXPECT_EQ(model_active_parameters(mixtral_8x7b()), 12879925248);
 }
 
 TEST(MoeParameters, DenseLayersAndSharedExpertsCount) {
-  ModelSpec m = mixtral();
+  ModelSpec m = mixtral_8x7b();
   m.moe->dense_layers = 2;
   m.moe->shared_experts = 1;
   m.ffn_hidden = 14336;
@@ -130,13 +113,24 @@ TEST(MoeConfig, ExpertParallelismSplitsExpertsOverDataRanks) {
               HasSubstr("parallel.expert: 4 must divide model.moe.experts (6)"));
 }
 
-TEST(MoeConfig, TheCostModelSaysItCannotPriceThemYet) {
-  const Result<Config> config = parse_config(config_test::yaml(kModel), "test.yaml", with_moe());
+TEST(MoeConfig, SimulatesWithSequenceParallelismUnderTensorParallelism) {
+  // kModel: p 4 t 2 d 1. Megatron-Core runs MoE layers under tensor
+  // parallelism only with sequence parallelism; the cost model says so.
+  const Result<Config> plain = parse_config(config_test::yaml(kModel), "test.yaml", with_moe());
+  ASSERT_TRUE(plain.ok()) << plain.error().message;
+  const Result<Simulation> refused = simulate(*plain);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.error().message,
+              HasSubstr("test.yaml: model.moe with parallel.tensor 2 needs "
+                        "parallel.sequence_parallel: true"));
+  const Result<Config> config = parse_config(config_test::yaml(kModel), "test.yaml",
+                                             with_moe({{"parallel.sequence_parallel", "true"}}));
   ASSERT_TRUE(config.ok()) << config.error().message;
   const Result<Simulation> sim = simulate(*config);
-  ASSERT_FALSE(sim.ok());
-  EXPECT_THAT(sim.error().message,
-              HasSubstr("model.moe: the cost model does not price mixture-of-experts layers yet"));
+  ASSERT_TRUE(sim.ok()) << sim.error().message;
+  ASSERT_TRUE(sim->summary.throughput.mfu.has_value());
+  EXPECT_GT(*sim->summary.throughput.mfu, 0);
+  EXPECT_LE(*sim->summary.throughput.mfu, 1);
 }
 
 }  // namespace

@@ -175,7 +175,9 @@ TEST(OpTime, CollectivesAtBusBandwidthForTheirSize) {
   Op all_reduce;
   all_reduce.kind = OpKind::kCollective;
   all_reduce.bytes = 100e6;
-  EXPECT_NEAR(timer.seconds(all_reduce, GroupLinks{nvlink, {}}), 9.768291e-4, 1e-9);
+  GroupLinks links;
+  links.tensor = nvlink;
+  EXPECT_NEAR(timer.seconds(all_reduce, links), 9.768291e-4, 1e-9);
   // A transfer: one latency and the bytes at busbw.
   EXPECT_NEAR(transfer_seconds(100e6, nvlink), 3e-6 + 100e6 / 187.2e9, 1e-12);
 }
