@@ -56,6 +56,11 @@ constexpr int kMaxMicroBatch = 1 << 16;
 // hidden x expert_ffn_hidden x 16 bytes < 2^63).
 constexpr int kMaxExperts = 512;
 constexpr int kMaxSharedExperts = 64;
+// Multi-head latent attention: past DeepSeek-V3's ranks (1536, 512) and
+// head widths (128 + 64, 128).
+constexpr int kMaxHeadDim = 1 << 12;
+const std::vector<std::string_view> kMlaKeys = {"q_lora_rank", "kv_lora_rank", "qk_nope_head_dim",
+                                                "qk_rope_head_dim", "v_head_dim"};
 const std::vector<std::string_view> kMoeKeys = {
     "experts",      "top_k",           "expert_ffn_hidden", "shared_experts",
     "dense_layers", "capacity_factor", "imbalance"};
@@ -143,7 +148,7 @@ std::vector<std::string_view> model_keys(bool in_config) {
   std::vector<std::string_view> keys = {
       "layers",         "hidden", "ffn_hidden", "heads", "kv_heads",  "seq_len",
       "vocab",          "dtype",  "mlp",        "norm",  "attention", "positions",
-      "tie_embeddings", "bias",   "dropout",    "moe"};
+      "tie_embeddings", "bias",   "dropout",    "moe",   "mla"};
   if (in_config) keys.insert(keys.begin(), "preset");
   return keys;
 }
@@ -183,7 +188,26 @@ ModelSpec Loader::read_model(const Section& s) const {
   read_model_shape(s, model);
   read_model_block(s, model);
   if (s.has("moe")) model.moe = read_moe(section(s.get("moe"), kMoeKeys), model);
+  if (s.has("mla")) model.mla = read_mla(section(s.get("mla"), kMlaKeys), s, model);
   return model;
+}
+
+// `model` (with kv_heads) holds the section `s` it came from.
+MlaSpec Loader::read_mla(const Section& s, const Section& model_section,
+                         const ModelSpec& model) const {
+  MlaSpec mla;
+  read_int(s, "q_lora_rank", mla.q_lora_rank, 0, kMaxHidden);
+  mla.kv_lora_rank = to_int(s.get("kv_lora_rank"), 1, kMaxHidden);
+  mla.qk_nope_head_dim = to_int(s.get("qk_nope_head_dim"), 1, kMaxHeadDim);
+  mla.qk_rope_head_dim = to_int(s.get("qk_rope_head_dim"), 0, kMaxHeadDim);
+  mla.v_head_dim = to_int(s.get("v_head_dim"), 1, kMaxHeadDim);
+  if (model.kv_heads != model.heads) {
+    fail_expected(model_section.get("kv_heads"),
+                  fmt::format("model.heads ({}) with model.mla: every head has its own keys and "
+                              "values, up-projected from the shared latent",
+                              model.heads));
+  }
+  return mla;
 }
 
 MoeSpec Loader::read_moe(const Section& s, const ModelSpec& model) const {

@@ -172,6 +172,7 @@ class Loader {
   void read_model_shape(const Section& s, ModelSpec& model) const;
   void read_model_block(const Section& s, ModelSpec& model) const;
   MoeSpec read_moe(const Section& s, const ModelSpec& model) const;
+  MlaSpec read_mla(const Section& s, const Section& model_section, const ModelSpec& model) const;
   HardwareSpec read_hardware(const Section& s) const;
   void read_hardware_fields(const Section& s, HardwareSpec& hardware) const;
   ParallelSpec read_parallel(const Section& s) const;

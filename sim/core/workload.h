@@ -59,6 +59,20 @@ struct MoeSpec {
   double imbalance = 1;        // tokens on the busiest expert over the mean
 };
 
+// Multi-head latent attention (DeepSeek-V2 and V3; docs/DESIGN.md,
+// model.mla): the queries through a low-rank latent of q_lora_rank (0: a
+// full projection), the keys and values through one latent of kv_lora_rank
+// shared by every head; each head's query-key width is qk_nope_head_dim +
+// qk_rope_head_dim (the rotary part of the key shared by the heads), its
+// value width v_head_dim.
+struct MlaSpec {
+  int q_lora_rank = 0;
+  int kv_lora_rank = 0;
+  int qk_nope_head_dim = 0;
+  int qk_rope_head_dim = 0;
+  int v_head_dim = 0;
+};
+
 struct ModelSpec {
   int layers = 0;
   int hidden = 0;
@@ -76,8 +90,15 @@ struct ModelSpec {
   bool bias = true;            // the linear layers and norms carry biases
   double dropout = 0.1;        // attention and hidden dropout probability; 0: no dropout kernels
   std::optional<MoeSpec> moe;  // none: every layer dense
+  std::optional<MlaSpec> mla;  // none: the heads' own Q, K and V projections
 
   int head_dim() const { return hidden / heads; }
+  // Per head, the width queries and keys are multiplied over, and the
+  // values' (head_dim both, unless multi-head latent attention sets them).
+  int qk_head_dim() const {
+    return mla ? mla->qk_nope_head_dim + mla->qk_rope_head_dim : head_dim();
+  }
+  int v_head_dim() const { return mla ? mla->v_head_dim : head_dim(); }
   // The sizes with their defaults applied (a struct built in code may leave
   // them 0; the loader fills them in).
   int ffn() const { return ffn_hidden > 0 ? ffn_hidden : 4 * hidden; }

@@ -12,9 +12,36 @@
 namespace ppsim {
 namespace {
 
+// A norm over `width` values: a weight and a bias (LayerNorm) or a weight.
+int64_t norm_over(const ModelSpec& model, int64_t width) {
+  return model.norm == Norm::kLayerNorm ? 2 * width : width;
+}
+
+// Multi-head latent attention: the queries' down projection h x q_lora, its
+// norm and up projection q_lora x heads (nope + rope) (or one h x heads
+// (nope + rope) without a query latent); the keys' and values' down
+// projection h x (kv_lora + rope), its norm and up projection kv_lora x
+// heads (nope + v); the output heads v x h. No biases (DeepSeek's have none).
+int64_t latent_attention_parameters(const ModelSpec& model) {
+  const MlaSpec& mla = *model.mla;
+  const int64_t h = model.hidden;
+  const int64_t heads = model.heads;
+  const int64_t q = heads * model.qk_head_dim();
+  const int64_t queries =
+      mla.q_lora_rank > 0
+          ? h * mla.q_lora_rank + norm_over(model, mla.q_lora_rank) + int64_t{mla.q_lora_rank} * q
+          : h * q;
+  const int64_t keys_values =
+      h * (mla.kv_lora_rank + mla.qk_rope_head_dim) + norm_over(model, mla.kv_lora_rank) +
+      int64_t{mla.kv_lora_rank} * heads * (mla.qk_nope_head_dim + mla.v_head_dim);
+  return queries + keys_values + heads * mla.v_head_dim * h;
+}
+
 // Q and the output projection h x h each, K and V h x kv_heads head_dim
-// each, with their biases where the model has them.
+// each, with their biases where the model has them; or multi-head latent
+// attention's.
 int64_t attention_parameters(const ModelSpec& model) {
+  if (model.mla) return latent_attention_parameters(model);
   const int64_t h = model.hidden;
   const int64_t q = h;
   const int64_t kv = static_cast<int64_t>(model.key_value_heads()) * model.head_dim();
@@ -70,6 +97,26 @@ MlpKept moe_mlp_kept(const ModelSpec& model, const ParallelSpec& parallel, doubl
   return kept;
 }
 
+// Per token, the widths of a layer's Q, K, V and attention output, all
+// heads together (before the tensor-parallel split).
+double attention_widths(const ModelSpec& model) {
+  const double heads = model.heads;
+  const double kv_heads = model.key_value_heads();
+  return (heads + kv_heads) * model.qk_head_dim() + (heads + kv_heads) * model.v_head_dim();
+}
+
+// Per token, what multi-head latent attention keeps on every tensor rank
+// (its down projections run whole on each): the query latent before and
+// after its norm, the key-value latent likewise and the shared rotary key
+// part; `w_only`: what the up projections' weight gradients read (the two
+// normed latents).
+double latent_widths(const ModelSpec& model, bool w_only) {
+  if (!model.mla) return 0;
+  const MlaSpec& mla = *model.mla;
+  const double latents = static_cast<double>(mla.q_lora_rank) + mla.kv_lora_rank;
+  return w_only ? latents : 2 * latents + mla.qk_rope_head_dim;
+}
+
 // What one layer keeps for backward on one GPU, for `tokens` positions of
 // each sequence and `score_entries` attention scores per head and sequence
 // (s and s^2 for a whole sequence): Korthikanti et al. 2022's count, term by
@@ -81,7 +128,6 @@ int64_t layer_kept_bytes(const ModelSpec& model, int micro_batch, const Parallel
   const double t = parallel.tensor;
   const double sb = static_cast<double>(tokens) * micro_batch;
   const double h = model.hidden;
-  const double kv = static_cast<double>(model.key_value_heads()) * model.head_dim();
   const double mask = model.dropout > 0 ? 1 : 0;
   const bool sp = parallel.sequence_parallel;
   if (recompute == Recompute::kFull) {
@@ -94,7 +140,7 @@ int64_t layer_kept_bytes(const ModelSpec& model, int micro_batch, const Parallel
   // the two residual dropout masks.
   const double whole = sb * h * (4 * B + 2 * mask) + mlp.whole;
   // Split over t: Q, K and V, the attention output, the MLP's.
-  double split = sb * B * (h + 2 * kv + h) + mlp.split;
+  double split = sb * B * attention_widths(model) + mlp.split;
   // The score matrix's softmax output, and with dropout its mask and output;
   // flash attention keeps only an fp32 log-sum-exp per head and token.
   const double scores = static_cast<double>(score_entries) * micro_batch * model.heads;
@@ -104,7 +150,8 @@ int64_t layer_kept_bytes(const ModelSpec& model, int micro_batch, const Parallel
     split += scores * (B + mask * (B + 1));
   }
   const double bytes = sp ? (whole + split) / t : whole + split / t;
-  return bytes_to_int(std::ceil(bytes + mlp.per_gpu));
+  const double latents = sb * B * latent_widths(model, false);
+  return bytes_to_int(std::ceil(bytes + mlp.per_gpu + latents));
 }
 
 // What one layer (a dense one, or with `moe` a mixture-of-experts one) keeps
@@ -120,7 +167,8 @@ int64_t slice_activation_bytes(const ModelSpec& model, int micro_batch,
 // What W reads after I is done: the inputs of the linear layers (the two
 // norms' outputs, whole unless sequence parallelism splits them, the
 // attention output and the MLP's activation output, split over t; a MoE
-// layer's gathered rows and their experts' activation output). Never more
+// layer's gathered rows and their experts' activation output; latent
+// attention's two normed latents). Never more
 // than the layer keeps (under recompute W reads what I recomputed, which
 // this model does not count separately).
 int64_t slice_weight_grad_bytes(const ModelSpec& model, int micro_batch,
@@ -132,10 +180,12 @@ int64_t slice_weight_grad_bytes(const ModelSpec& model, int micro_batch,
   const MlpKept mlp = moe ? moe_mlp_kept(model, parallel, sb, true)
                           : MlpKept{0, dense_mlp_kept(model, sb, model.ffn(), true), 0};
   const double whole = 2 * sb * model.hidden * B + mlp.whole;
-  const double split = sb * model.hidden * B + mlp.split;
+  const double attention_output = static_cast<double>(model.heads) * model.v_head_dim();
+  const double split = sb * attention_output * B + mlp.split;
   const double bytes = parallel.sequence_parallel ? (whole + split) / t : whole + split / t;
+  const double latents = sb * B * latent_widths(model, true);
   return std::min<int64_t>(
-      bytes_to_int(std::ceil(bytes + mlp.per_gpu)),
+      bytes_to_int(std::ceil(bytes + mlp.per_gpu + latents)),
       slice_activation_bytes(model, micro_batch, parallel, recompute, slice, moe));
 }
 

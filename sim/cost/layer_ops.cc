@@ -31,8 +31,13 @@ struct Dims {
   double tokens;       // b l
   double norm_tokens;  // tokens whose norms and residuals this GPU computes (/t with SP)
   double hidden;
-  double q_width;       // query (and attention output) columns on this GPU
-  double kv_width;      // key (and value) columns on this GPU
+  double heads;         // attention heads on this GPU
+  double qk_dim;        // per head: the width queries and keys are multiplied over
+  double v_dim;         // per head: the values' (and attention output's) width
+  double q_width;       // query columns on this GPU
+  double k_width;       // key columns on this GPU
+  double v_width;       // value columns on this GPU
+  double o_width;       // attention output columns on this GPU
   double ffn;           // FFN columns on this GPU
   double head_batch;    // b x heads on this GPU: the attention products' batch
   double queries;       // l
@@ -52,7 +57,6 @@ Dims dims_of(const OpShape& shape, const TokenSlice& slice) {
   const double b = shape.micro_batch;
   const double l = static_cast<double>(slice.tokens);
   const double c = static_cast<double>(slice.context);
-  const double d = model.head_dim();
   const double heads = model.heads / t;
   // Megatron replicates key-value heads when there are fewer than t.
   const double kv_heads = std::max(1.0, model.key_value_heads() / t);
@@ -64,8 +68,13 @@ Dims dims_of(const OpShape& shape, const TokenSlice& slice) {
   dims.tokens = b * l;
   dims.norm_tokens = shape.sequence_parallel ? b * l / t : b * l;
   dims.hidden = model.hidden;
-  dims.q_width = heads * d;
-  dims.kv_width = kv_heads * d;
+  dims.heads = heads;
+  dims.qk_dim = model.qk_head_dim();
+  dims.v_dim = model.v_head_dim();
+  dims.q_width = heads * dims.qk_dim;
+  dims.k_width = kv_heads * dims.qk_dim;
+  dims.v_width = kv_heads * dims.v_dim;
+  dims.o_width = heads * dims.v_dim;
   dims.ffn = ffn;
   dims.head_batch = b * heads;
   dims.queries = l;
@@ -174,8 +183,10 @@ class PhaseBuilder {
     out_.add(op);
   }
 
-  // Bytes of one of K and V of the slice's own tokens on this GPU.
-  double kv_bytes() const { return dims_.tokens * dims_.kv_width * dims_.value_bytes; }
+  // Bytes of K and V of the slice's own tokens on this GPU.
+  double kv_bytes() const {
+    return dims_.tokens * (dims_.k_width + dims_.v_width) * dims_.value_bytes;
+  }
   // Bytes of the slice's hidden states on every GPU of the group (b l h).
   double hidden_bytes() const { return dims_.tokens * dims_.hidden * dims_.value_bytes; }
   // Bytes of the hidden states of the tokens this GPU normalizes.
@@ -188,51 +199,55 @@ class PhaseBuilder {
   OpList& out_;
 };
 
+// Bytes of the queries and outputs of the slice's tokens, and of the keys
+// and values of the keys they attend to, on this GPU.
+double attention_io_bytes(const Dims& d) {
+  return d.value_bytes *
+         (d.tokens * (d.q_width + d.o_width) + d.sequences * d.keys * (d.k_width + d.v_width));
+}
+
 void add_attention_core_forward(PhaseBuilder& p, const ModelSpec& model) {
   const Dims& d = p.dims();
   const double B = d.value_bytes;
-  const double head_dim = model.head_dim();
   if (model.attention == Attention::kFlash) {
-    const double flops = 4 * d.head_batch * d.causal_pairs * head_dim;
+    // Q K^T over the query-key width, P V over the value width.
+    const double flops = 2 * d.head_batch * d.causal_pairs * (d.qk_dim + d.v_dim);
     // Reads Q, K and V (the keys of the context too) and writes O.
-    const double io = B * (2 * d.tokens * d.q_width + 2 * d.sequences * d.keys * d.kv_width);
-    p.flash("flash attention", flops, io, false);
+    p.flash("flash attention", flops, attention_io_bytes(d), false);
     // Each ring step hands this GPU's current K and V chunk on.
-    p.ring_exchange("context-parallel K, V exchange", 2 * p.kv_bytes());
+    p.ring_exchange("context-parallel K, V exchange", p.kv_bytes());
     return;
   }
   // Megatron's baddbmm of Q and K^T, fused scale-mask-softmax, dropout and
   // bmm with V, then the context permuted back to [tokens, heads x d].
-  p.gemm("attention scores", d.queries, d.keys, head_dim, d.head_batch);
+  p.gemm("attention scores", d.queries, d.keys, d.qk_dim, d.head_batch);
   p.memory("softmax", 2 * d.scores * B);
   if (d.mask > 0) p.memory("attention dropout", d.scores * (2 * B + d.mask));
-  p.gemm("attention over values", d.queries, head_dim, d.keys, d.head_batch);
-  p.memory("context transpose", 2 * d.tokens * d.q_width * B);
+  p.gemm("attention over values", d.queries, d.v_dim, d.keys, d.head_batch);
+  p.memory("context transpose", 2 * d.tokens * d.o_width * B);
 }
 
 void add_attention_core_backward(PhaseBuilder& p, const ModelSpec& model) {
   const Dims& d = p.dims();
   const double B = d.value_bytes;
-  const double head_dim = model.head_dim();
   if (model.attention == Attention::kFlash) {
     // FlashAttention-2's backward: 2.5x the forward's FLOPs, its S = QK^T
     // recomputed inside (Dao 2023, section 4); reads Q, K, V, O, dO and
     // writes dQ, dK, dV.
-    const double flops = 2.5 * 4 * d.head_batch * d.causal_pairs * head_dim;
-    const double io = B * (4 * d.tokens * d.q_width + 4 * d.sequences * d.keys * d.kv_width);
-    p.flash("flash attention backward", flops, io, true);
+    const double flops = 2.5 * 2 * d.head_batch * d.causal_pairs * (d.qk_dim + d.v_dim);
+    p.flash("flash attention backward", flops, 2 * attention_io_bytes(d), true);
     // The backward's ring passes K and V on again, and with them the
     // gradients of the chunk's K and V accumulated so far.
-    p.ring_exchange("context-parallel K, V, dK, dV exchange", 4 * p.kv_bytes());
+    p.ring_exchange("context-parallel K, V, dK, dV exchange", 2 * p.kv_bytes());
     return;
   }
-  p.memory("context transpose backward", 2 * d.tokens * d.q_width * B);
-  p.gemm("attention probabilities gradient", d.queries, d.keys, head_dim, d.head_batch);
-  p.gemm("values gradient", d.keys, head_dim, d.queries, d.head_batch);
+  p.memory("context transpose backward", 2 * d.tokens * d.o_width * B);
+  p.gemm("attention probabilities gradient", d.queries, d.keys, d.v_dim, d.head_batch);
+  p.gemm("values gradient", d.keys, d.v_dim, d.queries, d.head_batch);
   if (d.mask > 0) p.memory("attention dropout backward", d.scores * (2 * B + d.mask));
   p.memory("softmax backward", 3 * d.scores * B);
-  p.gemm("queries gradient", d.queries, head_dim, d.keys, d.head_batch);
-  p.gemm("keys gradient", d.keys, head_dim, d.queries, d.head_batch);
+  p.gemm("queries gradient", d.queries, d.qk_dim, d.keys, d.head_batch);
+  p.gemm("keys gradient", d.keys, d.qk_dim, d.queries, d.head_batch);
 }
 
 // An MLP's columns on this GPU: its hidden units, and the up projection's
@@ -294,21 +309,115 @@ void add_dense_mlp_weight_grad(PhaseBuilder& p, const MlpWidth& w) {
   p.weight_gemm("MLP down weight gradient", w.ffn, p.dims().hidden);
 }
 
-// The first half of a layer: the input norm, QKV, the attention core, the
-// output projection, the residual; then the MLP's norm.
-void add_attention_forward(PhaseBuilder& p, const ModelSpec& model) {
+// Multi-head latent attention's projections on this GPU (Megatron-Core's
+// MLASelfAttention): the down projections run whole on every tensor rank,
+// the up projections split by heads. The rotary part is applied to each
+// head's query and to the one key part the heads share, and each head's Q
+// and K are assembled from their two parts.
+struct LatentWidths {
+  double q_latent;   // 0 without a query latent
+  double kv_latent;  // kv_lora_rank
+  double kv_down;    // kv_lora_rank + qk_rope_head_dim
+  double kv_up;      // heads on this GPU x (qk_nope_head_dim + v_head_dim)
+  double rope;       // qk_rope_head_dim
+};
+
+LatentWidths latent_widths(const ModelSpec& model, const Dims& d) {
+  const MlaSpec& mla = *model.mla;
+  return LatentWidths{static_cast<double>(mla.q_lora_rank), static_cast<double>(mla.kv_lora_rank),
+                      static_cast<double>(mla.kv_lora_rank + mla.qk_rope_head_dim),
+                      d.heads * (mla.qk_nope_head_dim + mla.v_head_dim),
+                      static_cast<double>(mla.qk_rope_head_dim)};
+}
+
+void add_latent_projections_forward(PhaseBuilder& p, const ModelSpec& model) {
+  const Dims& d = p.dims();
+  const LatentWidths w = latent_widths(model, d);
+  const double T = d.tokens;
+  const double B = d.value_bytes;
+  if (w.q_latent > 0) {
+    p.gemm("Q down", T, w.q_latent, d.hidden);
+    p.memory("Q latent norm", 2 * T * w.q_latent * B);
+    p.gemm("Q up", T, d.q_width, w.q_latent);
+  } else {
+    p.gemm("Q", T, d.q_width, d.hidden);
+  }
+  p.gemm("KV down", T, w.kv_down, d.hidden);
+  p.memory("KV latent norm", 2 * T * w.kv_latent * B);
+  p.gemm("KV up", T, w.kv_up, w.kv_latent);
+  p.memory("rotary embedding", 2 * T * (d.heads + 1) * w.rope * B);
+  p.memory("Q and K assembly", 2 * T * (d.q_width + d.k_width) * B);
+}
+
+void add_latent_projections_input_grad(PhaseBuilder& p, const ModelSpec& model) {
+  const Dims& d = p.dims();
+  const LatentWidths w = latent_widths(model, d);
+  const double T = d.tokens;
+  const double B = d.value_bytes;
+  p.memory("Q and K assembly backward", 2 * T * (d.q_width + d.k_width) * B);
+  p.memory("rotary embedding backward", 2 * T * (d.heads + 1) * w.rope * B);
+  p.gemm("KV up input gradient", T, w.kv_latent, w.kv_up);
+  p.memory("KV latent norm backward", 3 * T * w.kv_latent * B);
+  p.gemm("KV down input gradient", T, d.hidden, w.kv_down);
+  if (w.q_latent > 0) {
+    p.gemm("Q up input gradient", T, w.q_latent, d.q_width);
+    p.memory("Q latent norm backward", 3 * T * w.q_latent * B);
+    p.gemm("Q down input gradient", T, d.hidden, w.q_latent);
+  } else {
+    p.gemm("Q input gradient", T, d.hidden, d.q_width);
+  }
+}
+
+void add_latent_projections_weight_grad(PhaseBuilder& p, const ModelSpec& model) {
+  const Dims& d = p.dims();
+  const LatentWidths w = latent_widths(model, d);
+  if (w.q_latent > 0) {
+    p.weight_gemm("Q down weight gradient", d.hidden, w.q_latent);
+    p.weight_gemm("Q up weight gradient", w.q_latent, d.q_width);
+  } else {
+    p.weight_gemm("Q weight gradient", d.hidden, d.q_width);
+  }
+  p.weight_gemm("KV down weight gradient", d.hidden, w.kv_down);
+  p.weight_gemm("KV up weight gradient", w.kv_latent, w.kv_up);
+}
+
+// The fused QKV projection (with its bias) and the rotary embedding.
+void add_qkv_forward(PhaseBuilder& p, const ModelSpec& model) {
   const Dims& d = p.dims();
   const double B = d.value_bytes;
-  const double qkv = d.q_width + 2 * d.kv_width;
-  p.memory("input norm", 2 * p.norm_bytes());
-  p.column_parallel_start("all-gather before QKV");
+  const double qkv = d.q_width + d.k_width + d.v_width;
   p.gemm("QKV", d.tokens, qkv, d.hidden);
   if (d.bias) p.memory("QKV bias", 2 * d.tokens * qkv * B);
   if (model.positions == Positions::kRotary) {
-    p.memory("rotary embedding", 2 * d.tokens * (d.q_width + d.kv_width) * B);
+    p.memory("rotary embedding", 2 * d.tokens * (d.q_width + d.k_width) * B);
+  }
+}
+
+void add_qkv_input_grad(PhaseBuilder& p, const ModelSpec& model) {
+  const Dims& d = p.dims();
+  const double B = d.value_bytes;
+  const double qkv = d.q_width + d.k_width + d.v_width;
+  if (model.positions == Positions::kRotary) {
+    p.memory("rotary embedding backward", 2 * d.tokens * (d.q_width + d.k_width) * B);
+  }
+  if (d.bias) p.memory("QKV bias gradient", d.tokens * qkv * B);
+  p.gemm("QKV input gradient", d.tokens, d.hidden, qkv);
+}
+
+// The first half of a layer: the input norm, the Q, K and V projections,
+// the attention core, the output projection, the residual; then the MLP's
+// norm.
+void add_attention_forward(PhaseBuilder& p, const ModelSpec& model) {
+  const Dims& d = p.dims();
+  p.memory("input norm", 2 * p.norm_bytes());
+  p.column_parallel_start("all-gather before QKV");
+  if (model.mla) {
+    add_latent_projections_forward(p, model);
+  } else {
+    add_qkv_forward(p, model);
   }
   add_attention_core_forward(p, model);
-  p.gemm("attention output", d.tokens, d.hidden, d.q_width);
+  p.gemm("attention output", d.tokens, d.hidden, d.o_width);
   p.row_parallel_end("attention all-reduce");
   p.memory("attention bias-dropout-add", residual_bytes(p));
   p.memory("MLP norm", 2 * p.norm_bytes());
@@ -327,29 +436,31 @@ double dropout_add_backward_bytes(const PhaseBuilder& p) {
 // residual stream then adds the two branches' gradients.
 void add_attention_input_grad(PhaseBuilder& p, const ModelSpec& model) {
   const Dims& d = p.dims();
-  const double B = d.value_bytes;
-  const double qkv = d.q_width + 2 * d.kv_width;
   const double norm = 3 * p.norm_bytes();
   p.memory("MLP norm backward", norm);
   p.memory("residual gradient add", norm);
   p.memory("attention dropout-add backward", dropout_add_backward_bytes(p));
   p.column_parallel_start("all-gather of the attention output gradient");
-  p.gemm("attention output input gradient", d.tokens, d.q_width, d.hidden);
+  p.gemm("attention output input gradient", d.tokens, d.o_width, d.hidden);
   add_attention_core_backward(p, model);
-  if (model.positions == Positions::kRotary) {
-    p.memory("rotary embedding backward", 2 * d.tokens * (d.q_width + d.kv_width) * B);
+  if (model.mla) {
+    add_latent_projections_input_grad(p, model);
+  } else {
+    add_qkv_input_grad(p, model);
   }
-  if (d.bias) p.memory("QKV bias gradient", d.tokens * qkv * B);
-  p.gemm("QKV input gradient", d.tokens, d.hidden, qkv);
   p.row_parallel_end("QKV input-gradient all-reduce");
   p.memory("input norm backward", norm);
   p.memory("residual gradient add", norm);
 }
 
-void add_attention_weight_grad(PhaseBuilder& p) {
+void add_attention_weight_grad(PhaseBuilder& p, const ModelSpec& model) {
   const Dims& d = p.dims();
-  p.weight_gemm("QKV weight gradient", d.hidden, d.q_width + 2 * d.kv_width);
-  p.weight_gemm("attention output weight gradient", d.q_width, d.hidden);
+  if (model.mla) {
+    add_latent_projections_weight_grad(p, model);
+  } else {
+    p.weight_gemm("QKV weight gradient", d.hidden, d.q_width + d.k_width + d.v_width);
+  }
+  p.weight_gemm("attention output weight gradient", d.o_width, d.hidden);
 }
 
 void add_layer_forward(PhaseBuilder& p, const ModelSpec& model) {
@@ -365,7 +476,7 @@ void add_layer_input_grad(PhaseBuilder& p, const ModelSpec& model) {
 }
 
 void add_layer_weight_grad(PhaseBuilder& p, const ModelSpec& model) {
-  add_attention_weight_grad(p);
+  add_attention_weight_grad(p, model);
   add_dense_mlp_weight_grad(p, mlp_width(model, p.dims().ffn));
 }
 
@@ -566,7 +677,7 @@ PieceOps moe_layer_ops(const OpShape& shape, const TokenSlice& slice) {
   add_attention_input_grad(input_grad, shape.model);
 
   PhaseBuilder weight_grad(shape, dims, ops.weight_grad);
-  add_attention_weight_grad(weight_grad);
+  add_attention_weight_grad(weight_grad, shape.model);
   add_moe_weight_grad(weight_grad, routing);
   if (shared) add_dense_mlp_weight_grad(weight_grad, shared_width(shape));
   return ops;

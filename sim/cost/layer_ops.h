@@ -75,7 +75,7 @@ class OpList {
   static constexpr int kCapacity = 64;
 
   // REQUIRES: fewer than kCapacity operations so far (a mixture-of-experts
-  // layer's longest phase has 43).
+  // layer with latent attention has 45 in its input gradient).
   void add(const Op& op) {
     PPSIM_CHECK(size_ < kCapacity);
     ops_[size_++] = op;

@@ -37,17 +37,10 @@ inline ModelSpec tiny(int layers) {
   return m;
 }
 
-// Mixtral 8x7B (Jiang et al. 2024, Table 1) at s = 4096: h 4096, 32 heads,
-// 8 KV heads, 8 SwiGLU experts of 14336, top 2, no biases, RMSNorm, rotary
-// positions, untied, flash attention, no dropout.
-inline ModelSpec mixtral_8x7b() {
+// The Llama-style block both MoE models below use: SwiGLU, RMSNorm, rotary
+// positions, untied embeddings, flash attention, no biases, no dropout.
+inline ModelSpec llama_block() {
   ModelSpec m;
-  m.layers = 32;
-  m.hidden = 4096;
-  m.heads = 32;
-  m.kv_heads = 8;
-  m.seq_len = 4096;
-  m.vocab = 32000;
   m.mlp = Mlp::kSwiglu;
   m.norm = Norm::kRmsNorm;
   m.positions = Positions::kRotary;
@@ -55,7 +48,47 @@ inline ModelSpec mixtral_8x7b() {
   m.tie_embeddings = false;
   m.bias = false;
   m.dropout = 0;
+  return m;
+}
+
+// Mixtral 8x7B (Jiang et al. 2024, Table 1) at s = 4096: h 4096, 32 heads,
+// 8 KV heads, 8 SwiGLU experts of 14336, top 2.
+inline ModelSpec mixtral_8x7b() {
+  ModelSpec m = llama_block();
+  m.layers = 32;
+  m.hidden = 4096;
+  m.heads = 32;
+  m.kv_heads = 8;
+  m.seq_len = 4096;
+  m.vocab = 32000;
   m.moe = MoeSpec{.experts = 8, .top_k = 2, .expert_ffn_hidden = 14336};
+  return m;
+}
+
+// DeepSeek-V3 (DeepSeek-AI 2024, section 4.2; its config.json) at s = 4096:
+// h 7168, 128 heads, multi-head latent attention (query latent 1536, key-
+// value latent 512, per-head widths 128 + 64 and 128), 3 dense SwiGLU layers
+// of 18432, then 58 MoE layers of 256 routed experts of 2048, top 8, and a
+// shared one.
+inline ModelSpec deepseek_v3() {
+  ModelSpec m = llama_block();
+  m.layers = 61;
+  m.hidden = 7168;
+  m.ffn_hidden = 18432;
+  m.heads = 128;
+  m.kv_heads = 128;
+  m.seq_len = 4096;
+  m.vocab = 129280;
+  m.mla = MlaSpec{.q_lora_rank = 1536,
+                  .kv_lora_rank = 512,
+                  .qk_nope_head_dim = 128,
+                  .qk_rope_head_dim = 64,
+                  .v_head_dim = 128};
+  m.moe = MoeSpec{.experts = 256,
+                  .top_k = 8,
+                  .expert_ffn_hidden = 2048,
+                  .shared_experts = 1,
+                  .dense_layers = 3};
   return m;
 }
 
