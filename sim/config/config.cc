@@ -497,7 +497,7 @@ Config Loader::load(YAML::Node root) const {
   }
   if (search_ != nullptr) {
     read_search(section(top.get("search"),
-                        {"pipeline", "tensor", "context", "micro_batch", "virtual_stages",
+                        {"pipeline", "tensor", "context", "expert", "micro_batch", "virtual_stages",
                          "schedule", "recompute", "zero_stage", "memory_cap_gib"}),
                 config);
     return config;

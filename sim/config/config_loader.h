@@ -183,6 +183,7 @@ class Loader {
   void check_cross_fields(const Config& config, const Sections& tree) const;
   void check_context(const Config& config, const Sections& tree) const;
   void check_expert(const Config& config, const Sections& tree) const;
+  void read_search_expert(const Section& s, const Config& config) const;
 
   void read_search(const Section& s, const Config& config) const;
   std::vector<int> to_ints(const Field& field, int min, int max) const;

@@ -23,6 +23,29 @@ std::vector<int> powers_of_two(int limit) {
 
 }  // namespace
 
+// Expert-parallel degrees: each must split the model's experts; whether it
+// also divides a layout's data x context ranks is the explorer's to skip.
+void Loader::read_search_expert(const Section& s, const Config& config) const {
+  SearchSpace& out = *search_;
+  out.expert = {config.parallel.expert};
+  if (!s.has("expert")) return;
+  const Field field = s.get("expert");
+  out.expert = to_ints(field, 1, INT_MAX);
+  for (size_t i = 0; i < out.expert.size(); ++i) {
+    const Field item{fmt::format("{}[{}]", field.path, i), field.node[i], field.key_mark,
+                     field.file};
+    const int ep = out.expert[i];
+    if (ep == 1) continue;
+    if (!config.model->moe) {
+      fail(item.mark(), item.path, fmt::format("{} needs model.moe: it splits the experts", ep));
+    }
+    if (config.model->moe->experts % ep != 0) {
+      fail(item.mark(), item.path,
+           fmt::format("{} must divide model.moe.experts ({})", ep, config.model->moe->experts));
+    }
+  }
+}
+
 void Loader::read_search(const Section& s, const Config& config) const {
   if (!config.model || !config.hardware) {
     fail(s.field().key_mark, config.model ? "hardware" : "model",
@@ -48,6 +71,7 @@ void Loader::read_search(const Section& s, const Config& config) const {
       }
     }
   }
+  read_search_expert(s, config);
   out.micro_batch =
       s.has("micro_batch") ? to_ints(s.get("micro_batch"), 1, INT_MAX) : std::vector<int>{1, 2, 4};
   out.virtual_stages = s.has("virtual_stages") ? to_ints(s.get("virtual_stages"), 1, INT_MAX)

@@ -255,13 +255,15 @@ struct Config {
 // The `search:` section of a sweep file (`ppsim explore`): the values to try
 // for each dimension. The loader fills in the defaults of an omitted key
 // (pipeline and tensor: powers of two that fit the GPUs, the model and a
-// node; micro_batch [1, 2, 4]; virtual_stages [1, 2, 4]; schedule [1f1b,
+// node; context and expert: the base config's; micro_batch [1, 2, 4];
+// virtual_stages [1, 2, 4]; schedule [1f1b,
 // interleaved-1f1b, zb-h1, zb-v]; recompute [none, selective, full];
 // zero_stage [0, 1]; memory_cap_gib: the device's memory less 4 GiB).
 struct SearchSpace {
   std::vector<int> pipeline;
   std::vector<int> tensor;
   std::vector<int> context;  // default: the base config's
+  std::vector<int> expert;   // default: the base config's
   std::vector<int> micro_batch;
   std::vector<int> virtual_stages;
   std::vector<std::string> schedule;

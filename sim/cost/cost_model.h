@@ -113,7 +113,8 @@ std::function<double(int length, int context)> slice_cost_function(const Config&
 // balances. A stage's time is layers x layer_s, plus embedding_s on stage 0
 // and logits_s on the last (up to rounding to picoseconds per piece).
 struct PieceTimes {
-  double layer_s = 0;      // one transformer layer
+  double layer_s = 0;      // one transformer layer (dense)
+  double moe_layer_s = 0;  // one mixture-of-experts layer (0 without model.moe)
   double embedding_s = 0;  // the embedding lookup on stage 0
   double logits_s = 0;     // the logits and loss on the last stage
 };

@@ -295,7 +295,8 @@ Result<PieceTimes> piece_times(const Config& config) {
   auto seconds = [](const Block& block) {
     return picos_to_seconds(block.forward + block.backward);
   };
-  return PieceTimes{seconds(timer.layer(whole, *link)), seconds(timer.embedding(whole, *link)),
+  const double moe = config.model->moe ? seconds(timer.moe_layer(whole, *link)) : 0;
+  return PieceTimes{seconds(timer.layer(whole, *link)), moe, seconds(timer.embedding(whole, *link)),
                     seconds(timer.logits(whole, *link))};
 }
 

@@ -143,8 +143,12 @@ Result<std::vector<int>> balanced_layers(const Config& config) {
   if (!config.hardware) return layers_per_stage(layers, stages);
   const Result<PieceTimes> times = piece_times(config);
   if (!times.ok()) return Error{where + times.error().message};
-  return partition_layers(std::vector<double>(layers, times->layer_s), stages, times->embedding_s,
-                          times->logits_s);
+  // The first moe.dense_layers are dense, the rest mixture-of-experts.
+  std::vector<double> cost(layers, times->layer_s);
+  if (config.model->moe) {
+    std::fill(cost.begin() + config.model->moe->dense_layers, cost.end(), times->moe_layer_s);
+  }
+  return partition_layers(cost, stages, times->embedding_s, times->logits_s);
 }
 
 }  // namespace ppsim

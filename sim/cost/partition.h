@@ -32,7 +32,8 @@ Result<std::vector<int>> partition_layers(const std::vector<double>& layer_cost,
 
 // The split of config.model's layers over config.num_stages() stages that
 // partition_layers finds for the analytic model's times (piece_times in
-// cost_model.h: one layer, the embedding, the logits and loss, all per
+// cost_model.h: one layer of each kind, dense or mixture-of-experts, the
+// embedding, the logits and loss, all per
 // microbatch on a whole sequence, with rank 0's tensor-parallel link for every
 // stage). costs.fixed does not enter: its figures are per stage, not per layer.
 // It ignores config.parallel.layers_per_stage (this is what one would put

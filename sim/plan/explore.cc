@@ -139,15 +139,46 @@ void run_simulation(Candidate& cand, const Config& config, double cap_bytes,
   }
 }
 
-// Every candidate of one layout of the GPUs (p t cp d): the search's
-// micro-batches, schedules, virtual stages, recompute and ZeRO stages. Token
-// slicing does not combine with context parallelism: no terapipe with cp > 1.
-void add_layouts(const Sweep& sweep, int p, int t, int cp, int d,
+// One split of the GPUs: p t cp d of them, the experts over EP of the d cp
+// data-parallel ranks.
+struct GpuLayout {
+  int p = 1;
+  int t = 1;
+  int cp = 1;
+  int d = 1;
+  int ep = 1;
+};
+
+// The search's splits of `gpus` GPUs; those whose p t cp does not divide
+// the GPUs, or whose EP does not divide d cp, counted in `skipped`.
+std::vector<GpuLayout> gpu_layouts(const SearchSpace& space, int64_t gpus, size_t& skipped) {
+  std::vector<GpuLayout> layouts;
+  for (int p : space.pipeline) {
+    for (int t : space.tensor) {
+      for (int cp : space.context) {
+        const int64_t model_parallel = int64_t{p} * t * cp;
+        for (int ep : space.expert) {
+          if (gpus % model_parallel != 0 || (gpus / model_parallel * cp) % ep != 0) {
+            ++skipped;
+            continue;
+          }
+          layouts.push_back(GpuLayout{p, t, cp, static_cast<int>(gpus / model_parallel), ep});
+        }
+      }
+    }
+  }
+  return layouts;
+}
+
+// Every candidate of one layout of the GPUs: the search's micro-batches,
+// schedules, virtual stages, recompute and ZeRO stages. Token slicing does
+// not combine with context parallelism: no terapipe with cp > 1.
+void add_layouts(const Sweep& sweep, const GpuLayout& layout,
                  std::vector<std::pair<Candidate, Config>>& out) {
   const SearchSpace& space = sweep.search;
   for (int mb : space.micro_batch) {
     for (const std::string& kind : space.schedule) {
-      if (kind == "terapipe" && cp > 1) continue;
+      if (kind == "terapipe" && layout.cp > 1) continue;
       std::vector<int> vs = space.virtual_stages;
       if (const std::optional<int> fixed = stages_per_rank(kind)) {
         vs = {*fixed};
@@ -159,10 +190,11 @@ void add_layouts(const Sweep& sweep, int p, int t, int cp, int d,
           for (int zero : space.zero_stage) {
             Candidate cand;
             cand.parallel = sweep.base.parallel;
-            cand.parallel.pipeline = p;
-            cand.parallel.tensor = t;
-            cand.parallel.context = cp;
-            cand.parallel.data = d;
+            cand.parallel.pipeline = layout.p;
+            cand.parallel.tensor = layout.t;
+            cand.parallel.context = layout.cp;
+            cand.parallel.data = layout.d;
+            cand.parallel.expert = layout.ep;
             cand.parallel.virtual_stages = v;
             cand.micro_batch = mb;
             cand.recompute = recompute;
@@ -207,28 +239,20 @@ const char* to_string(CandidateStatus status) {
 std::string Candidate::layout() const {
   const std::string context =
       parallel.context > 1 ? fmt::format(" cp={}", parallel.context) : std::string();
-  return fmt::format("p={} t={}{} d={} v={} mb={} {} recompute={} zero={}", parallel.pipeline,
-                     parallel.tensor, context, parallel.data, parallel.virtual_stages, micro_batch,
-                     schedule, ppsim::to_string(recompute), zero_stage);
+  const std::string expert =
+      parallel.expert > 1 ? fmt::format(" ep={}", parallel.expert) : std::string();
+  return fmt::format("p={} t={}{} d={}{} v={} mb={} {} recompute={} zero={}", parallel.pipeline,
+                     parallel.tensor, context, parallel.data, expert, parallel.virtual_stages,
+                     micro_batch, schedule, ppsim::to_string(recompute), zero_stage);
 }
 
 std::vector<std::pair<Candidate, Config>> enumerate_candidates(const Sweep& sweep,
                                                                size_t* layouts_skipped) {
-  const SearchSpace& space = sweep.search;
-  const int gpus = sweep.base.hardware->num_gpus();
   std::vector<std::pair<Candidate, Config>> out;
   size_t skipped = 0;
-  for (int p : space.pipeline) {
-    for (int t : space.tensor) {
-      for (int cp : space.context) {
-        if (gpus % (int64_t{p} * t * cp) != 0) {
-          ++skipped;
-          continue;
-        }
-        const int d = static_cast<int>(gpus / (int64_t{p} * t * cp));
-        add_layouts(sweep, p, t, cp, d, out);
-      }
-    }
+  for (const GpuLayout& layout :
+       gpu_layouts(sweep.search, sweep.base.hardware->num_gpus(), skipped)) {
+    add_layouts(sweep, layout, out);
   }
   if (layouts_skipped != nullptr) *layouts_skipped = skipped;
   return out;

@@ -62,7 +62,8 @@ struct ExploreResult {
   std::vector<size_t> ranking;        // feasible ones, best throughput first, then least memory
   std::vector<size_t> pareto;         // feasible, not dominated in (throughput, peak memory)
   double memory_cap_bytes = 0;
-  size_t layouts_skipped = 0;  // p * t not dividing the GPUs
+  // p t cp not dividing the GPUs, or EP not dividing d cp.
+  size_t layouts_skipped = 0;
 };
 
 // The candidates of a sweep, in enumeration order, with their configs.

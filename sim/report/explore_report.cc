@@ -21,15 +21,20 @@ int64_t peak_bytes(const Summary& s) {
 }  // namespace
 
 std::string format_explore_table(const ExploreResult& r, size_t top_k) {
-  size_t counts[5] = {};
-  for (const Candidate& c : r.candidates) ++counts[static_cast<int>(c.status)];
+  const auto count = [&](CandidateStatus status) {
+    return std::count_if(r.candidates.begin(), r.candidates.end(),
+                         [status](const Candidate& c) { return c.status == status; });
+  };
   std::string out = fmt::format(
       "{} candidates: {} simulated and within the {:.1f} GiB cap, {} over the cap, {} invalid, "
       "{} pruned by static memory, {} pruned by the lower bound",
-      r.candidates.size(), counts[0], r.memory_cap_bytes / kGiB, counts[1], counts[2], counts[3],
-      counts[4]);
+      r.candidates.size(), count(CandidateStatus::kSimulated), r.memory_cap_bytes / kGiB,
+      count(CandidateStatus::kOverCap), count(CandidateStatus::kInvalid),
+      count(CandidateStatus::kPrunedMemory), count(CandidateStatus::kPrunedBound));
   if (r.layouts_skipped > 0) {
-    out += fmt::format(" ({} p x t x cp layouts do not divide the GPUs)", r.layouts_skipped);
+    out += fmt::format(
+        " ({} layouts skipped: p x t x cp does not divide the GPUs, or EP the d x cp ranks)",
+        r.layouts_skipped);
   }
   out += "\n\n";
   const auto rows = [&](const std::vector<size_t>& which, size_t limit) {
@@ -57,7 +62,8 @@ std::string format_explore_table(const ExploreResult& r, size_t top_k) {
 
 std::string explore_to_csv(const ExploreResult& r) {
   std::string out =
-      "pipeline,tensor,data,context,virtual_stages,micro_batch,schedule,recompute,zero_stage,"
+      "pipeline,tensor,data,context,expert,virtual_stages,micro_batch,schedule,recompute,"
+      "zero_stage,"
       "status,"
       "reason,lower_bound_s,iteration_time_s,samples_per_s,tokens_per_s,mfu,bubble_fraction,"
       "peak_memory_bytes\n";
@@ -65,8 +71,8 @@ std::string explore_to_csv(const ExploreResult& r) {
     std::string reason = "\"";
     for (char ch : c.reason) reason += ch == '"' ? std::string("\"\"") : std::string(1, ch);
     reason += '"';
-    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{}", c.parallel.pipeline,
-                       c.parallel.tensor, c.parallel.data, c.parallel.context,
+    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{}", c.parallel.pipeline,
+                       c.parallel.tensor, c.parallel.data, c.parallel.context, c.parallel.expert,
                        c.parallel.virtual_stages, c.micro_batch, c.schedule, to_string(c.recompute),
                        c.zero_stage, to_string(c.status), reason, c.lower_bound_s);
     if (c.summary) {
@@ -91,6 +97,7 @@ std::string explore_to_json(const ExploreResult& r) {
     w.key("layout").begin_object();
     w.field("pipeline", c.parallel.pipeline).field("tensor", c.parallel.tensor);
     w.field("data", c.parallel.data).field("context", c.parallel.context);
+    w.field("expert", c.parallel.expert);
     w.field("virtual_stages", c.parallel.virtual_stages);
     w.field("micro_batch", c.micro_batch).field("schedule", c.schedule);
     w.field("recompute", to_string(c.recompute)).field("zero_stage", c.zero_stage);

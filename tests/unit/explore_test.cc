@@ -1,11 +1,14 @@
 #include "sim/plan/explore.h"
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "sim/cost/partition.h"
@@ -122,6 +125,18 @@ TEST(Explore, EveryCandidateIsAccountedFor) {
       }
     }
   }
+  // The table's first line counts each outcome as the candidates hold it.
+  std::map<CandidateStatus, int> outcomes;
+  for (const Candidate& c : r.candidates) ++outcomes[c.status];
+  EXPECT_THAT(
+      format_explore_table(r, 1),
+      HasSubstr(fmt::format(
+          "{} candidates: {} simulated and within the 6.0 GiB cap, {} "
+          "over the cap, {} invalid, {} pruned by static memory, {} "
+          "pruned by the lower bound",
+          r.candidates.size(), outcomes[CandidateStatus::kSimulated],
+          outcomes[CandidateStatus::kOverCap], outcomes[CandidateStatus::kInvalid],
+          outcomes[CandidateStatus::kPrunedMemory], outcomes[CandidateStatus::kPrunedBound])));
   // The Pareto front in (throughput, peak memory), worked out here from the
   // candidates' summaries: a candidate's memory is its fullest device's peak.
   const auto throughput = [&](size_t i) {
@@ -221,7 +236,50 @@ search: {pipeline: [1, 2], tensor: [1], context: [1, 2], micro_batch: [1],
     }
   }
   EXPECT_EQ(with_context, 2);
-  EXPECT_THAT(explore_to_csv(r), HasSubstr("pipeline,tensor,data,context,virtual_stages"));
+  EXPECT_THAT(explore_to_csv(r), HasSubstr("pipeline,tensor,data,context,expert,virtual_stages"));
+}
+
+TEST(Explore, SearchesExpertParallelism) {
+  // 16 GPUs, p in {1, 2}, EP in {1, 4, 16}: EP must divide d = 16 / p, so
+  // p = 2 with EP 16 is skipped: 5 layouts.
+  Result<Sweep> sw = parse_sweep(R"(
+model: {layers: 8, hidden: 1024, heads: 16, seq_len: 1024, vocab: 32000,
+        moe: {experts: 16, top_k: 2, expert_ffn_hidden: 1024}}
+hardware: {preset: a100-80gb, gpus_per_node: 8, nodes: 2}
+training: {global_batch: 64}
+search: {pipeline: [1, 2], tensor: [1], expert: [1, 4, 16], micro_batch: [1],
+         schedule: [1f1b], recompute: [none], zero_stage: [0]}
+)",
+                                 "ep.yaml");
+  ASSERT_TRUE(sw.ok()) << sw.error().message;
+  const ExploreResult r = explore(*sw);
+  ASSERT_EQ(r.candidates.size(), 5u);
+  EXPECT_EQ(r.layouts_skipped, 1u);
+  // On one stage (p = 1) the experts' weights and optimizer state shrink as
+  // EP grows: each GPU holds 16 / EP of them.
+  int64_t previous_static = INT64_MAX;
+  for (const Candidate& c : r.candidates) {
+    EXPECT_TRUE(c.feasible()) << c.layout() << ": " << c.reason;
+    EXPECT_EQ(c.parallel.data % c.parallel.expert, 0) << c.layout();
+    if (c.parallel.expert > 1) {
+      EXPECT_THAT(c.layout(), HasSubstr(fmt::format(" ep={} ", c.parallel.expert)));
+    }
+    if (c.parallel.pipeline != 1 || !c.summary) continue;
+    EXPECT_LT(c.summary->devices[0].static_bytes, previous_static) << c.layout();
+    previous_static = c.summary->devices[0].static_bytes;
+  }
+}
+
+TEST(Explore, ExpertCandidatesNeedExperts) {
+  const Result<Sweep> sw = parse_sweep(R"(
+model: {layers: 8, hidden: 1024, heads: 16, seq_len: 1024, vocab: 32000}
+hardware: {preset: a100-80gb, gpus_per_node: 8, nodes: 2}
+training: {global_batch: 64}
+search: {expert: [1, 2]}
+)",
+                                       "ep.yaml");
+  ASSERT_FALSE(sw.ok());
+  EXPECT_THAT(sw.error().message, HasSubstr("search.expert[1]: 2 needs model.moe"));
 }
 
 TEST(Explore, ContextCandidatesNeedFlashAttention) {

@@ -11,6 +11,7 @@
 #include "sim/cost/cost_model.h"
 #include "sim/cost/layer_ops.h"
 #include "sim/cost/op_time.h"
+#include "sim/cost/partition.h"
 #include "tests/unit/cost_model_fixtures.h"
 
 namespace ppsim {
@@ -233,6 +234,25 @@ TEST(MoeCostTable, TensorParallelismNeedsSequenceParallelism) {
               HasSubstr("model.moe with parallel.tensor 2 needs parallel.sequence_parallel: true"));
   c.parallel.sequence_parallel = true;
   EXPECT_TRUE(build_cost_table(c, interleaved_stage_rank(1, 1), std::vector<int>{}).ok());
+}
+
+TEST(MoeCostTable, TheBalancedSplitGivesTheCheaperDenseLayersToFewerStages) {
+  // Mixtral's block with 8 layers, the first 4 dense with a narrow MLP (1024
+  // against two experts of 14336 per token): a dense layer costs a fraction
+  // of a MoE layer, so the even split {4, 4} is not the fastest on 2 stages
+  // and the first stage takes more layers.
+  ModelSpec model = cost_model_test::mixtral_8x7b();
+  model.layers = 8;
+  model.ffn_hidden = 1024;
+  model.moe->dense_layers = 4;
+  const Config c = make_config(model, 2, 1, 1, round_hardware(2, 1));
+  const Result<PieceTimes> times = piece_times(c);
+  ASSERT_TRUE(times.ok()) << times.error().message;
+  EXPECT_LT(times->layer_s, times->moe_layer_s / 2);
+  const Result<std::vector<int>> split = balanced_layers(c);
+  ASSERT_TRUE(split.ok()) << split.error().message;
+  EXPECT_GT((*split)[0], (*split)[1]);
+  EXPECT_EQ((*split)[0] + (*split)[1], 8);
 }
 
 }  // namespace
