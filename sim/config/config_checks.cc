@@ -129,6 +129,14 @@ void Loader::check_cross_fields(const Config& config, const Sections& tree) cons
          "needs parallel.sequence_parallel: the overlapped collectives are its all-gathers and "
          "reduce-scatters (as Megatron's --tp-comm-overlap)");
   }
+  if (config.model && moe_lacks_sequence_parallel(*config.model, par)) {
+    const Field tensor = tree.parallel.get("tensor");
+    fail(tensor.mark(), tensor.path,
+         fmt::format("{} with model.moe needs parallel.sequence_parallel: true: the experts' "
+                     "all-to-all dispatch routes each tensor rank's share of the sequence, as "
+                     "Megatron-Core requires",
+                     par.tensor));
+  }
   if (config.hardware) {
     const HardwareSpec& hw = *config.hardware;
     int64_t gpus = product({par.pipeline, par.tensor, par.context, par.data});

@@ -179,6 +179,14 @@ struct ParallelSpec {
   int weight_replicas() const { return data * context; }
 };
 
+// Megatron-Core runs mixture-of-experts layers under tensor parallelism only
+// with sequence parallelism: its token dispatchers route each tensor rank's
+// share of the sequence. The config loader and the cost model both refuse
+// what this names.
+inline bool moe_lacks_sequence_parallel(const ModelSpec& model, const ParallelSpec& parallel) {
+  return model.moe.has_value() && parallel.tensor > 1 && !parallel.sequence_parallel;
+}
+
 struct TrainingSpec {
   int global_batch = 0;  // samples per iteration (required in YAML)
   int micro_batch = 1;

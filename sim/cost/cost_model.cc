@@ -112,13 +112,13 @@ Status apply_fixed(const FixedCosts& fixed, const SliceShares& shares, CostTable
   return Status();
 }
 
-// What the mixture-of-experts layers need that the config loader does not
-// decide: Megatron-Core runs them under tensor parallelism only with
-// sequence parallelism (its all-to-all dispatcher routes each rank's shard of
-// the sequence), and a profile times only a dense layer.
+// What the mixture-of-experts layers need, for configs the loader did not
+// check (the explorer's candidates): sequence parallelism under tensor
+// parallelism (moe_lacks_sequence_parallel); and a profile times only a
+// dense layer.
 Status check_moe(const Config& config) {
   if (!config.model->moe) return Status();
-  if (config.parallel.tensor > 1 && !config.parallel.sequence_parallel) {
+  if (moe_lacks_sequence_parallel(*config.model, config.parallel)) {
     return Error{"model.moe with parallel.tensor " + std::to_string(config.parallel.tensor) +
                  " needs parallel.sequence_parallel: true: the experts' all-to-all dispatch "
                  "routes each tensor rank's share of the sequence, as Megatron-Core requires"};
