@@ -85,13 +85,10 @@ constexpr PytorchOnlyAction kPytorchOnlyActions[] = {
     {"REDUCE_GRAD", "gradient-reduction"},
 };
 
+constexpr std::string_view kPairSuffix = ")OVERLAP_F_B";
+
 // Why ppsim cannot represent `cell` yet, or "" when it may be an action.
 std::string not_supported_yet(std::string_view cell) {
-  if (cell.starts_with('(') && cell.ends_with(")OVERLAP_F_B")) {
-    return "overlapped forward-backward pairs (OVERLAP_F_B) are not supported yet (issue 13): "
-           "ppsim runs one action at a time on a rank; write the pair as two cells to run them "
-           "one after the other";
-  }
   for (const auto& [name, what] : kPytorchOnlyActions) {
     if (after_stage(cell).starts_with(name)) {
       return fmt::format(
@@ -104,24 +101,58 @@ std::string not_supported_yet(std::string_view cell) {
   return {};
 }
 
+// One cell: an action, or an overlapped pair's two (the forward, then the
+// backward).
 struct Cell {
-  Action action;
+  Action actions[2];
+  int count = 1;
   bool spelled_bw = false;  // the full backward as older PyTorch releases spelled it
 };
 
+// PyTorch's overlapped pair "(0F7;7B3)OVERLAP_F_B": a forward and a backward
+// (full, or its input-gradient half) of other stages, read as the two
+// actions one after the other.
+Result<Cell> parse_pair(std::string_view cell) {
+  const std::string_view inner = cell.substr(1, cell.size() - 1 - kPairSuffix.size());
+  const size_t semicolon = inner.find(';');
+  const auto bad = [&](std::string_view why) {
+    return Error{fmt::format("\"{}\": an overlapped pair {}", printable(cell), why)};
+  };
+  if (semicolon == std::string_view::npos) return bad("needs two actions, (F;B)");
+  const Result<Action> forward = parse_action(inner.substr(0, semicolon));
+  const Result<Action> backward = parse_action(inner.substr(semicolon + 1));
+  if (!forward) return forward.error();
+  if (!backward) return backward.error();
+  if (forward->kind != ActionKind::kForward || !sends_input_gradient(backward->kind)) {
+    return bad("is a forward and then a backward (B or I), (F;B)");
+  }
+  Cell pair;
+  pair.actions[0] = *forward;
+  pair.actions[1] = *backward;
+  pair.count = 2;
+  return pair;
+}
+
 Result<Cell> parse_cell(std::string_view text) {
   const std::string_view cell = trimmed(text);
+  if (cell.starts_with('(') && cell.ends_with(kPairSuffix)) return parse_pair(cell);
   if (const std::string why = not_supported_yet(cell); !why.empty()) {
     return Error{fmt::format("\"{}\": {}", printable(cell), why)};
   }
   const size_t kind = cell.size() - after_stage(cell).size();
+  Cell one;
   if (cell.substr(kind).starts_with("BW")) {
     const std::string full = fmt::format("{}B{}", cell.substr(0, kind), cell.substr(kind + 2));
-    if (const Result<Action> a = parse_action(full)) return Cell{*a, true};
+    if (const Result<Action> a = parse_action(full)) {
+      one.actions[0] = *a;
+      one.spelled_bw = true;
+      return one;
+    }
   }
   const Result<Action> a = parse_action(cell);
   if (!a) return a.error();
-  return Cell{*a, false};
+  one.actions[0] = *a;
+  return one;
 }
 
 // The programs as read, before the meaning of B is settled.
@@ -131,6 +162,7 @@ struct Rows {
   std::vector<std::vector<int>> cells;          // per rank, each action's cell, for errors
   std::vector<std::pair<int, size_t>> plain_b;  // (rank, index) of each cell spelled "B"
   int spelled_bw = 0;
+  int pairs = 0;  // overlapped pairs, each read as its two actions
 };
 
 // Appends one row's actions to `rows` as rank rows.programs.size().
@@ -148,12 +180,16 @@ Status read_row(std::string_view line, int line_no, std::string_view source, Row
         return Error{fmt::format("{}:{}: cell {} (rank {}): {}", source, line_no, column, rank,
                                  c.error().message)};
       }
-      if (c->action.kind == ActionKind::kBackward && !c->spelled_bw) {
-        rows.plain_b.emplace_back(rank, program.size());
+      for (int k = 0; k < c->count; ++k) {
+        const Action& action = c->actions[k];
+        if (action.kind == ActionKind::kBackward && !c->spelled_bw && c->count == 1) {
+          rows.plain_b.emplace_back(rank, program.size());
+        }
+        program.push_back(action);
+        cells.push_back(column);
       }
       rows.spelled_bw += c->spelled_bw;
-      program.push_back(c->action);
-      cells.push_back(column);
+      rows.pairs += c->count == 2;
     }
     if (comma == std::string_view::npos) break;
     line.remove_prefix(comma + 1);
@@ -319,6 +355,12 @@ Result<ScheduleFile> read_schedule_csv(std::string_view text, std::string_view s
     for (const auto& [rank, index] : rows->plain_b) {
       rows->programs[rank][index].kind = ActionKind::kBackwardInput;
     }
+  }
+  if (rows->pairs > 0) {
+    file.notes.push_back(fmt::format(
+        "{}: its {} overlapped forward-backward pairs (OVERLAP_F_B) run one after the other, "
+        "the forward first: ppsim does not model what their overlap hides yet (issue 13)",
+        source, rows->pairs));
   }
   if (Status st = check_no_repeats(*rows, source); !st) return Error{st.message()};
   Result<Schedule> schedule = schedule_of(std::move(*rows), source);

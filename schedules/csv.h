@@ -4,9 +4,10 @@
 //
 // The reader also takes PyTorch's compute-only files (`_dump_csv`) of any
 // release: older ones spelled the input-gradient backward `B` (now `I`) and the
-// full backward `BW` (now `B`). Cells of PyTorch's compute+comms format
-// (SEND_F, RECV_B, UNSHARD, ...) and overlapped pairs ("(0F7;7B3)OVERLAP_F_B")
-// are errors saying so: ppsim cannot represent them yet (issue 13).
+// full backward `BW` (now `B`). An overlapped pair ("(0F7;7B3)OVERLAP_F_B",
+// DualPipe's) is read as its forward and then its backward, with a note:
+// ppsim does not model the overlap yet (issue 13). Cells of PyTorch's
+// compute+comms format (SEND_F, RECV_B, UNSHARD, ...) are errors saying so.
 #pragma once
 
 #include <string>
