@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "schedules/dualpipe.h"
 #include "schedules/generator_util.h"
 #include "schedules/limits.h"
 #include "schedules/zero_bubble.h"
@@ -102,7 +103,7 @@ Result<Schedule> make_interleaved_1f1b(const ScheduleParams& params) {
 
 std::optional<int> fixed_virtual_stages(std::string_view kind) {
   if (kind == "interleaved-1f1b") return std::nullopt;
-  if (kind == "zb-v") return 2;
+  if (kind == "zb-v" || kind == "dualpipev") return 2;
   return 1;
 }
 
@@ -230,9 +231,9 @@ Schedule make_empty(std::string name, const ScheduleParams& params) {
 }  // namespace generator_util
 
 const std::vector<std::string>& schedule_kinds() {
-  static const std::vector<std::string> kinds = {"gpipe",    "1f1b",      "interleaved-1f1b",
-                                                 "zb-h1",    "zb-h2",     "zb-v",
-                                                 "terapipe", "pipedream", "pipedream-2bw"};
+  static const std::vector<std::string> kinds = {
+      "gpipe", "1f1b",      "interleaved-1f1b", "zb-h1",     "zb-h2",
+      "zb-v",  "dualpipev", "terapipe",         "pipedream", "pipedream-2bw"};
   return kinds;
 }
 
@@ -243,6 +244,7 @@ Result<Schedule> make_schedule(std::string_view kind, const ScheduleParams& para
   if (kind == "zb-h1") return make_zb_h1(params);
   if (kind == "zb-h2") return make_zb_h2(params);
   if (kind == "zb-v") return make_zb_v(params);
+  if (kind == "dualpipev") return make_dualpipev(params);
   if (kind == "terapipe") return make_terapipe(params);
   if (kind == "pipedream") return make_pipedream(params);
   if (kind == "pipedream-2bw") return make_pipedream_2bw(params);

@@ -241,6 +241,31 @@ TEST(PytorchCsv, OverlappedPairsRunOneAfterTheOther) {
   EXPECT_TRUE(validate(s).ok()) << validate(s).message();
 }
 
+// ppsim's dualpipev generator builds PyTorch's ScheduleDualPipeV order: rank
+// by rank, action by action, the artifact above with its pairs read as two.
+TEST(PytorchCsv, DualPipeVGeneratorBuildsPytorchsOrder) {
+  const std::string name = "dualpipev_4rank_10mb.csv";
+  const Result<ScheduleFile> file = read_schedule_csv(pytorch_artifact(name), name);
+  ASSERT_TRUE(file.ok()) << file.error().message;
+  const Result<Schedule> generated = make_schedule("dualpipev", {4, 10, 2});
+  ASSERT_TRUE(generated.ok()) << generated.error().message;
+  EXPECT_EQ(generated->stage_rank, file->schedule.stage_rank);
+  for (int rank = 0; rank < 4; ++rank) {
+    EXPECT_EQ(program_to_string(generated->programs[rank]),
+              program_to_string(file->schedule.programs[rank]))
+        << "rank " << rank;
+  }
+}
+
+TEST(PytorchCsv, DualPipeVNeedsAMicrobatchPerStage) {
+  const Result<Schedule> few = make_schedule("dualpipev", {4, 7, 2});
+  ASSERT_FALSE(few.ok());
+  EXPECT_THAT(few.error().message,
+              HasSubstr("schedule dualpipev: needs at least as many microbatches as stages (2 x "
+                        "4 = 8), got 7"));
+  EXPECT_FALSE(make_schedule("dualpipev", {4, 8, 1}).ok());
+}
+
 TEST(PytorchCsv, AnOverlappedPairIsAForwardThenABackward) {
   const Result<Schedule> one = schedule_from_csv("(0F0)OVERLAP_F_B\n", "p.csv");
   ASSERT_FALSE(one.ok());

@@ -1,0 +1,33 @@
+// DualPipe's schedules (DeepSeek-AI, "DeepSeek-V3 Technical Report", 2024,
+// section 3.2.1; github.com/deepseek-ai/DualPipe): the forward of one
+// microbatch and the backward of another are paired so that one's
+// communication hides under the other's compute. ppsim does not model that
+// overlap yet (issue 13): a pair runs as its forward and then its backward,
+// and the programs are otherwise exactly the published order.
+#pragma once
+
+#include "schedules/generators.h"
+
+namespace ppsim {
+
+// DualPipeV, the "cut-in-half" DualPipe, in the order PyTorch's
+// ScheduleDualPipeV builds (torch.distributed.pipelining): 2p stages in a V,
+// rank r holding stages r and 2p-1-r, microbatches entering at rank 0.
+// Rank r runs, with d = stage r (down) and u = stage 2p-1-r (up):
+//  1. 2(p-1-r) forwards of d;
+//  2. r+1 rounds of a forward of d and one of u;
+//  3. p-1-r rounds of u's input gradient, the oldest weight gradient owed,
+//     and a forward of u;
+//  4. m-2p+r+1 rounds of the pairs (F d; B u) and (F u; B d), full
+//     backwards (the last rank's first round runs F d and B u unpaired);
+//  5. p-1-r rounds of a backward of u and the pair (F u; B d);
+//  6. r+1 rounds of a backward of u and one of d, full in the first half
+//     and split into I (its W deferred) from the middle round on (for odd
+//     ranks from u's, for even ranks from d's);
+//  7. p-1-r rounds of a deferred W and a backward of d (split once step 6
+//     switched);
+//  8. the r+1 deferred W's left.
+// Needs v == 2 and m >= 2p.
+Result<Schedule> make_dualpipev(const ScheduleParams& params);
+
+}  // namespace ppsim
