@@ -170,46 +170,67 @@ std::vector<GpuLayout> gpu_layouts(const SearchSpace& space, int64_t gpus, size_
   return layouts;
 }
 
+// A schedule kind with its stages per rank.
+struct ScheduleChoice {
+  std::string kind;
+  int v = 1;
+};
+
+// The search's schedules, each with the virtual stages it runs: its fixed
+// count, or the search's counts of two or more (interleaving needs two stages
+// per rank or more). Token slicing does not combine with context
+// parallelism: no terapipe with cp > 1.
+std::vector<ScheduleChoice> schedule_choices(const SearchSpace& space, int cp) {
+  std::vector<ScheduleChoice> choices;
+  for (const std::string& kind : space.schedule) {
+    if (kind == "terapipe" && cp > 1) continue;
+    if (const std::optional<int> fixed = stages_per_rank(kind)) {
+      choices.push_back({kind, *fixed});
+      continue;
+    }
+    for (int v : space.virtual_stages) {
+      if (v > 1) choices.push_back({kind, v});
+    }
+  }
+  return choices;
+}
+
+// The base config with a candidate's choices.
+Config candidate_config(const Config& base, const Candidate& cand) {
+  Config c = base;
+  c.parallel = cand.parallel;
+  c.training.micro_batch = cand.micro_batch;
+  c.training.recompute = cand.recompute;
+  c.training.zero_stage = cand.zero_stage;
+  c.schedule.kind = cand.schedule;
+  // A token-level candidate finds its own cut.
+  if (cand.schedule == "terapipe") c.schedule.slicing = SlicingMethod::kOptimal;
+  return c;
+}
+
 // Every candidate of one layout of the GPUs: the search's micro-batches,
-// schedules, virtual stages, recompute and ZeRO stages. Token slicing does
-// not combine with context parallelism: no terapipe with cp > 1.
+// schedules with their virtual stages, recompute and ZeRO stages.
 void add_layouts(const Sweep& sweep, const GpuLayout& layout,
                  std::vector<std::pair<Candidate, Config>>& out) {
   const SearchSpace& space = sweep.search;
+  Candidate cand;
+  cand.parallel = sweep.base.parallel;
+  cand.parallel.pipeline = layout.p;
+  cand.parallel.tensor = layout.t;
+  cand.parallel.context = layout.cp;
+  cand.parallel.data = layout.d;
+  cand.parallel.expert = layout.ep;
+  const std::vector<ScheduleChoice> choices = schedule_choices(space, layout.cp);
   for (int mb : space.micro_batch) {
-    for (const std::string& kind : space.schedule) {
-      if (kind == "terapipe" && layout.cp > 1) continue;
-      std::vector<int> vs = space.virtual_stages;
-      if (const std::optional<int> fixed = stages_per_rank(kind)) {
-        vs = {*fixed};
-      } else {  // interleaving needs two stages per rank or more
-        vs.erase(std::remove(vs.begin(), vs.end(), 1), vs.end());
-      }
-      for (int v : vs) {
-        for (Recompute recompute : space.recompute) {
-          for (int zero : space.zero_stage) {
-            Candidate cand;
-            cand.parallel = sweep.base.parallel;
-            cand.parallel.pipeline = layout.p;
-            cand.parallel.tensor = layout.t;
-            cand.parallel.context = layout.cp;
-            cand.parallel.data = layout.d;
-            cand.parallel.expert = layout.ep;
-            cand.parallel.virtual_stages = v;
-            cand.micro_batch = mb;
-            cand.recompute = recompute;
-            cand.zero_stage = zero;
-            cand.schedule = kind;
-            Config c = sweep.base;
-            c.parallel = cand.parallel;
-            c.training.micro_batch = mb;
-            c.training.recompute = recompute;
-            c.training.zero_stage = zero;
-            c.schedule.kind = kind;
-            // A token-level candidate finds its own cut.
-            if (kind == "terapipe") c.schedule.slicing = SlicingMethod::kOptimal;
-            out.emplace_back(std::move(cand), std::move(c));
-          }
+    cand.micro_batch = mb;
+    for (const ScheduleChoice& choice : choices) {
+      cand.schedule = choice.kind;
+      cand.parallel.virtual_stages = choice.v;
+      for (Recompute recompute : space.recompute) {
+        cand.recompute = recompute;
+        for (int zero : space.zero_stage) {
+          cand.zero_stage = zero;
+          out.emplace_back(cand, candidate_config(sweep.base, cand));
         }
       }
     }
