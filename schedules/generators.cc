@@ -7,6 +7,7 @@
 #include "schedules/dualpipe.h"
 #include "schedules/generator_util.h"
 #include "schedules/limits.h"
+#include "schedules/pytorch_orders.h"
 #include "schedules/zero_bubble.h"
 
 namespace ppsim {
@@ -102,7 +103,9 @@ Result<Schedule> make_interleaved_1f1b(const ScheduleParams& params) {
 }
 
 std::optional<int> fixed_virtual_stages(std::string_view kind) {
-  if (kind == "interleaved-1f1b") return std::nullopt;
+  if (kind == "interleaved-1f1b" || kind == "looped-bfs" || kind == "interleaved-zb") {
+    return std::nullopt;
+  }
   if (kind == "zb-v" || kind == "dualpipev") return 2;
   return 1;
 }
@@ -232,8 +235,8 @@ Schedule make_empty(std::string name, const ScheduleParams& params) {
 
 const std::vector<std::string>& schedule_kinds() {
   static const std::vector<std::string> kinds = {
-      "gpipe", "1f1b",      "interleaved-1f1b", "zb-h1",     "zb-h2",
-      "zb-v",  "dualpipev", "terapipe",         "pipedream", "pipedream-2bw"};
+      "gpipe",     "1f1b",       "interleaved-1f1b", "zb-h1",    "zb-h2",     "zb-v",
+      "dualpipev", "looped-bfs", "interleaved-zb",   "terapipe", "pipedream", "pipedream-2bw"};
   return kinds;
 }
 
@@ -245,6 +248,8 @@ Result<Schedule> make_schedule(std::string_view kind, const ScheduleParams& para
   if (kind == "zb-h2") return make_zb_h2(params);
   if (kind == "zb-v") return make_zb_v(params);
   if (kind == "dualpipev") return make_dualpipev(params);
+  if (kind == "looped-bfs") return make_looped_bfs(params);
+  if (kind == "interleaved-zb") return make_interleaved_zb(params);
   if (kind == "terapipe") return make_terapipe(params);
   if (kind == "pipedream") return make_pipedream(params);
   if (kind == "pipedream-2bw") return make_pipedream_2bw(params);

@@ -37,8 +37,9 @@ Result<Schedule> make_interleaved_1f1b(const ScheduleParams& params);
 // backward on its stage). Needs v == 1.
 Result<Schedule> make_terapipe(const ScheduleParams& params);
 
-// Stages per rank a kind always runs (1 for GPipe and 1F1B), or nullopt when
-// it takes any v (interleaved 1F1B). REQUIRES: a kind of schedule_kinds().
+// Stages per rank a kind always runs (1 for GPipe and 1F1B, 2 for the V
+// shapes), or nullopt when it takes any v (interleaved 1F1B, looped BFS,
+// interleaved zero bubble). REQUIRES: a kind of schedule_kinds().
 std::optional<int> fixed_virtual_stages(std::string_view kind);
 
 // PipeDream (Narayanan et al. 2019), the asynchronous 1F1B: no flush, and an

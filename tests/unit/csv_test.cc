@@ -257,6 +257,33 @@ TEST(PytorchCsv, DualPipeVGeneratorBuildsPytorchsOrder) {
   }
 }
 
+// ppsim's interleaved-zb builds PyTorch's ScheduleInterleavedZeroBubble
+// (ZB1P): the artifact's order on 2 ranks, 2 stages each, 8 microbatches,
+// its idle cells dropped.
+TEST(PytorchCsv, InterleavedZeroBubbleGeneratorBuildsPytorchsOrder) {
+  const std::string name = "zb1p_2rank_2stagep_compute.csv";
+  const Result<Schedule> file = schedule_from_csv(pytorch_artifact(name), name);
+  ASSERT_TRUE(file.ok()) << file.error().message;
+  const Result<Schedule> generated = make_schedule("interleaved-zb", {2, 8, 2});
+  ASSERT_TRUE(generated.ok()) << generated.error().message;
+  EXPECT_EQ(generated->stage_rank, file->stage_rank);
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_EQ(program_to_string(generated->programs[rank]), program_to_string(file->programs[rank]))
+        << "rank " << rank;
+  }
+}
+
+// PyTorch's ScheduleLoopedBFS on 2 ranks, 2 stages each, 2 microbatches, by
+// hand: every forward of the first local stage, then of the second; then
+// the backwards, last stage first, microbatches in reverse.
+TEST(PytorchCsv, LoopedBfsRunsEachStageBreadthFirst) {
+  const Result<Schedule> s = make_schedule("looped-bfs", {2, 2, 2});
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  EXPECT_EQ(program_to_string(s->programs[0]), "0F0 0F1 2F0 2F1 2B1 2B0 0B1 0B0");
+  EXPECT_EQ(program_to_string(s->programs[1]), "1F0 1F1 3F0 3F1 3B1 3B0 1B1 1B0");
+  EXPECT_TRUE(validate(*s).ok()) << validate(*s).message();
+}
+
 TEST(PytorchCsv, DualPipeVNeedsAMicrobatchPerStage) {
   const Result<Schedule> few = make_schedule("dualpipev", {4, 7, 2});
   ASSERT_FALSE(few.ok());

@@ -26,9 +26,9 @@ Case random_case(std::mt19937_64& rng, const std::string& kind) {
   auto uniform = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
   const int p = uniform(1, 8);
   const int v = stages_per_rank(kind).value_or(uniform(1, 3));
-  const int m = kind == "interleaved-1f1b" ? p * uniform(1, 4)
-                : kind == "dualpipev"      ? 2 * p + uniform(0, 8)  // at least one per stage
-                                           : uniform(1, 12);
+  const int m = kind == "interleaved-1f1b" || kind == "interleaved-zb" ? p * uniform(1, 4)
+                : kind == "dualpipev" ? 2 * p + uniform(0, 8)  // at least one per stage
+                                      : uniform(1, 12);
   // "1f1b-split": 1F1B with each backward split into I then W right away,
   // mixing the split form into a schedule no generator makes.
   const bool split = kind == "1f1b-split";
