@@ -6,8 +6,10 @@
 
 #include <algorithm>
 
+#include "sim/cost/layer_ops_internal.h"
+
 namespace ppsim {
-namespace {
+namespace layer_ops_internal {
 
 // PyTorch's dropout (native_dropout) keeps a one-byte mask per element.
 constexpr double kMaskBytes = 1;
@@ -22,34 +24,6 @@ constexpr double kLossBackwardBytesPerLogit = 14;
 // sum of exponentials), one fp32 value per token each.
 constexpr int kLossAllReduces = 3;
 constexpr double kLossAllReduceBytesPerToken = 4;
-
-// Per-GPU sizes of one slice, worked out once for all three phases.
-struct Dims {
-  double value_bytes;  // the dtype's
-  double mask;         // bytes of a dropout mask per element (0 without dropout)
-  double sequences;    // b
-  double tokens;       // b l
-  double norm_tokens;  // tokens whose norms and residuals this GPU computes (/t with SP)
-  double hidden;
-  double heads;         // attention heads on this GPU
-  double qk_dim;        // per head: the width queries and keys are multiplied over
-  double v_dim;         // per head: the values' (and attention output's) width
-  double q_width;       // query columns on this GPU
-  double k_width;       // key columns on this GPU
-  double v_width;       // value columns on this GPU
-  double o_width;       // attention output columns on this GPU
-  double ffn;           // FFN columns on this GPU
-  double head_batch;    // b x heads on this GPU: the attention products' batch
-  double queries;       // l
-  double keys;          // c + l
-  double scores;        // score elements on this GPU: b heads l (c + l)
-  double causal_pairs;  // query-key pairs a causal kernel computes, per head and sequence
-  double vocab;         // vocabulary rows on this GPU
-  bool bias;
-  bool tensor_parallel;
-  bool sequence_parallel;
-  bool expert_parallel;
-};
 
 Dims dims_of(const OpShape& shape, const TokenSlice& slice) {
   const ModelSpec& model = shape.model;
@@ -88,116 +62,6 @@ Dims dims_of(const OpShape& shape, const TokenSlice& slice) {
   dims.expert_parallel = shape.expert > 1;
   return dims;
 }
-
-Op memory(const char* name, double bytes) {
-  Op op;
-  op.kind = OpKind::kMemory;
-  op.name = name;
-  op.bytes = bytes;
-  return op;
-}
-
-Op collective(const char* name, CollectiveKind kind, double bytes) {
-  Op op;
-  op.kind = OpKind::kCollective;
-  op.name = name;
-  op.collective = kind;
-  op.bytes = bytes;
-  return op;
-}
-
-// Builds one phase: the dims and the shape's accumulation rule at hand.
-class PhaseBuilder {
- public:
-  PhaseBuilder(const OpShape& shape, const Dims& dims, OpList& out)
-      : shape_(shape), dims_(dims), out_(out) {}
-
-  void memory(const char* name, double bytes) { out_.add(ppsim::memory(name, bytes)); }
-
-  // An activation GEMM (forward, or input gradient): results in the dtype.
-  void gemm(const char* name, double m, double n, double k, double batch = 1) {
-    out_.add(gemm_op(name, batch, m, n, k, dims_.value_bytes, dims_.value_bytes));
-  }
-
-  // A weight-gradient GEMM of an (m x n) weight over the slice's tokens:
-  // accumulated into the gradient buffer inside the GEMM, or written in the
-  // dtype and then added to the buffer by its own kernel.
-  void weight_gemm(const char* name, double m, double n) {
-    weight_gemm(name, m, n, dims_.tokens, 1);
-  }
-  // `batch` weights of (m x n), each over `tokens` tokens.
-  void weight_gemm(const char* name, double m, double n, double tokens, double batch) {
-    const double g = shape_.grad_bytes;
-    if (shape_.fused_grad_accumulation) {
-      out_.add(gemm_op(name, batch, m, n, tokens, dims_.value_bytes, 2 * g));
-      return;
-    }
-    out_.add(gemm_op(name, batch, m, n, tokens, dims_.value_bytes, dims_.value_bytes));
-    memory("gradient accumulation", batch * m * n * (2 * g + dims_.value_bytes));
-  }
-
-  // The tensor-parallel collective that ends a row-parallel product (an
-  // all-reduce, a reduce-scatter with sequence parallelism), or that starts
-  // a column-parallel one (an all-gather with sequence parallelism; nothing
-  // without). Their conjugates in backward are the same pair swapped.
-  void row_parallel_end(const char* name) {
-    if (!dims_.tensor_parallel) return;
-    Op op = collective(
-        name, dims_.sequence_parallel ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce,
-        hidden_bytes());
-    op.overlaps_gemm = shape_.tp_comm_overlap;
-    out_.add(op);
-  }
-  void column_parallel_start(const char* name) {
-    if (!dims_.tensor_parallel || !dims_.sequence_parallel) return;
-    Op op = collective(name, CollectiveKind::kAllGather, hidden_bytes());
-    op.overlaps_gemm = shape_.tp_comm_overlap;
-    out_.add(op);
-  }
-  void collective_op(const char* name, CollectiveKind kind, double bytes) {
-    if (dims_.tensor_parallel) out_.add(collective(name, kind, bytes));
-  }
-  // An all-to-all over the expert-parallel group; nothing without one.
-  void all_to_all(const char* name, double bytes) {
-    if (shape_.expert > 1) out_.add(collective(name, CollectiveKind::kAllToAll, bytes));
-  }
-  void flash(const char* name, double flops, double bytes, bool backward) {
-    Op op;
-    op.kind = OpKind::kFlashAttention;
-    op.name = name;
-    op.flops = flops;
-    op.bytes = bytes;
-    op.backward = backward;
-    out_.add(op);
-  }
-
-  // With context parallelism, `steps` = cp - 1 transfers of `bytes` to the
-  // next GPU of the ring; nothing without.
-  void ring_exchange(const char* name, double bytes) {
-    if (shape_.context <= 1) return;
-    Op op;
-    op.kind = OpKind::kRingExchange;
-    op.name = name;
-    op.bytes = bytes;
-    op.steps = shape_.context - 1;
-    out_.add(op);
-  }
-
-  // Bytes of K and V of the slice's own tokens on this GPU.
-  double kv_bytes() const {
-    return dims_.tokens * (dims_.k_width + dims_.v_width) * dims_.value_bytes;
-  }
-  // Bytes of the slice's hidden states on every GPU of the group (b l h).
-  double hidden_bytes() const { return dims_.tokens * dims_.hidden * dims_.value_bytes; }
-  // Bytes of the hidden states of the tokens this GPU normalizes.
-  double norm_bytes() const { return dims_.norm_tokens * dims_.hidden * dims_.value_bytes; }
-  const Dims& dims() const { return dims_; }
-
- private:
-  const OpShape& shape_;
-  const Dims& dims_;
-  OpList& out_;
-};
 
 // Bytes of the queries and outputs of the slice's tokens, and of the keys
 // and values of the keys they attend to, on this GPU.
@@ -250,27 +114,16 @@ void add_attention_core_backward(PhaseBuilder& p, const ModelSpec& model) {
   p.gemm("keys gradient", d.keys, d.qk_dim, d.queries, d.head_batch);
 }
 
-// An MLP's columns on this GPU: its hidden units, and the up projection's
-// output (the hidden units, or gate and up with SwiGLU).
-struct MlpWidth {
-  double ffn;
-  double up;
-};
-
 MlpWidth mlp_width(const ModelSpec& model, double ffn) {
   return MlpWidth{ffn, model.mlp == Mlp::kSwiglu ? 2 * ffn : ffn};
 }
 
-// Bias, dropout and the residual add after a branch.
 double residual_bytes(const PhaseBuilder& p) {
   return p.norm_bytes() * (3 + p.dims().mask / p.dims().value_bytes);
 }
 
-// The up projection, GeLU with its bias fused (read and write) or SwiGLU
-// (read gate and up, write), the down projection, over `tokens` rows of
-// each of `batch` MLPs (a dense one, or experts).
 void add_mlp_core_forward(PhaseBuilder& p, const ModelSpec& model, const MlpWidth& w, double tokens,
-                          double batch = 1) {
+                          double batch) {
   const Dims& d = p.dims();
   p.gemm("MLP up", tokens, w.up, d.hidden, batch);
   p.memory(model.mlp == Mlp::kSwiglu ? "SwiGLU" : "bias-GeLU",
@@ -278,11 +131,8 @@ void add_mlp_core_forward(PhaseBuilder& p, const ModelSpec& model, const MlpWidt
   p.gemm("MLP down", tokens, d.hidden, w.ffn, batch);
 }
 
-// Their input gradients: GeLU's backward reads input and gradient and writes
-// one (and the bias gradient); SwiGLU's reads gate, up and gradient and
-// writes two.
 void add_mlp_core_input_grad(PhaseBuilder& p, const ModelSpec& model, const MlpWidth& w,
-                             double tokens, double batch = 1) {
+                             double tokens, double batch) {
   const Dims& d = p.dims();
   p.gemm("MLP down input gradient", tokens, w.ffn, d.hidden, batch);
   const double values = model.mlp == Mlp::kSwiglu ? 5 : (d.bias ? 4 : 3);
@@ -291,7 +141,6 @@ void add_mlp_core_input_grad(PhaseBuilder& p, const ModelSpec& model, const MlpW
   p.gemm("MLP up input gradient", tokens, d.hidden, w.up, batch);
 }
 
-// A dense MLP of the layer's tokens, with its tensor-parallel collectives.
 void add_dense_mlp_forward(PhaseBuilder& p, const ModelSpec& model, const MlpWidth& w) {
   p.column_parallel_start("all-gather before MLP");
   add_mlp_core_forward(p, model, w, p.dims().tokens);
@@ -404,9 +253,6 @@ void add_qkv_input_grad(PhaseBuilder& p, const ModelSpec& model) {
   p.gemm("QKV input gradient", d.tokens, d.hidden, qkv);
 }
 
-// The first half of a layer: the input norm, the Q, K and V projections,
-// the attention core, the output projection, the residual; then the MLP's
-// norm.
 void add_attention_forward(PhaseBuilder& p, const ModelSpec& model) {
   const Dims& d = p.dims();
   p.memory("input norm", 2 * p.norm_bytes());
@@ -423,8 +269,6 @@ void add_attention_forward(PhaseBuilder& p, const ModelSpec& model) {
   p.memory("MLP norm", 2 * p.norm_bytes());
 }
 
-// Dropout's backward (gradient and mask in, gradient out) and, with biases,
-// the bias gradient's read.
 double dropout_add_backward_bytes(const PhaseBuilder& p) {
   const Dims& d = p.dims();
   return p.norm_bytes() * (2 + d.mask / d.value_bytes + (d.bias ? 1 : 0));
@@ -480,122 +324,9 @@ void add_layer_weight_grad(PhaseBuilder& p, const ModelSpec& model) {
   add_dense_mlp_weight_grad(p, mlp_width(model, p.dims().ffn));
 }
 
-// One MoE layer's routing on this GPU (Megatron-Core's all-to-all token
-// dispatcher, expert tensor parallelism equal to t): it routes the
-// `routed` tokens it normalizes to top_k experts each, receives `received`
-// rows from its expert group, and with t > 1 gathers the tensor group's
-// into `gathered` rows for its local experts, `mean` of them on each expert
-// at the mean and `busiest` on the busiest.
-struct Routing {
-  double experts;
-  double top_k;
-  double local;
-  double routed;
-  double received;
-  double gathered;
-  double mean;
-  double busiest;
-  MlpWidth width;  // an expert's columns on this GPU
-};
+}  // namespace layer_ops_internal
 
-Routing routing_of(const OpShape& shape, const Dims& d) {
-  const MoeSpec& moe = *shape.model.moe;
-  const ExpertLoad load = expert_load(moe, shape.expert);
-  Routing r{};
-  r.experts = moe.experts;
-  r.top_k = moe.top_k;
-  r.local = load.local_experts;
-  r.routed = d.norm_tokens;
-  r.received = d.norm_tokens * moe.top_k * load.busiest_gpu;
-  r.gathered = r.received * shape.tensor;
-  r.mean = d.tokens * moe.top_k / r.local;
-  r.busiest = r.mean * load.busiest_expert;
-  r.width = mlp_width(shape.model, static_cast<double>(moe.expert_ffn_hidden) / shape.tensor);
-  return r;
-}
-
-// Calls add(batch, tokens) for the local experts at the mean and for the
-// busiest one.
-template <typename AddFn>
-void for_local_experts(const Routing& r, AddFn add) {
-  if (r.busiest == r.mean) {
-    add(r.local, r.mean);
-    return;
-  }
-  if (r.local > 1) add(r.local - 1, r.mean);
-  add(1.0, r.busiest);
-}
-
-// Megatron's router: the logits GEMM, then softmax and top-k over them in
-// fp32 (4 bytes written and read again).
-constexpr double kRouterFp32Bytes = 8;
-
-// The way to the local experts and back around `experts` (their forward,
-// or their input gradient, which goes the same way): the all-to-all to the
-// experts' GPUs, the tensor group's all-gather, with several local experts
-// fed from several GPUs the rows sorted by expert; then all of it undone.
-template <typename ExpertsFn>
-void around_local_experts(PhaseBuilder& p, const Routing& r, bool backward, ExpertsFn experts) {
-  const double row_bytes = p.dims().hidden * p.dims().value_bytes;
-  const double received = r.received * row_bytes;
-  const double gathered = r.gathered * row_bytes;
-  p.all_to_all(backward ? "expert combine all-to-all backward" : "expert dispatch all-to-all",
-               received);
-  p.collective_op("expert all-gather", CollectiveKind::kAllGather, gathered);
-  const bool sort = r.local > 1 && p.dims().expert_parallel;
-  if (sort) p.memory("sort by local expert", 2 * gathered);
-  for_local_experts(r, experts);
-  if (sort) p.memory("unsort by local expert", 2 * gathered);
-  p.collective_op("expert reduce-scatter", CollectiveKind::kReduceScatter, gathered);
-  p.all_to_all(backward ? "expert dispatch all-to-all backward" : "expert combine all-to-all",
-               received);
-}
-
-void add_moe_forward(PhaseBuilder& p, const ModelSpec& model, const Routing& r) {
-  const double h = p.dims().hidden;
-  const double B = p.dims().value_bytes;
-  p.gemm("router", r.routed, r.experts, h);
-  p.memory("router softmax and top-k", r.routed * r.experts * (B + kRouterFp32Bytes));
-  // Each token's row copied top_k times in expert order.
-  p.memory("token permutation", 2 * r.routed * r.top_k * h * B);
-  around_local_experts(p, r, false, [&](double batch, double tokens) {
-    add_mlp_core_forward(p, model, r.width, tokens, batch);
-  });
-  // Each token's top_k rows read, weighted and summed into one.
-  p.memory("token unpermutation", r.routed * h * B * (r.top_k + 1));
-}
-
-void add_moe_input_grad(PhaseBuilder& p, const ModelSpec& model, const Routing& r) {
-  const double h = p.dims().hidden;
-  const double B = p.dims().value_bytes;
-  // The gradient copied to each of the top_k rows, and the rows read again
-  // for the routing weights' gradient.
-  p.memory("token unpermutation backward", r.routed * h * B * (2 * r.top_k + 1));
-  around_local_experts(p, r, true, [&](double batch, double tokens) {
-    add_mlp_core_input_grad(p, model, r.width, tokens, batch);
-  });
-  p.memory("token permutation backward", r.routed * h * B * (r.top_k + 1));
-  p.memory("router softmax and top-k backward", r.routed * r.experts * (B + kRouterFp32Bytes));
-  p.gemm("router input gradient", r.routed, h, r.experts);
-}
-
-void add_moe_weight_grad(PhaseBuilder& p, const Routing& r) {
-  const double h = p.dims().hidden;
-  p.weight_gemm("router weight gradient", h, r.experts, r.routed, 1);
-  for_local_experts(r, [&](double batch, double tokens) {
-    p.weight_gemm("expert up weight gradient", h, r.width.up, tokens, batch);
-    p.weight_gemm("expert down weight gradient", r.width.ffn, h, tokens, batch);
-  });
-}
-
-// The shared experts: one dense MLP of shared_experts x expert_ffn_hidden.
-MlpWidth shared_width(const OpShape& shape) {
-  const MoeSpec& moe = *shape.model.moe;
-  return mlp_width(shape.model,
-                   static_cast<double>(moe.shared_experts) * moe.expert_ffn_hidden / shape.tensor);
-}
-
-}  // namespace
+using namespace layer_ops_internal;
 
 Op gemm_op(const char* name, double batch, double m, double n, double k, double value_bytes,
            double result_bytes) {
@@ -645,41 +376,6 @@ PieceOps layer_ops(const OpShape& shape, const TokenSlice& slice) {
   add_layer_input_grad(input_grad, shape.model);
   PhaseBuilder weight_grad(shape, dims, ops.weight_grad);
   add_layer_weight_grad(weight_grad, shape.model);
-  return ops;
-}
-
-ExpertLoad expert_load(const MoeSpec& moe, int expert_parallel) {
-  ExpertLoad load;
-  load.local_experts = static_cast<double>(moe.experts) / expert_parallel;
-  load.busiest_expert =
-      moe.capacity_factor > 0 ? std::min(moe.imbalance, moe.capacity_factor) : moe.imbalance;
-  load.busiest_gpu = (load.local_experts - 1 + load.busiest_expert) / load.local_experts;
-  return load;
-}
-
-PieceOps moe_layer_ops(const OpShape& shape, const TokenSlice& slice) {
-  PPSIM_CHECK(shape.model.moe.has_value());
-  PPSIM_CHECK(shape.tensor == 1 || shape.sequence_parallel);
-  const Dims dims = dims_of(shape, slice);
-  const Routing routing = routing_of(shape, dims);
-  const bool shared = shape.model.moe->shared_experts > 0;
-  PieceOps ops;
-  PhaseBuilder forward(shape, dims, ops.forward);
-  add_attention_forward(forward, shape.model);
-  add_moe_forward(forward, shape.model, routing);
-  if (shared) add_dense_mlp_forward(forward, shape.model, shared_width(shape));
-  forward.memory("MLP bias-dropout-add", residual_bytes(forward));
-
-  PhaseBuilder input_grad(shape, dims, ops.input_grad);
-  input_grad.memory("MLP dropout-add backward", dropout_add_backward_bytes(input_grad));
-  if (shared) add_dense_mlp_input_grad(input_grad, shape.model, shared_width(shape));
-  add_moe_input_grad(input_grad, shape.model, routing);
-  add_attention_input_grad(input_grad, shape.model);
-
-  PhaseBuilder weight_grad(shape, dims, ops.weight_grad);
-  add_attention_weight_grad(weight_grad, shape.model);
-  add_moe_weight_grad(weight_grad, routing);
-  if (shared) add_dense_mlp_weight_grad(weight_grad, shared_width(shape));
   return ops;
 }
 

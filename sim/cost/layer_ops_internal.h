@@ -1,0 +1,189 @@
+// Internal to the op lists (layer_ops.cc, moe_ops.cc): the per-GPU sizes of
+// a slice, the builder that appends one phase's operations, and the pieces
+// of a layer both a dense and a mixture-of-experts layer are made of.
+#pragma once
+
+#include "sim/cost/layer_ops.h"
+
+namespace ppsim::layer_ops_internal {
+
+// Per-GPU sizes of one slice, worked out once for all three phases.
+struct Dims {
+  double value_bytes;  // the dtype's
+  double mask;         // bytes of a dropout mask per element (0 without dropout)
+  double sequences;    // b
+  double tokens;       // b l
+  double norm_tokens;  // tokens whose norms and residuals this GPU computes (/t with SP)
+  double hidden;
+  double heads;         // attention heads on this GPU
+  double qk_dim;        // per head: the width queries and keys are multiplied over
+  double v_dim;         // per head: the values' (and attention output's) width
+  double q_width;       // query columns on this GPU
+  double k_width;       // key columns on this GPU
+  double v_width;       // value columns on this GPU
+  double o_width;       // attention output columns on this GPU
+  double ffn;           // FFN columns on this GPU
+  double head_batch;    // b x heads on this GPU: the attention products' batch
+  double queries;       // l
+  double keys;          // c + l
+  double scores;        // score elements on this GPU: b heads l (c + l)
+  double causal_pairs;  // query-key pairs a causal kernel computes, per head and sequence
+  double vocab;         // vocabulary rows on this GPU
+  bool bias;
+  bool tensor_parallel;
+  bool sequence_parallel;
+  bool expert_parallel;
+};
+
+Dims dims_of(const OpShape& shape, const TokenSlice& slice);
+
+inline Op memory_kernel(const char* name, double bytes) {
+  Op op;
+  op.kind = OpKind::kMemory;
+  op.name = name;
+  op.bytes = bytes;
+  return op;
+}
+
+inline Op collective_kernel(const char* name, CollectiveKind kind, double bytes) {
+  Op op;
+  op.kind = OpKind::kCollective;
+  op.name = name;
+  op.collective = kind;
+  op.bytes = bytes;
+  return op;
+}
+
+// Builds one phase: the dims and the shape's accumulation rule at hand.
+class PhaseBuilder {
+ public:
+  PhaseBuilder(const OpShape& shape, const Dims& dims, OpList& out)
+      : shape_(shape), dims_(dims), out_(out) {}
+
+  void memory(const char* name, double bytes) { out_.add(memory_kernel(name, bytes)); }
+
+  // An activation GEMM (forward, or input gradient): results in the dtype.
+  void gemm(const char* name, double m, double n, double k, double batch = 1) {
+    out_.add(gemm_op(name, batch, m, n, k, dims_.value_bytes, dims_.value_bytes));
+  }
+
+  // A weight-gradient GEMM of an (m x n) weight over the slice's tokens:
+  // accumulated into the gradient buffer inside the GEMM, or written in the
+  // dtype and then added to the buffer by its own kernel.
+  void weight_gemm(const char* name, double m, double n) {
+    weight_gemm(name, m, n, dims_.tokens, 1);
+  }
+  // `batch` weights of (m x n), each over `tokens` tokens.
+  void weight_gemm(const char* name, double m, double n, double tokens, double batch) {
+    const double g = shape_.grad_bytes;
+    if (shape_.fused_grad_accumulation) {
+      out_.add(gemm_op(name, batch, m, n, tokens, dims_.value_bytes, 2 * g));
+      return;
+    }
+    out_.add(gemm_op(name, batch, m, n, tokens, dims_.value_bytes, dims_.value_bytes));
+    memory("gradient accumulation", batch * m * n * (2 * g + dims_.value_bytes));
+  }
+
+  // The tensor-parallel collective that ends a row-parallel product (an
+  // all-reduce, a reduce-scatter with sequence parallelism), or that starts
+  // a column-parallel one (an all-gather with sequence parallelism; nothing
+  // without). Their conjugates in backward are the same pair swapped.
+  void row_parallel_end(const char* name) {
+    if (!dims_.tensor_parallel) return;
+    Op op = collective_kernel(
+        name, dims_.sequence_parallel ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce,
+        hidden_bytes());
+    op.overlaps_gemm = shape_.tp_comm_overlap;
+    out_.add(op);
+  }
+  void column_parallel_start(const char* name) {
+    if (!dims_.tensor_parallel || !dims_.sequence_parallel) return;
+    Op op = collective_kernel(name, CollectiveKind::kAllGather, hidden_bytes());
+    op.overlaps_gemm = shape_.tp_comm_overlap;
+    out_.add(op);
+  }
+  void collective_op(const char* name, CollectiveKind kind, double bytes) {
+    if (dims_.tensor_parallel) out_.add(collective_kernel(name, kind, bytes));
+  }
+  // An all-to-all over the expert-parallel group; nothing without one.
+  void all_to_all(const char* name, double bytes) {
+    if (shape_.expert > 1) out_.add(collective_kernel(name, CollectiveKind::kAllToAll, bytes));
+  }
+  void flash(const char* name, double flops, double bytes, bool backward) {
+    Op op;
+    op.kind = OpKind::kFlashAttention;
+    op.name = name;
+    op.flops = flops;
+    op.bytes = bytes;
+    op.backward = backward;
+    out_.add(op);
+  }
+
+  // With context parallelism, `steps` = cp - 1 transfers of `bytes` to the
+  // next GPU of the ring; nothing without.
+  void ring_exchange(const char* name, double bytes) {
+    if (shape_.context <= 1) return;
+    Op op;
+    op.kind = OpKind::kRingExchange;
+    op.name = name;
+    op.bytes = bytes;
+    op.steps = shape_.context - 1;
+    out_.add(op);
+  }
+
+  // Bytes of K and V of the slice's own tokens on this GPU.
+  double kv_bytes() const {
+    return dims_.tokens * (dims_.k_width + dims_.v_width) * dims_.value_bytes;
+  }
+  // Bytes of the slice's hidden states on every GPU of the group (b l h).
+  double hidden_bytes() const { return dims_.tokens * dims_.hidden * dims_.value_bytes; }
+  // Bytes of the hidden states of the tokens this GPU normalizes.
+  double norm_bytes() const { return dims_.norm_tokens * dims_.hidden * dims_.value_bytes; }
+  const Dims& dims() const { return dims_; }
+
+ private:
+  const OpShape& shape_;
+  const Dims& dims_;
+  OpList& out_;
+};
+
+// An MLP's columns on this GPU: its hidden units, and the up projection's
+// output (the hidden units, or gate and up with SwiGLU).
+struct MlpWidth {
+  double ffn;
+  double up;
+};
+
+MlpWidth mlp_width(const ModelSpec& model, double ffn);
+// Bias, dropout and the residual add after a branch.
+double residual_bytes(const PhaseBuilder& p);
+// Dropout's backward (gradient and mask in, gradient out) and, with biases,
+// the bias gradient's read.
+double dropout_add_backward_bytes(const PhaseBuilder& p);
+
+// The up projection, GeLU with its bias fused (read and write) or SwiGLU
+// (read gate and up, write), the down projection, over `tokens` rows of
+// each of `batch` MLPs (a dense one, or experts).
+void add_mlp_core_forward(PhaseBuilder& p, const ModelSpec& model, const MlpWidth& w, double tokens,
+                          double batch = 1);
+// Their input gradients: GeLU's backward reads input and gradient and writes
+// one (and the bias gradient); SwiGLU's reads gate, up and gradient and
+// writes two.
+void add_mlp_core_input_grad(PhaseBuilder& p, const ModelSpec& model, const MlpWidth& w,
+                             double tokens, double batch = 1);
+
+// A dense MLP of the layer's tokens, with its tensor-parallel collectives.
+void add_dense_mlp_forward(PhaseBuilder& p, const ModelSpec& model, const MlpWidth& w);
+void add_dense_mlp_input_grad(PhaseBuilder& p, const ModelSpec& model, const MlpWidth& w);
+void add_dense_mlp_weight_grad(PhaseBuilder& p, const MlpWidth& w);
+
+// The first half of a layer: the input norm, the Q, K and V projections,
+// the attention core, the output projection, the residual; then the MLP's
+// norm.
+void add_attention_forward(PhaseBuilder& p, const ModelSpec& model);
+// The second half of a layer's input gradient, after its MLP's: the MLP
+// norm's backward, the residual, the attention branch and the input norm.
+void add_attention_input_grad(PhaseBuilder& p, const ModelSpec& model);
+void add_attention_weight_grad(PhaseBuilder& p, const ModelSpec& model);
+
+}  // namespace ppsim::layer_ops_internal
