@@ -409,13 +409,15 @@ Result<std::vector<LinkFit>> time_local_links(const ProfileRequest& r, const Gpu
   PPSIM_GPU_TRY_RESULT(
       cuda_status(cudaStreamCreateWithFlags(&stream.s, cudaStreamNonBlocking), "cudaStreamCreate"));
   std::vector<LinkFit> fits;
-  for (auto [name, dst, src, kind] :
+  for (const auto& [name, dst, src, kind] :
        {std::tuple{kDeviceToDeviceLink, b.p, a.p, cudaMemcpyDeviceToDevice},
         std::tuple{kHostToDeviceLink, a.p, host.p, cudaMemcpyHostToDevice},
         std::tuple{kDeviceToHostLink, host.p, a.p, cudaMemcpyDeviceToHost}}) {
-    Result<LinkFit> fit = measure_link(std::string(name), [&] {
+    // Copies of the bindings: lambdas may capture structured bindings from
+    // C++20 on, which clang implements from version 16 (Debian 12 has 14).
+    Result<LinkFit> fit = measure_link(std::string(name), [&, to = dst, from = src, how = kind] {
       return sweep(r, o.link_sizes, o.device, stream.s, [&](int64_t bytes) {
-        return cuda_status(cudaMemcpyAsync(dst, src, bytes, kind, stream.s), "cudaMemcpyAsync");
+        return cuda_status(cudaMemcpyAsync(to, from, bytes, how, stream.s), "cudaMemcpyAsync");
       });
     });
     if (!fit) return Error{fmt::format("profile: link {}: {}", name, fit.error().message)};

@@ -11,7 +11,9 @@
 # default). Environment: JOBS (build jobs, default nproc); FUZZ_BUILD (the
 # build directory, default build-fuzz); FUZZ_RUNS=N (N inputs from a fixed
 # seed, at most SECONDS each, instead of SECONDS); FUZZ_KEEP_GOING=1 (fork mode: keep
-# fuzzing after a crash, timeout or out-of-memory and save each of them).
+# fuzzing after a crash, timeout or out-of-memory and save each of them);
+# FUZZ_CXX (the compiler, scripts/fuzz_clang.sh); FUZZ_PREBUILT=1 (no
+# build: run the harnesses FUZZ_BUILD already has).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/setup.sh"  # the libraries ppsim builds with
@@ -29,35 +31,25 @@ for h in "${harnesses[@]}"; do
   [ -n "${max_len[$h]:-}" ] || { echo "fuzz: unknown harness '$h'" >&2; exit 2; }
 done
 
-# The newest clang installed (FUZZ_CXX to choose), with libFuzzer: Debian
-# ships it in libclang-rt-N-dev, a recommendation of clang-N that
-# scripts/setup.sh installs by name (clang, libclang-rt-dev: version 14 on
-# Debian 12).
-cxx=${FUZZ_CXX:-}
-if [ -z "$cxx" ]; then
-  for v in 19 18 17 16 15 14 ''; do
-    command -v "clang++${v:+-$v}" >/dev/null && { cxx=clang++${v:+-$v}; break; }
-  done
-fi
-probe=$(mktemp -d)
-trap 'rm -rf "$probe"' EXIT
-printf '%s\n' '#include <cstddef>' '#include <cstdint>' \
-  'extern "C" int LLVMFuzzerTestOneInput(const uint8_t*, size_t) { return 0; }' >"$probe/p.cc"
-if [ -z "$cxx" ] || ! "$cxx" -fsanitize=fuzzer,address,undefined "$probe/p.cc" -o "$probe/p" 2>/dev/null; then
-  echo "fuzz: needs clang with libFuzzer: apt-get install clang libclang-rt-dev" >&2
-  exit 2
-fi
+cxx=$("$root/scripts/fuzz_clang.sh")  # FUZZ_CXX to choose
 
-# ---- Build: the harnesses and the libraries they link, nothing else.
-# A cache made with another compiler would be thrown away noisily: do it quietly.
-if [ -f "$build/CMakeCache.txt" ] &&
-   ! grep -qx "CMAKE_CXX_COMPILER:[A-Z]*=$(command -v "$cxx")" "$build/CMakeCache.txt"; then
-  rm -rf "$build/CMakeCache.txt" "$build/CMakeFiles"
+# ---- Build: the harnesses and the libraries they link, nothing else;
+# FUZZ_PREBUILT=1: those of FUZZ_BUILD as they are (.ci/run builds them in
+# its sanitizer build).
+if [ "${FUZZ_PREBUILT:-0}" != 1 ]; then
+  # A cache made with another compiler would be thrown away noisily: do it quietly.
+  if [ -f "$build/CMakeCache.txt" ] &&
+     ! grep -qx "CMAKE_CXX_COMPILER:[A-Z]*=$cxx" "$build/CMakeCache.txt"; then
+    rm -rf "$build/CMakeCache.txt" "$build/CMakeFiles"
+  fi
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_CXX_COMPILER="$cxx" \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" \
+    -DPPSIM_FUZZ=ON -DPPSIM_BUILD_TESTS=OFF -DPPSIM_BUILD_BENCH=OFF -DPPSIM_CUDA=OFF >/dev/null
+  cmake --build "$build" -j "$jobs" --target ppsim_fuzz
 fi
-cmake -S "$root" -B "$build" -G Ninja -DCMAKE_CXX_COMPILER="$(command -v "$cxx")" \
-  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" \
-  -DPPSIM_FUZZ=ON -DPPSIM_BUILD_TESTS=OFF -DPPSIM_BUILD_BENCH=OFF -DPPSIM_CUDA=OFF >/dev/null
-cmake --build "$build" -j "$jobs" --target ppsim_fuzz
+for h in "${harnesses[@]}"; do
+  [ -x "$build/bin/${h}_fuzz" ] || { echo "fuzz: no $build/bin/${h}_fuzz" >&2; exit 2; }
+done
 
 # ---- Seeds: rebuilt on every run under fuzz/seeds; what the fuzzer finds
 # accumulates in fuzz/corpus and is kept between runs.
@@ -108,7 +100,8 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 # Stack traces with file:line: clang-N's runtime looks for llvm-N's symbolizer,
 # which clang-N does not pull in; any llvm-symbolizer reads its output.
-for s in "llvm-symbolizer-${cxx#clang++-}" llvm-symbolizer; do
+cxx_name=$(basename "$cxx")
+for s in "llvm-symbolizer-${cxx_name#clang++-}" llvm-symbolizer; do
   [ -z "${ASAN_SYMBOLIZER_PATH:-}" ] && command -v "$s" >/dev/null &&
     export ASAN_SYMBOLIZER_PATH=$(command -v "$s")
 done

@@ -115,7 +115,7 @@ TEST(ZbAuto, EveryStageAndMicrobatchHasOneFIAndW) {
     }
     for (int stage = 0; stage < p; ++stage) {
       for (int mb = 0; mb < m; ++mb) {
-        const auto n = [&](ActionKind k) {
+        const auto n = [&, p = p, m = m](ActionKind k) {
           return count[(static_cast<int>(k) * p + stage) * m + mb];
         };
         EXPECT_EQ(n(ActionKind::kForward), 1) << "stage " << stage << " mb " << mb;

@@ -115,7 +115,7 @@ TEST_P(Shapes, EveryStageAndMicrobatchHasOneFIAndW) {
     }
     for (int stage = 0; stage < s.num_stages; ++stage) {
       for (int mb = 0; mb < m; ++mb) {
-        const auto n = [&](ActionKind k) {
+        const auto n = [&, m = m](ActionKind k) {
           return count[(static_cast<int>(k) * s.num_stages + stage) * m + mb];
         };
         EXPECT_EQ(n(ActionKind::kForward), 1) << "stage " << stage << " mb " << mb;
@@ -344,7 +344,7 @@ namespace {
 TEST(ZeroBubble, PostValidationSteadyState) {
   for (const auto& [p, m] : std::vector<std::tuple<int, int>>{{2, 3}, {4, 8}, {5, 9}, {8, 16}}) {
     SCOPED_TRACE(fmt::format("p={} m={}", p, m));
-    const auto period = [&](const Kind& kind, bool synchronous) {
+    const auto period = [&, p = p, m = m](const Kind& kind, bool synchronous) {
       const Schedule s = make(kind, p, m);
       const Picos t = kT / kind.v;
       CostTable costs = uniform_costs(s.num_stages, p, t, 2 * t, 0, kStageActivation);
