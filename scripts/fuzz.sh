@@ -8,7 +8,8 @@
 #   scripts/fuzz.sh [SECONDS_PER_HARNESS] [HARNESS...]
 #
 # HARNESS: config, override, schedule_csv, cost_profile, runs_file (all by
-# default). Environment: JOBS (build jobs, default nproc); FUZZ_BUILD (the
+# default). Environment: JOBS (build jobs and harnesses run at once,
+# default nproc); FUZZ_BUILD (the
 # build directory, default build-fuzz); FUZZ_RUNS=N (N inputs from a fixed
 # seed, at most SECONDS each, instead of SECONDS); FUZZ_KEEP_GOING=1 (fork mode: keep
 # fuzzing after a crash, timeout or out-of-memory and save each of them);
@@ -112,11 +113,11 @@ keep_going=()
 # on every machine (what .ci/run uses: a regression test, not a search).
 repeatable=()
 [ -n "${FUZZ_RUNS:-}" ] && repeatable=(-runs="$FUZZ_RUNS" -seed=1)
-found=0
-for h in "${harnesses[@]}"; do
-  log=$out/logs/$h.log
+# Runs harness $1 and writes its one-line report to $out/logs/$1.result.
+fuzz_one() {
+  local h=$1 log=$out/logs/$1.log before status=0 runs speed corpus new stuck how
+  rm -f "$out/logs/$h.result"
   before=$(ls "$out/artifacts/$h" | wc -l)
-  status=0
   # A hang can deadlock libFuzzer's own timeout report (the alarm may land
   # inside the allocator): a wall-clock limit ends the run whatever happens.
   timeout -k 10 $((seconds + 120)) "$build/bin/${h}_fuzz" "$out/corpus/$h" "$seeds/$h" \
@@ -132,7 +133,6 @@ for h in "${harnesses[@]}"; do
   corpus=$(ls "$out/corpus/$h" | wc -l)
   new=$(($(ls "$out/artifacts/$h" | wc -l) - before))
   if [ "$status" -ne 0 ] || [ "$new" -gt 0 ]; then
-    found=1
     stuck=""
     [ "$status" -eq 124 ] || [ "$status" -eq 137 ] && stuck=", stuck past its time and killed"
     echo "$h: FOUND $new new input(s) in $out/artifacts/$h/ (exit $status$stuck); log: $log"
@@ -140,6 +140,22 @@ for h in "${harnesses[@]}"; do
     how="in $seconds s"
     [ -n "${FUZZ_RUNS:-}" ] && how="from seed 1"
     echo "$h: ok: ${runs:-?} runs $how, ${speed:-?} exec/s, corpus $corpus inputs"
+  fi >"$out/logs/$h.result"
+}
+# The harnesses side by side, JOBS at a time; their reports in order.
+for h in "${harnesses[@]}"; do
+  while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n || true; done
+  fuzz_one "$h" &
+done
+wait
+found=0
+for h in "${harnesses[@]}"; do
+  if [ -f "$out/logs/$h.result" ]; then
+    cat "$out/logs/$h.result"
+    grep -q "^$h: ok:" "$out/logs/$h.result" || found=1
+  else
+    echo "$h: no report (the run itself failed); log: $out/logs/$h.log"
+    found=1
   fi
 done
 exit $found
