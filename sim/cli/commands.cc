@@ -19,6 +19,7 @@
 #include "sim/report/compare_report.h"
 #include "sim/report/explore_report.h"
 #include "sim/report/html_report.h"
+#include "sim/report/ops_report.h"
 #include "sim/report/summary.h"
 #include "sim/report/trace.h"
 
@@ -74,6 +75,37 @@ Status write_reports(const ReportInput& input, const std::string& html_path,
   return {};
 }
 
+// `simulate --ops` needs the analytic model: checked before simulating.
+Status check_op_table(const Config& config) {
+  if (config.model && config.hardware && config.profile_path.empty()) return {};
+  return Error{
+      fmt::format("{}: --ops shows the analytic cost model's operations, which needs "
+                  "`model` and `hardware` and no `costs.profile` (a profile's times are "
+                  "measured per piece, not per operation)",
+                  config.source)};
+}
+
+// `simulate --ops`: where each piece's time goes, as the analytic model
+// prices it. REQUIRES: check_op_table(config).
+Status print_op_table(const Config& config) {
+  Result<std::vector<PricedPiece>> pieces = priced_pieces(config);
+  if (!pieces) return pieces.error();
+  const TokenSlice slice = context_rank_slice(config.model->seq_len, config.parallel.context);
+  std::string heading = fmt::format(
+      "\nwhere the time goes: one GPU of the tensor group (t={}), one microbatch of {} x {} "
+      "tokens, each operation timed alone",
+      config.parallel.tensor, config.training.micro_batch, slice.tokens);
+  if (config.training.recompute != Recompute::kNone) {
+    heading += fmt::format("; recompute {} runs {} again before the input gradient",
+                           to_string(config.training.recompute),
+                           config.training.recompute == Recompute::kFull
+                               ? "the forward"
+                               : "the attention core's forward (standard attention)");
+  }
+  std::cout << format_op_table(heading, *pieces);
+  return {};
+}
+
 // What a reader had to interpret, one "note:" line each on stderr.
 void print_notes(const std::vector<std::string>& notes) {
   for (const std::string& note : notes) std::cerr << "note: " << note << '\n';
@@ -92,31 +124,43 @@ int run_simulate(const std::vector<std::string>& args) {
   ConfigArgs config_args;
   std::string json_path;
   std::string trace_path;
+  bool show_ops = false;
   po::options_description desc("Options");
   add_config_options(desc, &config_args);
   desc.add_options()("json", po::value(&json_path)->value_name("FILE|-"),
                      "write the summary as JSON to FILE, or to stdout for '-'")(
       "trace", po::value(&trace_path)->value_name("FILE"),
-      "write a Chrome trace (open in ui.perfetto.dev)");
+      "write a Chrome trace (open in ui.perfetto.dev)")(
+      "ops", po::bool_switch(&show_ops),
+      "after the summary, each piece's operations (GEMMs, memory-bound kernels, attention, "
+      "collectives) by phase, with their shapes and times");
   const std::string usage =
-      "usage: ppsim simulate CONFIG [--set KEY.PATH=VALUE]... [--json FILE|-] [--trace FILE]\n\n"
+      "usage: ppsim simulate CONFIG [--set KEY.PATH=VALUE]... [--json FILE|-] [--trace FILE] "
+      "[--ops]\n\n"
       "Replays training iterations of CONFIG's schedule on modelled devices and links,\n"
       "and reports iteration time, bubble fraction, throughput and memory per rank.\n\n"
       "examples:\n"
       "  ppsim simulate configs/examples/ideal.yaml\n"
       "  ppsim simulate configs/examples/gpt3-1.3b-8gpu.yaml --set schedule.kind=gpipe\n"
-      "  ppsim simulate configs/examples/gpt3-175b-64gpu.yaml --json - --trace out.json\n\n";
+      "  ppsim simulate configs/examples/gpt3-175b-64gpu.yaml --json - --trace out.json\n"
+      "  ppsim simulate configs/published/zero-bubble/14.6b-zb2p-m48.yaml --ops\n\n";
   po::variables_map vm;
   if (int code = parse_command_line(args, desc, "simulate", usage, &vm); code >= 0) return code;
   if (Status st = check_outputs({json_path, trace_path}); !st) return fail(st.message());
 
   Result<Config> config = load(config_args);
   if (!config) return fail(config.error().message);
+  if (show_ops) {
+    if (Status st = check_op_table(*config); !st) return fail(st.message());
+  }
   Result<Simulation> sim = simulate(*config);
   if (!sim) return fail(sim.error().message);
   print_notes(sim->notes);
 
   if (json_path != "-") std::cout << format_summary_table(sim->summary);
+  if (show_ops && json_path != "-") {
+    if (Status st = print_op_table(*config); !st) return fail(st.message());
+  }
   if (!json_path.empty()) {
     if (Status st = write_output(json_path, summary_to_json(sim->summary)); !st) {
       return fail(st.message());

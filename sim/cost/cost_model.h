@@ -22,6 +22,7 @@
 #include "schedules/status.h"
 #include "sim/core/costs.h"
 #include "sim/core/workload.h"
+#include "sim/cost/layer_ops.h"
 
 namespace ppsim {
 
@@ -125,5 +126,31 @@ struct PieceTimes {
 // is zero.
 // REQUIRES: config.model and config.hardware.
 Result<PieceTimes> piece_times(const Config& config);
+
+// One operation as the analytic model prices it alone, on one GPU for one
+// microbatch on a whole sequence (its context rank's share with cp > 1).
+struct PricedOp {
+  Op op;
+  double seconds = 0;
+};
+// A phase of a piece (forward, input gradient, weight gradient): its
+// operations, and its time as the stage times count it, which is less than
+// the operations' sum where a collective overlaps its GEMM or a ring
+// exchange its attention kernel (op_time.h). Recompute is not in it.
+struct PricedPhase {
+  const char* name = "";
+  std::vector<PricedOp> ops;
+  double seconds = 0;
+};
+// A piece a stage is built from: a dense layer, a mixture-of-experts layer
+// (with model.moe), the embedding, the logits and loss.
+struct PricedPiece {
+  const char* name = "";
+  std::vector<PricedPhase> phases;
+};
+// Where each piece's time goes (`ppsim simulate --ops`), priced as
+// piece_times prices them (rank 0's links). Errors as piece_times'.
+// REQUIRES: config.model and config.hardware.
+Result<std::vector<PricedPiece>> priced_pieces(const Config& config);
 
 }  // namespace ppsim

@@ -300,4 +300,45 @@ Result<PieceTimes> piece_times(const Config& config) {
                     seconds(timer.logits(whole, *link))};
 }
 
+namespace {
+
+PricedPhase priced_phase(const char* name, const OpList& ops, const OpTimer& timer,
+                         const GroupLinks& links) {
+  PricedPhase phase{name, {}, timer.seconds(ops, links)};
+  for (const Op& op : ops) phase.ops.push_back({op, timer.seconds(op, links)});
+  return phase;
+}
+
+PricedPiece priced_piece(const char* name, const PieceOps& ops, const OpTimer& timer,
+                         const GroupLinks& links) {
+  return {name,
+          {priced_phase("forward", ops.forward, timer, links),
+           priced_phase("input gradient", ops.input_grad, timer, links),
+           priced_phase("weight gradient", ops.weight_grad, timer, links)}};
+}
+
+}  // namespace
+
+Result<std::vector<PricedPiece>> priced_pieces(const Config& config) {
+  PPSIM_CHECK(config.model && config.hardware);
+  if (Status s = check_hardware(config); !s.ok()) return Error{s.message()};
+  const Placement placement(config.parallel, config.hardware->gpus_per_node);
+  const Result<GroupLinks> links = group_links(config, placement, 0);
+  if (!links.ok()) return links.error();
+  const OpShape shape = OpShape::of(config);
+  const OpTimer timer(*config.hardware, config.model->dtype, config.parallel.tensor);
+  const Slice whole = rank_sequence(*config.model, config.parallel);
+  const TokenSlice slice{whole.tokens, whole.context};
+  std::vector<PricedPiece> pieces;
+  if (config.model->moe_layers() < config.model->layers) {
+    pieces.push_back(priced_piece("dense layer", layer_ops(shape, slice), timer, *links));
+  }
+  if (config.model->moe) {
+    pieces.push_back(priced_piece("MoE layer", moe_layer_ops(shape, slice), timer, *links));
+  }
+  pieces.push_back(priced_piece("embedding", embedding_ops(shape, slice), timer, *links));
+  pieces.push_back(priced_piece("logits and loss", head_ops(shape, slice), timer, *links));
+  return pieces;
+}
+
 }  // namespace ppsim

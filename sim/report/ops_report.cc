@@ -1,0 +1,100 @@
+#include "sim/report/ops_report.h"
+
+#include <fmt/format.h>
+
+#include "sim/report/summary.h"
+
+namespace ppsim {
+namespace {
+
+const char* kind_name(const Op& op) {
+  switch (op.kind) {
+    case OpKind::kGemm:
+      return "GEMM";
+    case OpKind::kMemory:
+      return "memory";
+    case OpKind::kFlashAttention:
+      return "attention";
+    case OpKind::kCollective:
+      return "collective";
+    case OpKind::kRingExchange:
+      return "ring";
+  }
+  return "?";
+}
+
+const char* collective_name(CollectiveKind kind) {
+  switch (kind) {
+    case CollectiveKind::kAllReduce:
+      return "all-reduce";
+    case CollectiveKind::kReduceScatter:
+      return "reduce-scatter";
+    case CollectiveKind::kAllGather:
+      return "all-gather";
+    case CollectiveKind::kAllToAll:
+      return "all-to-all";
+  }
+  return "?";
+}
+
+// What sizes the kernel: a GEMM's [batch x] M x N x K, a collective's kind.
+std::string shape_of(const Op& op) {
+  switch (op.kind) {
+    case OpKind::kGemm:
+      return op.batch > 1 ? fmt::format("{:g} x {:g} x {:g} x {:g}", op.batch, op.m, op.n, op.k)
+                          : fmt::format("{:g} x {:g} x {:g}", op.m, op.n, op.k);
+    case OpKind::kFlashAttention:
+      return op.backward ? "backward" : "forward";
+    case OpKind::kCollective:
+      return fmt::format("{}{}", collective_name(op.collective),
+                         op.overlaps_gemm ? ", overlapped" : "");
+    case OpKind::kRingExchange:
+      return fmt::format("{:g} steps, overlapped", op.steps);
+    case OpKind::kMemory:
+      break;
+  }
+  return "";
+}
+
+std::string gflop_of(const Op& op) {
+  return op.flops > 0 ? fmt::format("{:.2f}", op.flops / 1e9) : std::string();
+}
+
+std::string megabytes_of(const Op& op) {
+  const double bytes = op.bytes + op.result_bytes;
+  return bytes > 0 ? fmt::format("{:.1f}", bytes / 1e6) : std::string();
+}
+
+std::string format_phase(const PricedPhase& phase) {
+  double alone = 0;
+  for (const PricedOp& p : phase.ops) alone += p.seconds;
+  std::string out = fmt::format("  {}: {}", phase.name, format_duration(phase.seconds));
+  if (alone > phase.seconds * (1 + 1e-9)) {
+    out += fmt::format(" ({} of operations, {} hidden by overlap)", format_duration(alone),
+                       format_duration(alone - phase.seconds));
+  }
+  out += '\n';
+  if (phase.ops.empty()) return out;
+  out += fmt::format("    {:<36} {:<10} {:<30} {:>9} {:>9} {:>10} {:>7}\n", "operation", "kind",
+                     "shape (M x N x K)", "GFLOP", "MB", "time", "share");
+  for (const PricedOp& p : phase.ops) {
+    const double share = phase.seconds > 0 ? 100.0 * p.seconds / phase.seconds : 0;
+    out += fmt::format("    {:<36} {:<10} {:<30} {:>9} {:>9} {:>10} {:>6.1f}%\n", p.op.name,
+                       kind_name(p.op), shape_of(p.op), gflop_of(p.op), megabytes_of(p.op),
+                       format_duration(p.seconds), share);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string format_op_table(const std::string& heading, const std::vector<PricedPiece>& pieces) {
+  std::string out = heading + '\n';
+  for (const PricedPiece& piece : pieces) {
+    out += fmt::format("\n{}\n", piece.name);
+    for (const PricedPhase& phase : piece.phases) out += format_phase(phase);
+  }
+  return out;
+}
+
+}  // namespace ppsim

@@ -1,0 +1,120 @@
+// priced_pieces (`ppsim simulate --ops`): which pieces it lists, and that
+// its phases add up to the times the simulator uses.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "sim/cost/cost_model.h"
+#include "tests/unit/cost_model_fixtures.h"
+
+namespace ppsim {
+namespace {
+
+using cost_model_test::gpt3;
+using cost_model_test::make_config;
+using cost_model_test::mixtral_8x7b;
+using cost_model_test::round_hardware;
+
+std::vector<PricedPiece> priced_ok(const Config& config) {
+  Result<std::vector<PricedPiece>> pieces = priced_pieces(config);
+  EXPECT_TRUE(pieces.ok()) << (pieces.ok() ? "" : pieces.error().message);
+  return pieces.ok() ? *pieces : std::vector<PricedPiece>{};
+}
+
+std::vector<std::string> names(const std::vector<PricedPiece>& pieces) {
+  std::vector<std::string> out;
+  for (const PricedPiece& piece : pieces) out.emplace_back(piece.name);
+  return out;
+}
+
+double sum_of_ops(const PricedPhase& phase) {
+  double seconds = 0;
+  for (const PricedOp& p : phase.ops) seconds += p.seconds;
+  return seconds;
+}
+
+double sum_of_phases(const PricedPiece& piece) {
+  double seconds = 0;
+  for (const PricedPhase& phase : piece.phases) seconds += phase.seconds;
+  return seconds;
+}
+
+const PricedOp* find_op(const PricedPhase& phase, const std::string& name) {
+  for (const PricedOp& p : phase.ops) {
+    if (name == p.op.name) return &p;
+  }
+  return nullptr;
+}
+
+TEST(PricedPieces, ADenseModelHasItsLayerTheEmbeddingAndTheHeadInThreePhases) {
+  const std::vector<PricedPiece> pieces =
+      priced_ok(make_config(gpt3(3), 3, 1, 1, round_hardware(8, 1)));
+  ASSERT_EQ(names(pieces),
+            (std::vector<std::string>{"dense layer", "embedding", "logits and loss"}));
+  for (const PricedPiece& piece : pieces) {
+    ASSERT_EQ(piece.phases.size(), 3u);
+    EXPECT_STREQ(piece.phases[0].name, "forward");
+    EXPECT_STREQ(piece.phases[1].name, "input gradient");
+    EXPECT_STREQ(piece.phases[2].name, "weight gradient");
+  }
+  // The QKV projection of one GPT-3 175B sequence, by hand: 2 s h 3h FLOPs
+  // at the round hardware's 100 TFLOP/s (its operands, (s h + 3 h^2) x 2
+  // bytes = 0.96 GB, take 0.96 ms at 1 TB/s: compute-bound).
+  const PricedOp* qkv = find_op(pieces[0].phases[0], "QKV");
+  ASSERT_NE(qkv, nullptr);
+  EXPECT_EQ(qkv->op.kind, OpKind::kGemm);
+  EXPECT_NEAR(qkv->seconds, 2.0 * 2048 * 12288 * (3 * 12288) / 100e12, 1e-12);
+}
+
+TEST(PricedPieces, PhasesAddUpToThePieceTimesTheLayerSplitBalances) {
+  const Config config = make_config(gpt3(3), 3, 1, 1, round_hardware(8, 1));
+  const std::vector<PricedPiece> pieces = priced_ok(config);
+  const Result<PieceTimes> times = piece_times(config);
+  ASSERT_TRUE(times.ok()) << times.error().message;
+  ASSERT_EQ(pieces.size(), 3u);
+  // piece_times rounds each phase to picoseconds.
+  EXPECT_NEAR(sum_of_phases(pieces[0]), times->layer_s, 3e-12);
+  EXPECT_NEAR(sum_of_phases(pieces[1]), times->embedding_s, 3e-12);
+  EXPECT_NEAR(sum_of_phases(pieces[2]), times->logits_s, 3e-12);
+}
+
+TEST(PricedPieces, WithoutOverlapAPhaseTakesItsOperationsOneAfterAnother) {
+  Config config = make_config(gpt3(2), 1, 2, 1, round_hardware(2, 1));
+  for (const PricedPiece& piece : priced_ok(config)) {
+    for (const PricedPhase& phase : piece.phases) {
+      EXPECT_NEAR(phase.seconds, sum_of_ops(phase), 1e-9 * phase.seconds)
+          << piece.name << " " << phase.name;
+    }
+  }
+}
+
+TEST(PricedPieces, AnOverlappedCollectivePaysOnlyWhatOutlastsItsGemm) {
+  Config config = make_config(gpt3(2), 1, 2, 1, round_hardware(2, 1));
+  config.parallel.sequence_parallel = true;
+  config.parallel.tp_comm_overlap = true;
+  const std::vector<PricedPiece> pieces = priced_ok(config);
+  ASSERT_FALSE(pieces.empty());
+  const PricedPhase& forward = pieces[0].phases[0];
+  int overlapped = 0;
+  for (const PricedOp& p : forward.ops) overlapped += p.op.overlaps_gemm ? 1 : 0;
+  // Sequence parallelism's all-gather before QKV and MLP up, and
+  // reduce-scatter after the attention output and MLP down.
+  EXPECT_EQ(overlapped, 4);
+  EXPECT_LT(forward.seconds, sum_of_ops(forward));
+}
+
+TEST(PricedPieces, AMixtureOfExpertsModelListsTheLayerKindsItHas) {
+  ModelSpec model = mixtral_8x7b();
+  model.layers = 2;
+  const Config all_moe = make_config(model, 1, 1, 1, round_hardware(1, 1));
+  EXPECT_EQ(names(priced_ok(all_moe)),
+            (std::vector<std::string>{"MoE layer", "embedding", "logits and loss"}));
+  model.moe->dense_layers = 1;
+  const Config one_dense = make_config(model, 1, 1, 1, round_hardware(1, 1));
+  EXPECT_EQ(names(priced_ok(one_dense)),
+            (std::vector<std::string>{"dense layer", "MoE layer", "embedding", "logits and loss"}));
+}
+
+}  // namespace
+}  // namespace ppsim
