@@ -153,7 +153,8 @@ int run_simulate(const std::vector<std::string>& args) {
   if (show_ops) {
     if (Status st = check_op_table(*config); !st) return fail(st.message());
   }
-  Result<Simulation> sim = simulate(*config);
+  Result<Simulation> sim =
+      simulate(*config, nullptr, nullptr, trace_path.empty() ? Keep::kSummary : Keep::kTimeline);
   if (!sim) return fail(sim.error().message);
   print_notes(sim->notes);
 

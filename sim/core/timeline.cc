@@ -25,6 +25,7 @@ Picos Timeline::period() const {
 }
 
 std::vector<double> Timeline::busy_per_iteration() const {
+  if (actions.empty() && !busy_tally.empty()) return busy_tally;
   std::vector<double> per_iteration(num_ranks, 0.0);
   if (actions.empty()) return per_iteration;
   // Records are iteration-major: the last run's are the tail.

@@ -81,6 +81,9 @@ struct Timeline {
 
   // Per rank, the highest activation memory reached.
   std::vector<int64_t> peak_activation_bytes;
+  // Per rank, the compute time of the last iteration, in picoseconds, where
+  // the engine kept no action records (RunOptions::record); else empty.
+  std::vector<double> busy_tally;
 
   // The time between the ends of the last two iterations: the steady state
   // when the iterations have settled. With one iteration, the makespan.
@@ -89,7 +92,8 @@ struct Timeline {
   // run period() is measured on (an asynchronous stream's run holds several
   // batches: its busy time over them). A simulated run's iterations all do
   // the same work; a measured run's first is slower, and only the last
-  // run's busy time is comparable with period().
+  // run's busy time is comparable with period(). A run without records:
+  // busy_tally.
   std::vector<double> busy_per_iteration() const;
 
   int src_rank(const TransferRecord& x) const { return actions[x.producer].rank; }

@@ -208,8 +208,12 @@ void Engine::try_start(int32_t rank, Picos now) {
         if (nd.pending > 0) return;
         const Picos start = std::max(now, nd.time);
         const Picos end = add_saturated(start, duration_of(nd));
-        out_->actions[iteration_base + record] =
-            ActionRecord{r.program[r.pos], rank, r.iteration, start, end};
+        if (options_.record) {
+          out_->actions[iteration_base + record] =
+              ActionRecord{r.program[r.pos], rank, r.iteration, start, end};
+        } else if (r.iteration + 1 == options_.iterations) {
+          out_->busy_tally[rank] += static_cast<double>(end - start);
+        }
         r.busy = true;
         if (nd.kind == ActionKind::kForward) {
           r.activation += costs_->stages[nd.stage_slice].activation_bytes;
@@ -283,8 +287,10 @@ void Engine::finish_action(int32_t rank, int32_t node, Picos now) {
       Picos& link_free = link_free_[link_id(rank, consumer.rank)];
       const Picos start = std::max(now, link_free);
       arrival = link_free = add_saturated(start, cost);
-      out_->transfers.push_back(
-          TransferRecord{record, iteration_base + record_of_[target - copy_base], start, arrival});
+      if (options_.record) {
+        out_->transfers.push_back(TransferRecord{
+            record, iteration_base + record_of_[target - copy_base], start, arrival});
+      }
     }
     consumer.time = std::max(consumer.time, arrival);
     // May start this rank's next action: pos has moved past this one.
@@ -335,12 +341,18 @@ Status Engine::run(const Schedule& schedule, const CostTable& costs, Timeline* t
   t.epilogue.clear();
   t.epilogue.reserve(3 * static_cast<size_t>(num_ranks_) * options.iterations);
   t.transfers.clear();
-  const size_t records = static_cast<size_t>(nodes_per_iteration_) * options.iterations;
-  t.transfers.reserve(records);
-  advise_huge_pages(t.transfers);
-  t.actions.reserve(records);
-  advise_huge_pages(t.actions);
-  t.actions.resize(records);  // each record is written when its action starts
+  t.busy_tally.clear();
+  if (options.record) {
+    const size_t records = static_cast<size_t>(nodes_per_iteration_) * options.iterations;
+    t.transfers.reserve(records);
+    advise_huge_pages(t.transfers);
+    t.actions.reserve(records);
+    advise_huge_pages(t.actions);
+    t.actions.resize(records);  // each record is written when its action starts
+  } else {
+    t.actions.clear();
+    t.busy_tally.assign(num_ranks_, 0.0);
+  }
   t.static_bytes = costs.static_bytes;
   t.static_bytes.resize(num_ranks_, 0);
   t.num_slices = costs.num_slices;

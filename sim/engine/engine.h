@@ -37,6 +37,11 @@ namespace ppsim {
 struct RunOptions {
   int iterations = 1;            // consecutive iterations of the schedule
   bool synchronous_step = true;  // false: post-validation, no barrier
+  // false: no action or transfer records, only what a summary reads (the
+  // iteration ends, each rank's peak activation and its busy time in the
+  // last iteration, Timeline::busy_tally); about 64 bytes less per replayed
+  // action.
+  bool record = true;
 };
 
 class Engine {

@@ -163,7 +163,7 @@ Result<std::vector<Job>> jobs_for(const std::vector<RunsFile>& files,
                         where, entries.ok() ? "" : ": " + entries.error().message)};
       }
       Job job{source, config_for_entry(*config, run.schedule), &run};
-      const Result<Simulation> sim = simulate(job.config);
+      const Result<Simulation> sim = simulate(job.config, nullptr, nullptr, Keep::kSummary);
       if (!sim.ok()) return Error{fmt::format("{}: {}", where, sim.error().message)};
       const double again = sim->summary.iteration_time_s;
       if (std::abs(again - run.predicted_iteration_s) > 1e-9 * run.predicted_iteration_s) {
@@ -283,7 +283,7 @@ Result<CalibrationResult> calibrate(const std::vector<RunsFile>& files,
     const Job& job = (*jobs)[i];
     Result<Calibration> others = fit_without(*jobs, static_cast<int>(i), base);
     if (!others.ok()) return others.error();
-    const Result<Simulation> sim = simulate(job.config, nullptr, &*others);
+    const Result<Simulation> sim = simulate(job.config, nullptr, &*others, Keep::kSummary);
     if (!sim.ok()) {
       return Error{
           fmt::format("{}: run \"{}\": {}", job.source, job.run->schedule, sim.error().message)};

@@ -289,7 +289,7 @@ Result<std::vector<double>> predict_iteration_times(const std::vector<Config>& c
   for (size_t i = 0; i < n; ++i) all[i] = i;
   std::vector<Engine> engines(thread_count(threads));
   parallel_for(all, engines, [&](size_t i, Engine& engine) {
-    Result<Simulation> sim = simulate(configs[i], &engine);
+    Result<Simulation> sim = simulate(configs[i], &engine, nullptr, Keep::kSummary);
     if (sim.ok()) {
       times[i] = sim->summary.iteration_time_s;
     } else {

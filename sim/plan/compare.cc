@@ -75,7 +75,8 @@ std::vector<ComparedSchedule> compare_schedules(const Config& config,
     ComparedSchedule row;
     row.entry = entry;
     const Config c = config_for_entry(config, entry);
-    Result<Simulation> sim = simulate(c);
+    Result<Simulation> sim =
+        simulate(c, nullptr, nullptr, keep_timelines ? Keep::kTimeline : Keep::kSummary);
     if (!sim) {
       row.reason = sim.error().message;
       rows.push_back(std::move(row));

@@ -123,7 +123,7 @@ void prepare(Candidate& cand, Config& config, double cap_bytes,
 
 void run_simulation(Candidate& cand, const Config& config, double cap_bytes,
                     const Calibration& calibration, Engine& engine) {
-  Result<Simulation> sim = simulate(config, &engine, &calibration);
+  Result<Simulation> sim = simulate(config, &engine, &calibration, Keep::kSummary);
   if (!sim) {
     cand.status = CandidateStatus::kInvalid;
     cand.reason = sim.error().message;

@@ -165,7 +165,7 @@ void batches_as_iterations(int m, Timeline* t) {
 }
 
 Result<Simulation> simulate(const Config& config, Engine* shared_engine,
-                            const Calibration* calibration) {
+                            const Calibration* calibration, Keep keep) {
   Simulation sim;
   Result<std::vector<int>> lengths = slice_lengths_for(config);
   if (!lengths) return lengths.error();
@@ -197,6 +197,7 @@ Result<Simulation> simulate(const Config& config, Engine* shared_engine,
   RunOptions options;
   options.synchronous_step = config.training.optimizer_step == OptimizerStep::kSynchronous;
   options.iterations = is_asynchronous(sim.schedule.name) ? 1 : 2;
+  options.record = keep == Keep::kTimeline || is_asynchronous(sim.schedule.name);
   const auto replay = [&]() -> Status {
     const int64_t actions = static_cast<int64_t>(sim.schedule.num_actions()) * options.iterations;
     if (actions > kMaxReplayedActions) {

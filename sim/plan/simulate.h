@@ -20,10 +20,16 @@
 
 namespace ppsim {
 
+// What a simulation keeps of its run: the whole timeline (every action and
+// transfer: traces, reports, memory curves), or only what its summary reads
+// (no action or transfer records; an asynchronous schedule's are kept all
+// the same, its summary reads them).
+enum class Keep { kTimeline, kSummary };
+
 struct Simulation {
   Schedule schedule;
   CostTable costs;
-  Timeline timeline;  // several consecutive iterations
+  Timeline timeline;  // several consecutive iterations (see Keep)
   Summary summary;
   std::vector<int> slice_lengths;  // terapipe's cut, else empty
   // What reading the schedule's file had to interpret (schedules/csv.h).
@@ -72,6 +78,6 @@ Result<ScheduleFile> load_schedule_csv(const std::string& path, const Config& co
 // calibration applied (sim/calibration.h), or `calibration` instead when
 // given (`ppsim calibrate` cross-validating a fit); `costs` holds it so.
 Result<Simulation> simulate(const Config& config, Engine* engine = nullptr,
-                            const Calibration* calibration = nullptr);
+                            const Calibration* calibration = nullptr, Keep keep = Keep::kTimeline);
 
 }  // namespace ppsim

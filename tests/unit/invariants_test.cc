@@ -273,6 +273,30 @@ TEST_P(Invariants, EngineReuseGivesTheSameTimeline) {
   }
 }
 
+// A run that keeps no records (RunOptions::record) tallies what a summary
+// reads; the recorded run's records are the independent account of it.
+TEST_P(Invariants, ARunWithoutRecordsKeepsWhatTheSummaryReads) {
+  std::mt19937_64 rng(11);
+  Engine engine;  // shared: recording and not, in turns, on one engine
+  for (int trial = 0; trial < 20; ++trial) {
+    const Case c = random_case(rng, GetParam());
+    RunOptions options{1 + trial % 3, trial % 2 == 0};
+    Timeline recorded;
+    EXPECT_TRUE(engine.run(c.schedule, c.costs, &recorded, options).ok());
+    options.record = false;
+    Timeline tallied;
+    EXPECT_TRUE(engine.run(c.schedule, c.costs, &tallied, options).ok());
+    SCOPED_TRACE("trial " + std::to_string(trial));
+    EXPECT_TRUE(tallied.actions.empty());
+    EXPECT_TRUE(tallied.transfers.empty());
+    EXPECT_EQ(tallied.makespan, recorded.makespan);
+    EXPECT_EQ(tallied.iteration_end, recorded.iteration_end);
+    EXPECT_EQ(tallied.peak_activation_bytes, recorded.peak_activation_bytes);
+    // The same durations added in the same order (a rank's program order).
+    EXPECT_EQ(tallied.busy_per_iteration(), recorded.busy_per_iteration());
+  }
+}
+
 std::vector<std::string> kinds_under_test() {
   std::vector<std::string> kinds = schedule_kinds();
   kinds.push_back("zb-auto");
