@@ -116,7 +116,7 @@ Result<RunResult> run_cuda(const Schedule& schedule, const RuntimeModel& model,
       executor = std::make_unique<RankExecutor<GpuStage>>(plan, r, &transport, &clock,
                                                           gpu_stage_factory(plan, ctx.get()));
     } catch (const std::exception& e) {
-      transport.fail(fmt::format("rank {}, setup: {}", r, e.what()));
+      transport.abort_run(fmt::format("rank {}, setup: {}", r, e.what()));
     }
     // Every rank set up (their weights on the device) before the clock starts.
     if (gate()) {
@@ -135,7 +135,8 @@ Result<RunResult> run_cuda(const Schedule& schedule, const RuntimeModel& model,
   try {
     for (int r = 0; r < num_ranks; ++r) threads.emplace_back(rank_main, r);
   } catch (const std::system_error& e) {
-    transport.fail(fmt::format("rank {}: cannot start its thread: {}", threads.size(), e.what()));
+    transport.abort_run(
+        fmt::format("rank {}: cannot start its thread: {}", threads.size(), e.what()));
   }
   for (std::thread& t : threads) t.join();
   if (info != nullptr) *info = placed;

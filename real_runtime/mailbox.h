@@ -38,7 +38,7 @@ class Wakeable {
 class RunControl {
  public:
   // Records the first failure only; later ones are consequences.
-  void fail(std::string message) {
+  void abort_run(std::string message) {
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (error_.empty()) error_ = std::move(message);
@@ -155,7 +155,7 @@ class InProcessTransport : public Transport<T> {
     return mailboxes_[rank]->take(key);
   }
   void barrier(int /*rank*/) override { barrier_->arrive_and_wait(); }
-  void fail(std::string message) override { control_.fail(std::move(message)); }
+  void abort_run(std::string message) override { control_.abort_run(std::move(message)); }
 
   RunControl& control() { return control_; }
 

@@ -127,7 +127,7 @@ class MpiRankTransport : public Transport<T> {
   void entering(int /*rank*/, int iteration, const std::string& what) override {
     watch_->set(iteration, what);
   }
-  void fail(std::string message) override {
+  void abort_run(std::string message) override {
     if (error_.empty()) error_ = std::move(message);
     watch_->reported();
   }

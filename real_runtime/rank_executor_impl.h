@@ -66,9 +66,9 @@ bool RankExecutor<Stage>::run() {
   } catch (const Aborted&) {
     // Another rank failed and reported it.
   } catch (const std::exception& e) {
-    transport_->fail(fmt::format("rank {}, {}: {}", rank_, where, e.what()));
+    transport_->abort_run(fmt::format("rank {}, {}: {}", rank_, where, e.what()));
   } catch (...) {
-    transport_->fail(fmt::format("rank {}, {}: unknown exception", rank_, where));
+    transport_->abort_run(fmt::format("rank {}, {}: unknown exception", rank_, where));
   }
   return false;
 }

@@ -62,7 +62,8 @@ Result<RunResult> run_ranks(const RunPlan& plan) {
     }
   } catch (const std::system_error& e) {
     // The ranks already started would wait for the missing one forever.
-    transport.fail(fmt::format("rank {}: cannot start its thread: {}", threads.size(), e.what()));
+    transport.abort_run(
+        fmt::format("rank {}: cannot start its thread: {}", threads.size(), e.what()));
   }
   for (std::thread& t : threads) t.join();
   transport.close();

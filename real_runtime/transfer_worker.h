@@ -95,9 +95,9 @@ class TransferWorker : public Wakeable {
     try {
       carry_(job);
     } catch (const std::exception& e) {
-      control_->fail(fmt::format("{}: {}", link_, e.what()));
+      control_->abort_run(fmt::format("{}: {}", link_, e.what()));
     } catch (...) {
-      control_->fail(link_ + ": unknown exception");
+      control_->abort_run(link_ + ": unknown exception");
     }
   }
 

@@ -82,7 +82,7 @@ class Transport {
   virtual void compute_begin(int /*rank*/, uint64_t /*id*/) {}
   virtual void compute_end(int /*rank*/, uint64_t /*id*/) {}
   // A rank failed: "rank 1, 1F3: <what>". The first failure is the run's.
-  virtual void fail(std::string message) = 0;
+  virtual void abort_run(std::string message) = 0;
 };
 
 }  // namespace ppsim::runtime

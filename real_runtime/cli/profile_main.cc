@@ -106,7 +106,7 @@ int tool_main(int argc, char** argv) {
   }
 #ifndef PPSIM_HAVE_CUDA
   if (device == "cuda") {
-    return ppsim::cli::fail("--device cuda: this ppsim was built without CUDA");
+    return ppsim::cli::error_exit("--device cuda: this ppsim was built without CUDA");
   }
 #endif
   // Under mpirun every process reads the same config and fails alike up
@@ -115,20 +115,21 @@ int tool_main(int argc, char** argv) {
 #ifdef PPSIM_HAVE_MPI
   ppsim::runtime::MpiSession mpi;
   if (ppsim::runtime::mpi_launched()) {
-    if (ppsim::Status st = mpi.start(&argc, &argv); !st) return ppsim::cli::fail(st.message());
+    if (ppsim::Status st = mpi.start(&argc, &argv); !st)
+      return ppsim::cli::error_exit(st.message());
     rank = mpi.rank();
   }
 #endif
-  const auto fail = [&](const std::string& message) {
-    return rank == 0 ? ppsim::cli::fail(message) : 1;
+  const auto error_once = [&](const std::string& message) {
+    return rank == 0 ? ppsim::cli::error_exit(message) : 1;
   };
   const ppsim::Result<std::vector<ppsim::ConfigOverride>> overrides = ppsim::parse_overrides(sets);
-  if (!overrides) return fail(overrides.error().message);
+  if (!overrides) return error_once(overrides.error().message);
   const ppsim::Result<ppsim::Config> config = ppsim::load_config(config_path, *overrides);
-  if (!config) return fail(config.error().message);
-  if (!config->model) return fail(config_path + ": profiling needs a model section");
+  if (!config) return error_once(config.error().message);
+  if (!config->model) return error_once(config_path + ": profiling needs a model section");
   ppsim::Result<ppsim::ProfileRequest> request = ppsim::request_for(*config);
-  if (!request) return fail(request.error().message);
+  if (!request) return error_once(request.error().message);
   request->repetitions = repetitions;
   request->warmup = warmup;
   std::optional<ppsim::LinkFit> mpi_link;
@@ -140,7 +141,7 @@ int tool_main(int argc, char** argv) {
     }
     ppsim::Result<ppsim::LinkFit> link = ppsim::runtime::measure_mpi_link(
         "mpi", request->link_sizes, request->warmup, request->repetitions);
-    if (!link) return fail(fmt::format("profile: mpi ping-pong: {}", link.error().message));
+    if (!link) return error_once(fmt::format("profile: mpi ping-pong: {}", link.error().message));
     if (rank != 0) return 0;  // rank 0 alone times the kernels
     mpi_link = std::move(*link);
   }
@@ -150,7 +151,7 @@ int tool_main(int argc, char** argv) {
 #ifdef PPSIM_HAVE_CUDA
   if (device == "cuda") {
     ppsim::Result<ppsim::GpuProfileOptions> options = ppsim::gpu_options_for(*config);
-    if (!options) return ppsim::cli::fail(options.error().message);
+    if (!options) return ppsim::cli::error_exit(options.error().message);
     options->sm_groups = sm_groups;
     profile = ppsim::profile_gpu(*request, *options, [](const std::string& line) {
       std::cerr << "profile: " << line << "\n";
@@ -162,12 +163,12 @@ int tool_main(int argc, char** argv) {
       std::cerr << fmt::format("profile: {}/{} measurements\n", done, total);
     });
   }
-  if (!profile) return ppsim::cli::fail(profile.error().message);
+  if (!profile) return ppsim::cli::error_exit(profile.error().message);
   if (mpi_link) profile->links.push_back(std::move(*mpi_link));
   std::ofstream file(output, std::ios::binary);
   file << ppsim::profile_to_yaml(*profile);
   file.close();
-  if (!file) return ppsim::cli::fail("cannot write " + output);
+  if (!file) return ppsim::cli::error_exit("cannot write " + output);
   std::cout << fmt::format("{:<26} {:>7} {:>8} {:>12} {:>12} {:>12}\n", "kernel", "tokens",
                            "context", "median", "min", "max");
   for (const ppsim::KernelSample& s : profile->kernels) {

@@ -37,7 +37,7 @@
 namespace po = boost::program_options;
 using namespace ppsim;  // NOLINT: a tool's main, not a header
 using cli::check_cores;
-using cli::fail;
+using cli::error_exit;
 
 namespace {
 
@@ -157,12 +157,12 @@ int tool_main(int argc, char** argv) {
     return code;
   }
   if (backend != "threads" && backend != "mpi" && backend != "cuda") {
-    return fail("--backend: threads, mpi or cuda, got '" + backend + "'");
+    return error_exit("--backend: threads, mpi or cuda, got '" + backend + "'");
   }
   if (backend != "cuda" && (vm.count("device") > 0 || shared_sms)) {
-    return fail("--device and --shared-sms are options of --backend cuda");
+    return error_exit("--device and --shared-sms are options of --backend cuda");
   }
-  if (Status st = runtime::check_backend_built(backend); !st) return fail(st.message());
+  if (Status st = runtime::check_backend_built(backend); !st) return error_exit(st.message());
   const bool mpi = backend == "mpi";
 #ifdef PPSIM_HAVE_MPI
   // Under mpirun, the CUDA backend runs a process per GPU.
@@ -171,26 +171,27 @@ int tool_main(int argc, char** argv) {
   const bool cuda_mpi = false;
 #endif
   MpiScope mpi_scope(mpi || cuda_mpi);
-  if (Status st = mpi_scope.start(&argc, &argv); !st) return fail(st.message());
+  if (Status st = mpi_scope.start(&argc, &argv); !st) return error_exit(st.message());
   // Every rank meets the same input errors: one reports them.
-  const auto fail = [&](const std::string& message) {
-    return mpi_scope.reports() ? cli::fail(message) : 1;
+  const auto error_once = [&](const std::string& message) {
+    return mpi_scope.reports() ? cli::error_exit(message) : 1;
   };
   if (cuda_mpi && shared_sms)
-    return fail("--shared-sms: under mpirun every rank has a GPU of its own");
-  if (iterations < 2) return fail("--iterations: at least 2 (the steady period needs two ends)");
+    return error_once("--shared-sms: under mpirun every rank has a GPU of its own");
+  if (iterations < 2)
+    return error_once("--iterations: at least 2 (the steady period needs two ends)");
   Result<std::vector<ConfigOverride>> overrides = parse_overrides(sets);
-  if (!overrides) return fail(overrides.error().message);
+  if (!overrides) return error_once(overrides.error().message);
   Result<Config> config = load_config(config_path, *overrides);
-  if (!config) return fail(config.error().message);
-  if (!config->model) return fail(config_path + ": running needs a model");
+  if (!config) return error_once(config.error().message);
+  if (!config->model) return error_once(config_path + ": running needs a model");
   if (Status st = check_cores(config->parallel.pipeline, force, mpi_scope.reports()); !st) {
-    return fail(st.message());
+    return error_once(st.message());
   }
   Result<std::vector<int>> lengths = slice_lengths_for(*config);
-  if (!lengths) return fail(lengths.error().message);
+  if (!lengths) return error_once(lengths.error().message);
   Result<Schedule> schedule = schedule_for(*config, std::max(1, static_cast<int>(lengths->size())));
-  if (!schedule) return fail(schedule.error().message);
+  if (!schedule) return error_once(schedule.error().message);
 
   const runtime::RuntimeModel model = runtime::model_for(*config, *lengths);
   runtime::RunSettings settings;
@@ -200,24 +201,24 @@ int tool_main(int argc, char** argv) {
        {std::tuple{"fail-at", fail_at_text, false}, std::tuple{"kill-at", kill_at_text, true}}) {
     if (text.empty()) continue;
     Result<runtime::FailAt> at = parse_fail_at(option, text, kill);
-    if (!at) return fail(at.error().message);
+    if (!at) return error_once(at.error().message);
     settings.fail_at = *at;
   }
   Result<runtime::RunResult> run = Error{""};
   std::string measured_on = fmt::format("this CPU ({} backend, fp32)", backend);
   if (backend == "threads") {
     run = runtime::run_threads(*schedule, model, settings);
-    if (!run) return fail(run.error().message);
+    if (!run) return error_once(run.error().message);
   } else if (cuda_mpi) {
 #ifdef PPSIM_HAVE_CUDA_MPI
     runtime::CudaRunOptions options;
     options.device = device;
     runtime::CudaRunInfo info;
     run = runtime::run_cuda_mpi(*schedule, model, settings, options, &info);
-    if (!run && info.failed_on_every_rank) return fail(run.error().message);
+    if (!run && info.failed_on_every_rank) return error_once(run.error().message);
     if (!run) {
       // Only this rank failed; the others wait for it: end them all.
-      cli::fail(run.error().message);
+      cli::error_exit(run.error().message);
       runtime::mpi_abort(runtime::kRankFailedExitCode);
     }
     if (!mpi_scope.reports()) return 0;
@@ -228,7 +229,7 @@ int tool_main(int argc, char** argv) {
     measured_on = fmt::format("{} (cuda backend over NCCL, {}; {}; timing: {})", placements,
                               to_string(model.dtype), info.sharing, info.timing);
 #else
-    return fail(
+    return error_once(
         "--backend cuda under mpirun: this ppsim was built without NCCL (the CUDA toolkit's "
         "libnccl and nccl.h) or MPI; without mpirun, --backend cuda runs every rank on one GPU");
 #endif
@@ -239,7 +240,7 @@ int tool_main(int argc, char** argv) {
     options.split_sms = !shared_sms;
     runtime::CudaRunInfo info;
     run = runtime::run_cuda(*schedule, model, settings, options, &info);
-    if (!run) return fail(run.error().message);
+    if (!run) return error_once(run.error().message);
     measured_on = fmt::format("{} (cuda backend, {}; {}; timing: {})",
                               info.placements.empty() ? "the GPU" : info.placements[0],
                               to_string(model.dtype), info.sharing, info.timing);
@@ -247,12 +248,12 @@ int tool_main(int argc, char** argv) {
   } else {
 #ifdef PPSIM_HAVE_MPI
     if (Status st = runtime::check_mpi_run(*schedule, model, settings); !st) {
-      return fail(st.message());
+      return error_once(st.message());
     }
     run = runtime::run_mpi(*schedule, model, settings);
     if (!run) {
       // Only this rank failed; the others wait for it: end them all.
-      cli::fail(run.error().message);
+      cli::error_exit(run.error().message);
       runtime::mpi_abort(runtime::kRankFailedExitCode);
     }
     if (!mpi_scope.reports()) return 0;

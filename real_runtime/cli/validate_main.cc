@@ -36,7 +36,7 @@
 namespace po = boost::program_options;
 using namespace ppsim;  // NOLINT: a tool's main, not a header
 using cli::check_cores;
-using cli::fail;
+using cli::error_exit;
 
 namespace {
 
@@ -147,10 +147,11 @@ int tool_main(int argc, char** argv) {
     return code;
   }
   if (backend != "threads" && backend != "cuda") {
-    return fail("--backend: threads or cuda, got '" + backend + "'");
+    return error_exit("--backend: threads or cuda, got '" + backend + "'");
   }
-  if (backend != "cuda" && shared_sms) return fail("--shared-sms is an option of --backend cuda");
-  if (Status st = runtime::check_backend_built(backend); !st) return fail(st.message());
+  if (backend != "cuda" && shared_sms)
+    return error_exit("--shared-sms is an option of --backend cuda");
+  if (Status st = runtime::check_backend_built(backend); !st) return error_exit(st.message());
   const bool cuda = backend == "cuda";
   // Under mpirun, the CUDA backend is a process per GPU (cuda_mpi.h); every
   // rank predicts, runs and meets the same input errors; rank 0 reports.
@@ -159,13 +160,15 @@ int tool_main(int argc, char** argv) {
 #ifdef PPSIM_HAVE_CUDA_MPI
   runtime::MpiSession mpi;
   if (cuda && runtime::mpi_launched()) {
-    if (Status st = mpi.start(&argc, &argv); !st) return fail(st.message());
+    if (Status st = mpi.start(&argc, &argv); !st) return error_exit(st.message());
     over_nccl = true;
     rank = mpi.rank();
   }
 #endif
-  const auto fail = [&](const std::string& message) { return rank == 0 ? cli::fail(message) : 1; };
-  if (over_nccl && shared_sms) return fail("--shared-sms: under mpirun every rank has a GPU");
+  const auto error_once = [&](const std::string& message) {
+    return rank == 0 ? cli::error_exit(message) : 1;
+  };
+  if (over_nccl && shared_sms) return error_once("--shared-sms: under mpirun every rank has a GPU");
   // Profiling and running take minutes: a place the results cannot go is
   // said before, not after.
   for (const auto& [flag, path] : {std::pair<std::string, std::string>{"--json", json_path},
@@ -174,26 +177,26 @@ int tool_main(int argc, char** argv) {
     if (path.empty() || path == "-") continue;
     const std::filesystem::path dir = std::filesystem::path(path).parent_path();
     if (!dir.empty() && !std::filesystem::is_directory(dir)) {
-      return fail(fmt::format("{} {}: there is no directory {}", flag, path, dir.string()));
+      return error_once(fmt::format("{} {}: there is no directory {}", flag, path, dir.string()));
     }
   }
   Result<std::vector<ConfigOverride>> overrides = parse_overrides(sets);
-  if (!overrides) return fail(overrides.error().message);
+  if (!overrides) return error_once(overrides.error().message);
   Result<Config> config = load_config(config_path, *overrides);
-  if (!config) return fail(config.error().message);
-  if (!config->model) return fail(config_path + ": validate needs a model");
+  if (!config) return error_once(config.error().message);
+  if (!config->model) return error_once(config_path + ": validate needs a model");
   Result<std::vector<std::string>> entries = parse_schedule_list(schedules);
-  if (!entries) return fail(entries.error().message);
+  if (!entries) return error_once(entries.error().message);
   options.schedules = *entries;
   if (Status st = check_cores(config->parallel.pipeline, force, true); !st) {
-    return fail(st.message());
+    return error_once(st.message());
   }
 
   bool scratch_profile = false;  // written here for this rank alone
   if (profile_path.empty()) {
     // Every shape any of the schedules needs (token-level ones need their slices).
     Result<ProfileRequest> request = request_for(*config);
-    if (!request) return fail(request.error().message);
+    if (!request) return error_once(request.error().message);
     for (const std::string& entry : options.schedules) {
       Result<ProfileRequest> more = request_for(config_for_entry(*config, entry));
       if (!more) continue;  // validate reports the schedule's own error
@@ -233,7 +236,7 @@ int tool_main(int argc, char** argv) {
       error = runtime::mpi_broadcast_text(error, 0);
     }
 #endif
-    if (!error.empty()) return fail(error);
+    if (!error.empty()) return error_once(error);
     // Beside the runs file, which names it; else (and on the other ranks) a
     // scratch file.
     profile_path =
@@ -245,7 +248,7 @@ int tool_main(int argc, char** argv) {
 #ifdef PPSIM_HAVE_CUDA_MPI
     if (over_nccl) write_error = runtime::mpi_first_error(write_error);  // all stop, or none
 #endif
-    if (!write_error.empty()) return fail(write_error);
+    if (!write_error.empty()) return error_once(write_error);
     scratch_profile = rank != 0;
     if (rank == 0) std::cerr << "profile written to " << profile_path << "\n";
   }
@@ -260,7 +263,7 @@ int tool_main(int argc, char** argv) {
       Result<runtime::RunResult> run = runtime::run_cuda_mpi(schedule, model, settings, {}, &info);
       if (!run && !info.failed_on_every_rank) {
         // Only this rank failed; the others wait for it: end them all.
-        cli::fail(run.error().message);
+        cli::error_exit(run.error().message);
         runtime::mpi_abort(runtime::kRankFailedExitCode);
       }
       if (run && rank == 0) {
@@ -332,7 +335,7 @@ int tool_main(int argc, char** argv) {
   }
   if (!json_path.empty()) {
     const std::string json = results_json(results, profile_path);
-    if (Status st = cli::write_output(json_path, json); !st) return fail(st.message());
+    if (Status st = cli::write_output(json_path, json); !st) return error_once(st.message());
   }
   if (!trace_path.empty()) {
     std::vector<TraceRun> runs;
@@ -346,7 +349,7 @@ int tool_main(int argc, char** argv) {
       runs.push_back({labels.back(), &v.measured});
     }
     if (Status st = cli::write_output(trace_path, chrome_trace_json(runs)); !st) {
-      return fail(st.message());
+      return error_once(st.message());
     }
     std::cerr << "trace written to " << trace_path << "\n";
   }
@@ -362,7 +365,7 @@ int tool_main(int argc, char** argv) {
     std::ofstream file(runs_path, std::ios::binary);
     file << runs_to_json(runs);
     file.close();
-    if (!file) return fail("cannot write " + runs_path);
+    if (!file) return error_once("cannot write " + runs_path);
     std::cerr << "runs written to " << runs_path << " (for ppsim calibrate)\n";
   }
   return all_ok ? 0 : 1;

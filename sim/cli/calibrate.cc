@@ -257,11 +257,11 @@ int predict_measured(const MeasuredArgs& args, const MeasuredRuns& runs,
   const Result<std::vector<RowPrediction>> rows =
       predict_runs(runs, configs, args.threads,
                    [&](size_t done, size_t total) { progress("predicting rows", done, total); });
-  if (!rows.ok()) return fail(rows.error().message);
+  if (!rows.ok()) return error_exit(rows.error().message);
   if (args.json_path != "-") std::cout << format_predictions(runs, *rows);
   if (!args.json_path.empty()) {
     if (Status st = write_output(args.json_path, predictions_json(runs, *rows)); !st) {
-      return fail(st.message());
+      return error_exit(st.message());
     }
   }
   return 0;
@@ -269,23 +269,23 @@ int predict_measured(const MeasuredArgs& args, const MeasuredRuns& runs,
 
 int fit_measured(const MeasuredArgs& args, const MeasuredRuns& runs,
                  const std::vector<Config>& configs) {
-  if (Status st = check_fit_rows(runs, configs); !st) return fail(st.message());
+  if (Status st = check_fit_rows(runs, configs); !st) return error_exit(st.message());
   SlowProgress progress;
   HardwareFitOptions options;
   options.threads = args.threads;
   options.progress = std::ref(progress);
   const Result<HardwareFitResult> fit = fit_hardware(runs, configs, options);
-  if (!fit.ok()) return fail(fit.error().message);
+  if (!fit.ok()) return error_exit(fit.error().message);
   const std::string name = std::filesystem::path(args.output).stem().string();
   const std::string yaml = hardware_preset_yaml(*fit, name, {runs.path, today()});
-  if (Status st = write_output(args.output, yaml); !st) return fail(st.message());
+  if (Status st = write_output(args.output, yaml); !st) return error_exit(st.message());
   if (args.json_path != "-") {
     std::cout << format_hardware_fit(runs, *fit) << "\nhardware preset written to " << args.output
               << "\n";
   }
   if (!args.json_path.empty()) {
     if (Status st = write_output(args.json_path, hardware_fit_json(runs, *fit, args.output)); !st) {
-      return fail(st.message());
+      return error_exit(st.message());
     }
   }
   return 0;
@@ -295,9 +295,9 @@ int run_calibrate_measured(const std::vector<std::string>& args) {
   MeasuredArgs parsed;
   if (int code = parse_measured_args(args, &parsed); code >= 0) return code;
   Result<MeasuredRuns> runs = load_measured_runs(parsed.measured);
-  if (!runs.ok()) return fail(runs.error().message);
+  if (!runs.ok()) return error_exit(runs.error().message);
   Result<std::vector<Config>> configs = load_run_configs(*runs);
-  if (!configs.ok()) return fail(configs.error().message);
+  if (!configs.ok()) return error_exit(configs.error().message);
   if (parsed.output.empty()) return predict_measured(parsed, *runs, *configs);
   return fit_measured(parsed, *runs, *configs);
 }
@@ -338,14 +338,14 @@ int run_calibrate(const std::vector<std::string>& args) {
   std::vector<RunsFile> files;
   for (const std::string& source : sources) {
     Result<RunsFile> runs = load_runs(source);
-    if (!runs.ok()) return fail(runs.error().message);
+    if (!runs.ok()) return error_exit(runs.error().message);
     files.push_back(std::move(*runs));
   }
   const Result<CalibrationResult> result = calibrate(files, sources);
-  if (!result.ok()) return fail(result.error().message);
+  if (!result.ok()) return error_exit(result.error().message);
   if (!output.empty()) {
     if (Status st = write_output(output, profile_to_yaml(result->profile)); !st) {
-      return fail(st.message());
+      return error_exit(st.message());
     }
   }
   if (json_path != "-") {
@@ -354,7 +354,7 @@ int run_calibrate(const std::vector<std::string>& args) {
   }
   if (!json_path.empty()) {
     if (Status st = write_output(json_path, result_json(*result, sources, output)); !st) {
-      return fail(st.message());
+      return error_exit(st.message());
     }
   }
   return 0;

@@ -146,30 +146,30 @@ int run_simulate(const std::vector<std::string>& args) {
       "  ppsim simulate configs/published/zero-bubble/14.6b-zb2p-m48.yaml --ops\n\n";
   po::variables_map vm;
   if (int code = parse_command_line(args, desc, "simulate", usage, &vm); code >= 0) return code;
-  if (Status st = check_outputs({json_path, trace_path}); !st) return fail(st.message());
+  if (Status st = check_outputs({json_path, trace_path}); !st) return error_exit(st.message());
 
   Result<Config> config = load(config_args);
-  if (!config) return fail(config.error().message);
+  if (!config) return error_exit(config.error().message);
   if (show_ops) {
-    if (Status st = check_op_table(*config); !st) return fail(st.message());
+    if (Status st = check_op_table(*config); !st) return error_exit(st.message());
   }
   Result<Simulation> sim =
       simulate(*config, nullptr, nullptr, trace_path.empty() ? Keep::kSummary : Keep::kTimeline);
-  if (!sim) return fail(sim.error().message);
+  if (!sim) return error_exit(sim.error().message);
   print_notes(sim->notes);
 
   if (json_path != "-") std::cout << format_summary_table(sim->summary);
   if (show_ops && json_path != "-") {
-    if (Status st = print_op_table(*config); !st) return fail(st.message());
+    if (Status st = print_op_table(*config); !st) return error_exit(st.message());
   }
   if (!json_path.empty()) {
     if (Status st = write_output(json_path, summary_to_json(sim->summary)); !st) {
-      return fail(st.message());
+      return error_exit(st.message());
     }
   }
   if (!trace_path.empty()) {
     if (Status st = write_output(trace_path, chrome_trace_json(sim->timeline)); !st) {
-      return fail(st.message());
+      return error_exit(st.message());
     }
     std::cerr << "trace written to " << trace_path << " (open it in ui.perfetto.dev)\n";
   }
@@ -210,7 +210,7 @@ int run_compare(const std::vector<std::string>& args) {
   po::variables_map vm;
   if (int code = parse_command_line(args, desc, "compare", usage, &vm); code >= 0) return code;
   if (Status st = check_outputs({json_path, csv_path, report_path, markdown_path}); !st) {
-    return fail(st.message());
+    return error_exit(st.message());
   }
 
   std::vector<std::string> entries;
@@ -220,11 +220,11 @@ int run_compare(const std::vector<std::string>& args) {
     }
   } else {
     Result<std::vector<std::string>> parsed = parse_schedule_list(schedules);
-    if (!parsed) return fail(parsed.error().message);
+    if (!parsed) return error_exit(parsed.error().message);
     entries = std::move(*parsed);
   }
   Result<Config> config = load(config_args);
-  if (!config) return fail(config.error().message);
+  if (!config) return error_exit(config.error().message);
   const std::vector<ComparedSchedule> rows =
       compare_schedules(*config, entries, !report_path.empty());
   if (json_path != "-" && csv_path != "-" && markdown_path != "-") {
@@ -237,15 +237,16 @@ int run_compare(const std::vector<std::string>& args) {
                               row.feasible ? "" : row.reason});
   }
   if (Status st = write_reports(report, report_path, markdown_path); !st) {
-    return fail(st.message());
+    return error_exit(st.message());
   }
   if (!json_path.empty()) {
     if (Status st = write_output(json_path, comparison_to_json(rows)); !st) {
-      return fail(st.message());
+      return error_exit(st.message());
     }
   }
   if (!csv_path.empty()) {
-    if (Status st = write_output(csv_path, comparison_to_csv(rows)); !st) return fail(st.message());
+    if (Status st = write_output(csv_path, comparison_to_csv(rows)); !st)
+      return error_exit(st.message());
   }
   return 0;
 }
@@ -320,13 +321,13 @@ int run_explore(const std::vector<std::string>& args) {
   po::variables_map vm;
   if (int code = parse_command_line(args, desc, "explore", usage, &vm); code >= 0) return code;
   if (Status st = check_outputs({json_path, csv_path, report_path, markdown_path}); !st) {
-    return fail(st.message());
+    return error_exit(st.message());
   }
 
   Result<std::vector<ConfigOverride>> overrides = parse_overrides(config_args.sets);
-  if (!overrides) return fail(overrides.error().message);
+  if (!overrides) return error_exit(overrides.error().message);
   Result<Sweep> sweep = load_sweep(config_args.config, *overrides);
-  if (!sweep) return fail(sweep.error().message);
+  if (!sweep) return error_exit(sweep.error().message);
   Progress progress;
   ExploreOptions options;
   options.threads = threads;
@@ -346,21 +347,22 @@ int run_explore(const std::vector<std::string>& args) {
     for (size_t i = 0; i < k; ++i) {
       const size_t c = result.ranking[i];
       Result<Simulation> sim = simulate(result.configs[c]);
-      if (!sim) return fail(sim.error().message);
+      if (!sim) return error_exit(sim.error().message);
       runs.push_back(std::move(*sim));
       report.entries.push_back(
           {result.candidates[c].layout(), &runs.back().summary, &runs.back().timeline, ""});
     }
     if (Status st = write_reports(report, report_path, markdown_path); !st) {
-      return fail(st.message());
+      return error_exit(st.message());
     }
   }
   if (!json_path.empty()) {
     if (Status st = write_output(json_path, explore_to_json(result)); !st)
-      return fail(st.message());
+      return error_exit(st.message());
   }
   if (!csv_path.empty()) {
-    if (Status st = write_output(csv_path, explore_to_csv(result)); !st) return fail(st.message());
+    if (Status st = write_output(csv_path, explore_to_csv(result)); !st)
+      return error_exit(st.message());
   }
   return 0;
 }
@@ -394,19 +396,19 @@ int run_schedule(const std::vector<std::string>& args) {
   po::variables_map vm;
   if (int code = parse_command_line(args, desc, "schedule", usage, &vm); code >= 0) return code;
   if (format != "ppsim" && format != "pytorch") {
-    return fail(fmt::format("--format {}: expected ppsim or pytorch", printable(format)));
+    return error_exit(fmt::format("--format {}: expected ppsim or pytorch", printable(format)));
   }
-  if (Status st = check_writable(csv_out); !st) return fail(st.message());
+  if (Status st = check_writable(csv_out); !st) return error_exit(st.message());
 
   Result<Config> config = load(config_args);
-  if (!config) return fail(config.error().message);
+  if (!config) return error_exit(config.error().message);
   const auto generated = [&]() -> Result<ScheduleFile> {
     Result<Schedule> s = schedule_for(*config);
     if (!s) return s.error();
     return ScheduleFile{std::move(*s), {}};
   };
   Result<ScheduleFile> schedule = csv_in.empty() ? generated() : load_schedule_csv(csv_in, *config);
-  if (!schedule) return fail(schedule.error().message);
+  if (!schedule) return error_exit(schedule.error().message);
   print_notes(schedule->notes);
 
   const Schedule& s = schedule->schedule;
@@ -419,8 +421,8 @@ int run_schedule(const std::vector<std::string>& args) {
   }
   if (!csv_out.empty()) {
     const Result<std::string> csv = schedule_csv(s, format);
-    if (!csv) return fail(csv.error().message);
-    if (Status st = write_output(csv_out, *csv); !st) return fail(st.message());
+    if (!csv) return error_exit(csv.error().message);
+    if (Status st = write_output(csv_out, *csv); !st) return error_exit(st.message());
   }
   return 0;
 }

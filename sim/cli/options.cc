@@ -14,7 +14,7 @@ namespace po = boost::program_options;
 
 namespace ppsim::cli {
 
-int fail(const std::string& message) {
+int error_exit(const std::string& message) {
   // One write: under mpirun, whose own messages share the stream, a line
   // written in pieces can arrive with another message between them.
   std::cerr << ("ppsim: error: " + message + "\n") << std::flush;

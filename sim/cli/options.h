@@ -14,7 +14,7 @@
 namespace ppsim::cli {
 
 // Prints "ppsim: error: MESSAGE" and returns 1, the exit code of bad input.
-int fail(const std::string& message);
+int error_exit(const std::string& message);
 
 // The most simulation threads --threads may ask for: past the cores of any
 // machine, and each thread keeps an engine's buffers.

@@ -202,10 +202,10 @@ MlaSpec Loader::read_mla(const Section& s, const Section& model_section,
   mla.qk_rope_head_dim = to_int(s.get("qk_rope_head_dim"), 0, kMaxHeadDim);
   mla.v_head_dim = to_int(s.get("v_head_dim"), 1, kMaxHeadDim);
   if (model.kv_heads != model.heads) {
-    fail_expected(model_section.get("kv_heads"),
-                  fmt::format("model.heads ({}) with model.mla: every head has its own keys and "
-                              "values, up-projected from the shared latent",
-                              model.heads));
+    throw_expected(model_section.get("kv_heads"),
+                   fmt::format("model.heads ({}) with model.mla: every head has its own keys and "
+                               "values, up-projected from the shared latent",
+                               model.heads));
   }
   return mla;
 }
@@ -224,9 +224,9 @@ MoeSpec Loader::read_moe(const Section& s, const ModelSpec& model) const {
     const Field field = s.get("imbalance");
     moe.imbalance = to_number(field, Bound::kPositive);
     if (moe.imbalance < 1 || moe.imbalance > moe.experts) {
-      fail_expected(field, fmt::format("1 to experts ({}): the busiest expert's tokens over the "
-                                       "mean",
-                                       moe.experts));
+      throw_expected(field, fmt::format("1 to experts ({}): the busiest expert's tokens over the "
+                                        "mean",
+                                        moe.experts));
     }
   }
   return moe;
@@ -241,15 +241,15 @@ void Loader::read_model_shape(const Section& s, ModelSpec& model) const {
   model.seq_len = to_int(s.get("seq_len"), 1, kMaxTokens);
   model.vocab = to_int(s.get("vocab"), 1, kMaxTokens);
   if (model.hidden % model.heads != 0) {
-    fail_expected(s.get("heads"), fmt::format("a divisor of model.hidden ({})", model.hidden));
+    throw_expected(s.get("heads"), fmt::format("a divisor of model.hidden ({})", model.hidden));
   }
   read_int(s, "kv_heads", model.kv_heads, 0);
   if (model.kv_heads == 0) model.kv_heads = model.heads;
   if (model.heads % model.kv_heads != 0) {
-    fail_expected(s.get("kv_heads"),
-                  fmt::format("a divisor of model.heads ({}): each KV head serves a group of "
-                              "query heads",
-                              model.heads));
+    throw_expected(s.get("kv_heads"),
+                   fmt::format("a divisor of model.heads ({}): each KV head serves a group of "
+                               "query heads",
+                               model.heads));
   }
 }
 
@@ -269,7 +269,7 @@ void Loader::read_model_block(const Section& s, ModelSpec& model) const {
 void Loader::read_hardware_fields(const Section& s, HardwareSpec& hardware) const {
   if (s.has("name")) {
     Field name = s.get("name");
-    if (!name.node.IsScalar()) fail_expected(name, "a name");
+    if (!name.node.IsScalar()) throw_expected(name, "a name");
     hardware.name = name.node.Scalar();
   }
   for (const HardwareNumber& number : kHardwareNumbers) {
@@ -277,8 +277,8 @@ void Loader::read_hardware_fields(const Section& s, HardwareSpec& hardware) cons
     const Field field = s.get(number.key);
     const double value = to_number(field, number.bound);
     if (value < number.plausible_min || value > number.plausible_max) {
-      fail_expected(field, fmt::format("{:g} to {:g} {} (is it in another unit?)",
-                                       number.plausible_min, number.plausible_max, number.unit));
+      throw_expected(field, fmt::format("{:g} to {:g} {} (is it in another unit?)",
+                                        number.plausible_min, number.plausible_max, number.unit));
     }
     hardware.*number.member = value;
   }
@@ -286,24 +286,25 @@ void Loader::read_hardware_fields(const Section& s, HardwareSpec& hardware) cons
 
 std::string Loader::preset_file(const Field& field, const std::string& dir) const {
   if (!field.present() || !field.node.IsScalar() || field.node.Scalar().empty()) {
-    fail_expected(field, "a preset's name or the path of a YAML file");
+    throw_expected(field, "a preset's name or the path of a YAML file");
   }
   const std::string& value = field.node.Scalar();
   if (is_preset_path(value)) {
     std::filesystem::path path = resolve_path(field);
     std::error_code ec;
     if (!std::filesystem::is_regular_file(path, ec)) {
-      fail(field.mark(), field.path,
-           fmt::format("no such preset file: {}, {}", path.string(), got(field)), field.file);
+      throw_error(field.mark(), field.path,
+                  fmt::format("no such preset file: {}, {}", path.string(), got(field)),
+                  field.file);
     }
     return path.string();
   }
   std::vector<std::string> names = preset_names(dir);
   if (std::find(names.begin(), names.end(), value) == names.end()) {
-    fail_expected(field, names.empty()
-                             ? fmt::format("the path of a YAML file, as {} has no presets", dir)
-                             : fmt::format("one of the presets in {} (or a YAML file's path): {}",
-                                           dir, fmt::join(names, ", ")));
+    throw_expected(field, names.empty()
+                              ? fmt::format("the path of a YAML file, as {} has no presets", dir)
+                              : fmt::format("one of the presets in {} (or a YAML file's path): {}",
+                                            dir, fmt::join(names, ", ")));
   }
   return fmt::format("{}/{}.yaml", dir, value);
 }
@@ -329,7 +330,7 @@ HardwareSpec Loader::read_hardware(const Section& s) const {
   read_int(s, "nodes", hardware.nodes, 1, kMaxGroup);
   for (const HardwareNumber& number : kHardwareNumbers) {
     if (number.required && hardware.*number.member == 0) {
-      fail_expected(s.get(number.key), "a positive number (inline or from hardware.preset)");
+      throw_expected(s.get(number.key), "a positive number (inline or from hardware.preset)");
     }
   }
   return hardware;
@@ -350,9 +351,9 @@ ParallelSpec Loader::read_parallel(const Section& s) const {
   if (s.has("layers_per_stage")) {
     const Field field = s.get("layers_per_stage");
     if (!field.node.IsSequence() || field.node.size() == 0) {
-      fail_expected(field,
-                    "a list of positive integers, the layers of each stage (pipeline x "
-                    "virtual_stages of them)");
+      throw_expected(field,
+                     "a list of positive integers, the layers of each stage (pipeline x "
+                     "virtual_stages of them)");
     }
     for (size_t i = 0; i < field.node.size(); ++i) {
       const Field item{fmt::format("{}[{}]", field.path, i), field.node[i], field.mark(),
@@ -389,10 +390,11 @@ FixedCosts Loader::read_fixed(const Section& s, const ParallelSpec& parallel) co
   for (size_t i = 0; !b.empty() && i < w.size(); ++i) {
     double backward = b.size() == 1 ? b[0] : b[i];
     if (w[i] > backward) {
-      fail(s.get("weight_grad_s").mark(), s.child_path("weight_grad_s"),
-           fmt::format(
-               "stage {}: weight_grad_s {} is more than backward_s {}, of which it is a part", i,
-               w[i], backward));
+      throw_error(
+          s.get("weight_grad_s").mark(), s.child_path("weight_grad_s"),
+          fmt::format(
+              "stage {}: weight_grad_s {} is more than backward_s {}, of which it is a part", i,
+              w[i], backward));
     }
   }
   return fixed;
@@ -402,7 +404,7 @@ FixedCosts Loader::read_fixed(const Section& s, const ParallelSpec& parallel) co
 std::string Loader::read_schedule_file(const Section& s, const std::string& kind) const {
   const Field file = s.get("file");
   if (kind != "custom") {
-    if (s.has("file")) fail(file.key_mark, file.path, "only for schedule.kind custom");
+    if (s.has("file")) throw_error(file.key_mark, file.path, "only for schedule.kind custom");
     return "";
   }
   return to_existing_file(file,
@@ -416,7 +418,7 @@ void Loader::read_slicing(const Section& s, ScheduleSpec& schedule) const {
   for (const char* key : {"slices", "slicing", "slice_granularity"}) {
     if (!token_level && s.has(key)) {
       const Field field = s.get(key);
-      fail(field.key_mark, field.path, "only for schedule.kind terapipe");
+      throw_error(field.key_mark, field.path, "only for schedule.kind terapipe");
     }
   }
   if (!token_level) return;
@@ -424,12 +426,13 @@ void Loader::read_slicing(const Section& s, ScheduleSpec& schedule) const {
   if (s.has("slicing")) schedule.slicing = to_enum(s.get("slicing"), kSlicings);
   read_int(s, "slice_granularity", schedule.slice_granularity, 1, kMaxTokens);
   if (schedule.slicing == SlicingMethod::kEven && schedule.slices == 0) {
-    fail_expected(s.get("slices"),
-                  "a number of token slices per microbatch (or schedule.slicing: optimal)");
+    throw_expected(s.get("slices"),
+                   "a number of token slices per microbatch (or schedule.slicing: optimal)");
   }
   if (schedule.slicing == SlicingMethod::kOptimal && s.has("slices")) {
     const Field field = s.get("slices");
-    fail(field.key_mark, field.path, "not with schedule.slicing: optimal, which chooses the cut");
+    throw_error(field.key_mark, field.path,
+                "not with schedule.slicing: optimal, which chooses the cut");
   }
 }
 
@@ -440,7 +443,7 @@ Config Loader::load(YAML::Node root) const {
                                             "training", "schedule", "costs"};
   if (search_ != nullptr) top_keys.push_back("search");
   if (!root.IsMap()) {
-    fail_expected(top_field, fmt::format("a map with keys {}", fmt::join(top_keys, ", ")));
+    throw_expected(top_field, fmt::format("a map with keys {}", fmt::join(top_keys, ", ")));
   }
   for (const ConfigOverride& flag : overrides_) apply(root, flag);
   Section top = section(top_field, top_keys);
@@ -473,7 +476,7 @@ Config Loader::load(YAML::Node root) const {
   if (tree.schedule.has("memory_limit_gib")) {
     if (config.schedule.kind != "zb-auto") {
       const Field field = tree.schedule.get("memory_limit_gib");
-      fail(field.key_mark, field.path, "only for schedule.kind zb-auto");
+      throw_error(field.key_mark, field.path, "only for schedule.kind zb-auto");
     }
     config.schedule.memory_limit_gib =
         to_number(tree.schedule.get("memory_limit_gib"), Bound::kPositive);
@@ -491,7 +494,7 @@ Config Loader::load(YAML::Node root) const {
   if (costs.has("link")) {
     const Field link = costs.get("link");
     if (!link.node.IsScalar() || link.node.Scalar().empty()) {
-      fail_expected(link, "the name of one of the profile's links (such as nccl)");
+      throw_expected(link, "the name of one of the profile's links (such as nccl)");
     }
     config.profile_link = link.node.Scalar();
   }

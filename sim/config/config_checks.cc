@@ -47,17 +47,20 @@ void Loader::check_expert(const Config& config, const Sections& tree) const {
   const Field expert = tree.parallel.get("expert");
   const int ep = config.parallel.expert;
   if (!config.model || !config.model->moe) {
-    fail(expert.key_mark, expert.path, "needs model.moe: it splits the experts of its layers");
+    throw_error(expert.key_mark, expert.path,
+                "needs model.moe: it splits the experts of its layers");
   }
   if (config.model->moe->experts % ep != 0) {
-    fail(expert.mark(), expert.path,
-         fmt::format("{} must divide model.moe.experts ({})", ep, config.model->moe->experts));
+    throw_error(
+        expert.mark(), expert.path,
+        fmt::format("{} must divide model.moe.experts ({})", ep, config.model->moe->experts));
   }
   if (config.parallel.weight_replicas() % ep != 0) {
-    fail(expert.mark(), expert.path,
-         fmt::format("{} must divide data x context ({} x {}): the expert groups are made of "
-                     "data-parallel ranks",
-                     ep, config.parallel.data, config.parallel.context));
+    throw_error(
+        expert.mark(), expert.path,
+        fmt::format("{} must divide data x context ({} x {}): the expert groups are made of "
+                    "data-parallel ranks",
+                    ep, config.parallel.data, config.parallel.context));
   }
 }
 
@@ -68,18 +71,20 @@ void Loader::check_context(const Config& config, const Sections& tree) const {
   const Field context = tree.parallel.get("context");
   const int cp = config.parallel.context;
   if (config.schedule.kind == "terapipe") {
-    fail(context.key_mark, context.path,
-         "cannot be combined with schedule.kind terapipe: token slices of a sequence that is "
-         "already split over the context ranks are not modelled");
+    throw_error(
+        context.key_mark, context.path,
+        "cannot be combined with schedule.kind terapipe: token slices of a sequence that is "
+        "already split over the context ranks are not modelled");
   }
   if (!config.profile_path.empty()) {
-    fail(context.key_mark, context.path,
-         "cannot be combined with costs.profile: a profile times a layer on the whole sequence, "
-         "without the context ring");
+    throw_error(
+        context.key_mark, context.path,
+        "cannot be combined with costs.profile: a profile times a layer on the whole sequence, "
+        "without the context ring");
   }
   if (!config.model) return;
   if (const std::string misfit = context_misfit(cp, *config.model); !misfit.empty()) {
-    fail(context.mark(), context.path, fmt::format("{} {}", cp, misfit));
+    throw_error(context.mark(), context.path, fmt::format("{} {}", cp, misfit));
   }
 }
 
@@ -87,55 +92,57 @@ void Loader::check_cross_fields(const Config& config, const Sections& tree) cons
   const ParallelSpec& par = config.parallel;
   const ScheduleSpec& sched = config.schedule;
   if (sched.slicing == SlicingMethod::kOptimal && !config.model) {
-    fail_expected(tree.schedule.get("slicing"),
-                  "even when there is no model: the optimal cut needs the model's costs");
+    throw_expected(tree.schedule.get("slicing"),
+                   "even when there is no model: the optimal cut needs the model's costs");
   }
   if (config.model && sched.slices > 0 && config.model->seq_len % sched.slices != 0) {
-    fail_expected(tree.schedule.get("slices"),
-                  fmt::format("a divisor of model.seq_len ({})", config.model->seq_len));
+    throw_expected(tree.schedule.get("slices"),
+                   fmt::format("a divisor of model.seq_len ({})", config.model->seq_len));
   }
   if (config.model && sched.slice_granularity > 0 &&
       config.model->seq_len % sched.slice_granularity != 0) {
-    fail_expected(tree.schedule.get("slice_granularity"),
-                  fmt::format("a divisor of model.seq_len ({})", config.model->seq_len));
+    throw_expected(tree.schedule.get("slice_granularity"),
+                   fmt::format("a divisor of model.seq_len ({})", config.model->seq_len));
   }
   if (!config.model && (config.fixed.forward_s.empty() || config.fixed.backward_s.empty())) {
-    fail(tree.fixed.field().key_mark, "model",
-         "required unless costs.fixed gives forward_s and backward_s");
+    throw_error(tree.fixed.field().key_mark, "model",
+                "required unless costs.fixed gives forward_s and backward_s");
   }
   // A profile times the layers by itself; the embedding, logits, transfers
   // and end-of-iteration work are then 0 (docs/cost_model.md, costs.profile).
   if (config.model && !config.hardware && config.profile_path.empty()) {
-    fail(tree.hardware.field().key_mark, "hardware",
-         "required when model is given, unless costs.profile gives the layer times");
+    throw_error(tree.hardware.field().key_mark, "hardware",
+                "required when model is given, unless costs.profile gives the layer times");
   }
   if (!config.profile_link.empty() && config.profile_path.empty()) {
     const Field link = tree.costs.get("link");
-    fail(link.key_mark, link.path, "needs costs.profile: the link is one of the profile's");
+    throw_error(link.key_mark, link.path, "needs costs.profile: the link is one of the profile's");
   }
   if (!config.profile_path.empty() && !config.model) {
     const Field profile = tree.costs.get("profile");
-    fail(profile.key_mark, profile.path,
-         "needs a model: the profile's kernels are looked up by the model's shape");
+    throw_error(profile.key_mark, profile.path,
+                "needs a model: the profile's kernels are looked up by the model's shape");
   }
   if (sched.slicing == SlicingMethod::kOptimal && config.model && !config.hardware) {
     const Field slicing = tree.schedule.get("slicing");
-    fail(slicing.key_mark, slicing.path,
-         "optimal needs hardware: the cut is chosen with the analytic model's times");
+    throw_error(slicing.key_mark, slicing.path,
+                "optimal needs hardware: the cut is chosen with the analytic model's times");
   }
   if (par.tp_comm_overlap && !par.sequence_parallel) {
     const Field overlap = tree.parallel.get("tp_comm_overlap");
-    fail(overlap.key_mark, overlap.path,
-         "needs parallel.sequence_parallel: the overlapped collectives are its all-gathers and "
-         "reduce-scatters (as Megatron's --tp-comm-overlap)");
+    throw_error(
+        overlap.key_mark, overlap.path,
+        "needs parallel.sequence_parallel: the overlapped collectives are its all-gathers and "
+        "reduce-scatters (as Megatron's --tp-comm-overlap)");
   }
   if (config.model && moe_lacks_sequence_parallel(*config.model, par)) {
     const Field tensor = tree.parallel.get("tensor");
-    fail(tensor.mark(), tensor.path,
-         fmt::format("{} with model.moe needs parallel.sequence_parallel: true: the experts' "
-                     "all-to-all dispatch routes each tensor rank's share of the sequence, as "
-                     "Megatron-Core requires",
-                     par.tensor));
+    throw_error(
+        tensor.mark(), tensor.path,
+        fmt::format("{} with model.moe needs parallel.sequence_parallel: true: the experts' "
+                    "all-to-all dispatch routes each tensor rank's share of the sequence, as "
+                    "Megatron-Core requires",
+                    par.tensor));
   }
   if (config.hardware) {
     const HardwareSpec& hw = *config.hardware;
@@ -143,23 +150,24 @@ void Loader::check_cross_fields(const Config& config, const Sections& tree) cons
     if (gpus != int64_t{hw.gpus_per_node} * hw.nodes) {
       const std::string context =
           par.context > 1 ? fmt::format(" x context {}", par.context) : std::string();
-      fail(tree.parallel.field().key_mark, "parallel",
-           fmt::format("pipeline {} x tensor {}{} x data {} = {} GPUs, but hardware has {} nodes "
-                       "x {} = {}",
-                       par.pipeline, par.tensor, context, par.data, gpus, hw.nodes,
-                       hw.gpus_per_node, int64_t{hw.gpus_per_node} * hw.nodes));
+      throw_error(
+          tree.parallel.field().key_mark, "parallel",
+          fmt::format("pipeline {} x tensor {}{} x data {} = {} GPUs, but hardware has {} nodes "
+                      "x {} = {}",
+                      par.pipeline, par.tensor, context, par.data, gpus, hw.nodes, hw.gpus_per_node,
+                      int64_t{hw.gpus_per_node} * hw.nodes));
     }
     if (par.tensor > hw.gpus_per_node) {
-      fail_expected(tree.parallel.get("tensor"),
-                    fmt::format("at most hardware.gpus_per_node ({})", hw.gpus_per_node));
+      throw_expected(tree.parallel.get("tensor"),
+                     fmt::format("at most hardware.gpus_per_node ({})", hw.gpus_per_node));
     }
   }
   int64_t samples_per_microbatch = int64_t{config.training.micro_batch} * par.data;
   if (config.training.global_batch % samples_per_microbatch != 0) {
     Field global_batch = tree.training.get("global_batch");
-    fail(global_batch.mark(), global_batch.path,
-         fmt::format("{} is not divisible by micro_batch {} x data {}",
-                     config.training.global_batch, config.training.micro_batch, par.data));
+    throw_error(global_batch.mark(), global_batch.path,
+                fmt::format("{} is not divisible by micro_batch {} x data {}",
+                            config.training.global_batch, config.training.micro_batch, par.data));
   }
   // The schedule's sizes, named by the keys that set them, before anything
   // is allocated for it.
@@ -167,28 +175,29 @@ void Loader::check_cross_fields(const Config& config, const Sections& tree) cons
                                           config.training.global_batch / samples_per_microbatch,
                                           std::max(1, sched.slices));
   if (!size) {
-    fail(tree.parallel.field().key_mark, "parallel",
-         fmt::format("{} (stages: pipeline x virtual_stages; microbatches: "
-                     "training.global_batch / (micro_batch x data); slices: schedule.slices)",
-                     size.message()));
+    throw_error(
+        tree.parallel.field().key_mark, "parallel",
+        fmt::format("{} (stages: pipeline x virtual_stages; microbatches: "
+                    "training.global_batch / (micro_batch x data); slices: schedule.slices)",
+                    size.message()));
   }
   if (config.model) {
     int64_t stages = int64_t{par.pipeline} * par.virtual_stages;
     if (config.model->layers < stages) {
-      fail_expected(
+      throw_expected(
           tree.model.get("layers"),
           fmt::format("at least pipeline x virtual_stages = {} (a layer per stage)", stages));
     }
     if (config.model->heads % par.tensor != 0) {
-      fail_expected(tree.model.get("heads"),
-                    fmt::format("a multiple of parallel.tensor ({})", par.tensor));
+      throw_expected(tree.model.get("heads"),
+                     fmt::format("a multiple of parallel.tensor ({})", par.tensor));
     }
     // Megatron-LM splits the KV heads over the tensor ranks, or, with more
     // ranks than KV heads, gives each rank a copy of one.
     const int kv_heads = config.model->kv_heads;
     if (kv_heads % par.tensor != 0 && par.tensor % kv_heads != 0) {
-      fail_expected(tree.model.get("kv_heads"),
-                    fmt::format("a multiple or a divisor of parallel.tensor ({})", par.tensor));
+      throw_expected(tree.model.get("kv_heads"),
+                     fmt::format("a multiple or a divisor of parallel.tensor ({})", par.tensor));
     }
   }
   if (par.context > 1) check_context(config, tree);
@@ -196,18 +205,18 @@ void Loader::check_cross_fields(const Config& config, const Sections& tree) cons
   if (!par.layers_per_stage.empty()) {
     const Field split = tree.parallel.get("layers_per_stage");
     if (!config.model) {
-      fail(split.key_mark, split.path, "only with a model: it splits model.layers");
+      throw_error(split.key_mark, split.path, "only with a model: it splits model.layers");
     }
     const int64_t stages = int64_t{par.pipeline} * par.virtual_stages;
     if (static_cast<int64_t>(par.layers_per_stage.size()) != stages) {
-      fail_expected(split,
-                    fmt::format("{} entries, one per stage (pipeline x virtual_stages)", stages));
+      throw_expected(split,
+                     fmt::format("{} entries, one per stage (pipeline x virtual_stages)", stages));
     }
     int64_t sum = 0;
     for (int layers : par.layers_per_stage) sum += layers;
     if (sum != config.model->layers) {
-      fail_expected(split,
-                    fmt::format("entries summing to model.layers ({})", config.model->layers));
+      throw_expected(split,
+                     fmt::format("entries summing to model.layers ({})", config.model->layers));
     }
   }
 }

@@ -128,16 +128,16 @@ Section Loader::section(const Field& field, const std::vector<std::string_view>&
   Section section(field);
   if (!field.present()) return section;
   std::string allowed = fmt::format("{}", fmt::join(keys, ", "));
-  if (!field.node.IsMap()) fail_expected(field, fmt::format("a map with keys {}", allowed));
+  if (!field.node.IsMap()) throw_expected(field, fmt::format("a map with keys {}", allowed));
   for (auto it = field.node.begin(); it != field.node.end(); ++it) {
     std::string key = render(it->first);
     Field entry{section.child_path(key), it->second, it->first.Mark(), field.file};
     if (!it->first.IsScalar() || std::find(keys.begin(), keys.end(), key) == keys.end()) {
-      fail(entry.key_mark, entry.path, fmt::format("unknown key, expected one of {}", allowed),
-           entry.file);
+      throw_error(entry.key_mark, entry.path,
+                  fmt::format("unknown key, expected one of {}", allowed), entry.file);
     }
     if (section.find(key) != nullptr) {
-      fail(entry.key_mark, entry.path, "duplicate key", entry.file);
+      throw_error(entry.key_mark, entry.path, "duplicate key", entry.file);
     }
     section.add(std::move(entry));
   }
@@ -151,7 +151,7 @@ int Loader::to_int(const Field& field, int min, int max) const {
     std::string expected = max != INT_MAX ? fmt::format("an integer from {} to {}", min, max)
                            : min == 1     ? "a positive integer"
                                           : fmt::format("an integer >= {}", min);
-    fail_expected(field, expected);
+    throw_expected(field, expected);
   }
   return value;
 }
@@ -164,7 +164,7 @@ bool Loader::to_bool(const Field& field) const {
   bool value = false;
   if (!field.present() || !field.node.IsScalar() ||
       !YAML::convert<bool>::decode(field.node, value)) {
-    fail_expected(field, "true or false");
+    throw_expected(field, "true or false");
   }
   return value;
 }
@@ -179,16 +179,16 @@ double Loader::to_number(const Field& field, Bound bound) const {
             std::isfinite(value);
   switch (bound) {
     case Bound::kNonNegative:
-      if (!ok || value < 0) fail_expected(field, "a number >= 0");
+      if (!ok || value < 0) throw_expected(field, "a number >= 0");
       break;
     case Bound::kPositive:
-      if (!ok || value <= 0) fail_expected(field, "a positive number");
+      if (!ok || value <= 0) throw_expected(field, "a positive number");
       break;
     case Bound::kFraction:
-      if (!ok || value <= 0 || value > 1) fail_expected(field, "a number in (0, 1]");
+      if (!ok || value <= 0 || value > 1) throw_expected(field, "a number in (0, 1]");
       break;
     case Bound::kProbability:
-      if (!ok || value < 0 || value >= 1) fail_expected(field, "a number in [0, 1)");
+      if (!ok || value < 0 || value >= 1) throw_expected(field, "a number in [0, 1)");
       break;
   }
   return value;
@@ -197,9 +197,10 @@ double Loader::to_number(const Field& field, Bound bound) const {
 std::vector<double> Loader::to_numbers(const Field& field, int64_t stages, double max) const {
   if (!field.node.IsSequence()) return {to_number_at_most(field, max)};
   if (field.node.size() != 1 && static_cast<int64_t>(field.node.size()) != stages) {
-    fail(field.mark(), field.path,
-         fmt::format("expected 1 value or {} (one per stage: pipeline x virtual_stages), got {}",
-                     stages, field.node.size()));
+    throw_error(
+        field.mark(), field.path,
+        fmt::format("expected 1 value or {} (one per stage: pipeline x virtual_stages), got {}",
+                    stages, field.node.size()));
   }
   std::vector<double> values;
   for (size_t i = 0; i < field.node.size(); ++i) {
@@ -212,7 +213,7 @@ std::vector<double> Loader::to_numbers(const Field& field, int64_t stages, doubl
 double Loader::to_number_at_most(const Field& field, double max) const {
   const double value = to_number(field, Bound::kNonNegative);
   if (value > max) {
-    fail_expected(field, fmt::format("a number from 0 to {:g}, the most ppsim simulates", max));
+    throw_expected(field, fmt::format("a number from 0 to {:g}, the most ppsim simulates", max));
   }
   return value;
 }
@@ -222,7 +223,7 @@ size_t Loader::to_choice(const Field& field, const std::vector<std::string>& cho
     auto it = std::find(choices.begin(), choices.end(), field.node.Scalar());
     if (it != choices.end()) return it - choices.begin();
   }
-  fail_expected(field, fmt::format("one of {}", fmt::join(choices, ", ")));
+  throw_expected(field, fmt::format("one of {}", fmt::join(choices, ", ")));
 }
 
 // A path written in the file is relative to the config's folder, so that a
@@ -240,19 +241,19 @@ std::filesystem::path Loader::resolve_path(const Field& field) const {
 
 std::string Loader::to_existing_file(const Field& field, std::string_view expected) const {
   if (!field.present() || !field.node.IsScalar() || field.node.Scalar().empty()) {
-    fail_expected(field, expected);
+    throw_expected(field, expected);
   }
   std::filesystem::path path = resolve_path(field);
   if (const std::string why = why_not_readable(path.string()); !why.empty()) {
-    fail(field.mark(), field.path, fmt::format("cannot read {}: {}", path.string(), why),
-         field.file);
+    throw_error(field.mark(), field.path, fmt::format("cannot read {}: {}", path.string(), why),
+                field.file);
   }
   return path.string();
 }
 
 std::vector<int> Loader::to_ints(const Field& field, int min, int max) const {
   if (!field.node.IsSequence() || field.node.size() == 0) {
-    fail_expected(field, "a non-empty list of integers");
+    throw_expected(field, "a non-empty list of integers");
   }
   std::vector<int> values;
   for (size_t i = 0; i < field.node.size(); ++i) {

@@ -125,15 +125,15 @@ class Loader {
 
  private:
   // `file`: a preset's, for a value that came from it; empty: the config.
-  [[noreturn]] void fail(const YAML::Mark& mark, const std::string& path, std::string_view what,
-                         const std::string& file = "") const {
+  [[noreturn]] void throw_error(const YAML::Mark& mark, const std::string& path,
+                                std::string_view what, const std::string& file = "") const {
     std::string where = location(mark, path, file);
     throw ConfigError{path.empty() ? fmt::format("{}: {}", where, what)
                                    : fmt::format("{}: {}: {}", where, path, what)};
   }
-  [[noreturn]] void fail_expected(const Field& field, std::string_view expected) const {
-    fail(field.mark(), field.path, fmt::format("expected {}, {}", expected, got(field)),
-         field.file);
+  [[noreturn]] void throw_expected(const Field& field, std::string_view expected) const {
+    throw_error(field.mark(), field.path, fmt::format("expected {}, {}", expected, got(field)),
+                field.file);
   }
   std::string location(const YAML::Mark& mark, const std::string& path,
                        const std::string& file) const;

@@ -37,19 +37,21 @@ void Loader::read_search_expert(const Section& s, const Config& config) const {
     const int ep = out.expert[i];
     if (ep == 1) continue;
     if (!config.model->moe) {
-      fail(item.mark(), item.path, fmt::format("{} needs model.moe: it splits the experts", ep));
+      throw_error(item.mark(), item.path,
+                  fmt::format("{} needs model.moe: it splits the experts", ep));
     }
     if (config.model->moe->experts % ep != 0) {
-      fail(item.mark(), item.path,
-           fmt::format("{} must divide model.moe.experts ({})", ep, config.model->moe->experts));
+      throw_error(
+          item.mark(), item.path,
+          fmt::format("{} must divide model.moe.experts ({})", ep, config.model->moe->experts));
     }
   }
 }
 
 void Loader::read_search(const Section& s, const Config& config) const {
   if (!config.model || !config.hardware) {
-    fail(s.field().key_mark, config.model ? "hardware" : "model",
-         "required in a sweep: the explorer times and sizes every candidate with the model");
+    throw_error(s.field().key_mark, config.model ? "hardware" : "model",
+                "required in a sweep: the explorer times and sizes every candidate with the model");
   }
   SearchSpace& out = *search_;
   const int gpus = config.hardware->num_gpus();
@@ -67,7 +69,7 @@ void Loader::read_search(const Section& s, const Config& config) const {
       if (!misfit.empty()) {
         const Field item{fmt::format("{}[{}]", field.path, i), field.node[i], field.key_mark,
                          field.file};
-        fail(item.mark(), item.path, fmt::format("{} {}", out.context[i], misfit));
+        throw_error(item.mark(), item.path, fmt::format("{} {}", out.context[i], misfit));
       }
     }
   }
@@ -82,7 +84,7 @@ void Loader::read_search(const Section& s, const Config& config) const {
   if (s.has("schedule")) {
     const Field field = s.get("schedule");
     if (!field.node.IsSequence() || field.node.size() == 0) {
-      fail_expected(field, "a non-empty list of schedule kinds");
+      throw_expected(field, "a non-empty list of schedule kinds");
     }
     out.schedule.clear();
     std::vector<std::string> kinds = config_schedule_kinds();
@@ -97,7 +99,7 @@ void Loader::read_search(const Section& s, const Config& config) const {
   if (s.has("recompute")) {
     const Field field = s.get("recompute");
     if (!field.node.IsSequence() || field.node.size() == 0) {
-      fail_expected(field, "a non-empty list of none, selective, full");
+      throw_expected(field, "a non-empty list of none, selective, full");
     }
     out.recompute.clear();
     for (size_t i = 0; i < field.node.size(); ++i) {

@@ -73,30 +73,31 @@ class TreeReader {
   explicit TreeReader(std::string_view source) : source_(source) {}
 
  protected:
-  [[noreturn]] void fail(const YAML::Mark& mark, std::string_view path,
-                         std::string_view what) const {
+  [[noreturn]] void throw_error(const YAML::Mark& mark, std::string_view path,
+                                std::string_view what) const {
     std::string where =
         mark.is_null() ? source_ : fmt::format("{}:{}:{}", source_, mark.line + 1, mark.column + 1);
     throw ReadError{path.empty() ? fmt::format("{}: {}", where, what)
                                  : fmt::format("{}: {}: {}", where, path, what)};
   }
-  [[noreturn]] void fail_expected(const Value& value, std::string_view expected) const {
+  [[noreturn]] void throw_expected(const Value& value, std::string_view expected) const {
     std::string got =
         value.present() ? fmt::format("got \"{}\"", render(value.node)) : "got nothing";
-    fail(value.mark, value.path, fmt::format("expected {}, {}", expected, got));
+    throw_error(value.mark, value.path, fmt::format("expected {}, {}", expected, got));
   }
 
   Map map(const Value& value, const std::vector<std::string_view>& keys) const {
     Map map{value, {}};
     std::string allowed = fmt::format("{}", fmt::join(keys, ", "));
-    if (!value.node.IsMap()) fail_expected(value, fmt::format("a map with keys {}", allowed));
+    if (!value.node.IsMap()) throw_expected(value, fmt::format("a map with keys {}", allowed));
     for (auto it = value.node.begin(); it != value.node.end(); ++it) {
       std::string key = render(it->first);
       std::string path = child_path(value.path, key);
       if (!it->first.IsScalar() || std::find(keys.begin(), keys.end(), key) == keys.end()) {
-        fail(it->first.Mark(), path, fmt::format("unknown key, expected one of {}", allowed));
+        throw_error(it->first.Mark(), path,
+                    fmt::format("unknown key, expected one of {}", allowed));
       }
-      if (map.find(key) != nullptr) fail(it->first.Mark(), path, "duplicate key");
+      if (map.find(key) != nullptr) throw_error(it->first.Mark(), path, "duplicate key");
       // A null value's own mark points at whatever follows it; its key's does not.
       YAML::Mark mark = it->second.IsNull() ? it->first.Mark() : it->second.Mark();
       map.entries.emplace_back(key, Value{path, it->second, mark});
@@ -105,14 +106,14 @@ class TreeReader {
   }
   Value required(const Map& map, std::string_view key) const {
     const Value* value = map.find(key);
-    if (value == nullptr) fail(map.self.mark, child_path(map.self.path, key), "missing");
+    if (value == nullptr) throw_error(map.self.mark, child_path(map.self.path, key), "missing");
     return *value;
   }
   // The elements of a list; an absent or empty value is an empty list.
   std::vector<Value> list(const Value& value) const {
     std::vector<Value> elements;
     if (!value.present()) return elements;
-    if (!value.node.IsSequence()) fail_expected(value, "a list");
+    if (!value.node.IsSequence()) throw_expected(value, "a list");
     for (size_t i = 0; i < value.node.size(); ++i) {
       YAML::Node element = value.node[i];
       elements.push_back(Value{fmt::format("{}[{}]", value.path, i), element,
@@ -126,9 +127,9 @@ class TreeReader {
     Int result = 0;
     if (!value.present() || !value.node.IsScalar() || !parse_whole(value.node.Scalar(), result) ||
         result < min) {
-      fail_expected(value, min == 1   ? std::string("a positive integer")
-                           : min == 0 ? std::string("an integer >= 0")
-                                      : std::string("an integer"));
+      throw_expected(value, min == 1   ? std::string("a positive integer")
+                            : min == 0 ? std::string("an integer >= 0")
+                                       : std::string("an integer"));
     }
     return result;
   }
@@ -137,13 +138,13 @@ class TreeReader {
     bool ok = value.present() && value.node.IsScalar() &&
               parse_whole(value.node.Scalar(), result) && std::isfinite(result);
     if (!ok || result < 0 || (positive && result == 0)) {
-      fail_expected(value, positive ? "a positive number" : "a number >= 0");
+      throw_expected(value, positive ? "a positive number" : "a number >= 0");
     }
     return result;
   }
   std::string to_string(const Value& value, bool non_empty = false) const {
     if (!value.present() || !value.node.IsScalar() || (non_empty && value.node.Scalar().empty())) {
-      fail_expected(value, non_empty ? "a non-empty string" : "a string");
+      throw_expected(value, non_empty ? "a non-empty string" : "a string");
     }
     return value.node.Scalar();
   }

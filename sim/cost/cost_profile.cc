@@ -72,7 +72,7 @@ class Reader : public yaml_util::TreeReader {
   std::string one_of(const Value& value, const std::array<std::string_view, N>& names) const {
     if (!value.node.IsScalar() ||
         std::find(names.begin(), names.end(), value.node.Scalar()) == names.end()) {
-      fail_expected(value, fmt::format("one of {}", fmt::join(names, ", ")));
+      throw_expected(value, fmt::format("one of {}", fmt::join(names, ", ")));
     }
     return value.node.Scalar();
   }
@@ -85,7 +85,7 @@ class Reader : public yaml_util::TreeReader {
 
 CostProfile Reader::read(const YAML::Node& root) const {
   Value top{"", root, root.Mark()};
-  if (!top.present()) fail(top.mark, "version", "missing");  // an empty file
+  if (!top.present()) throw_error(top.mark, "version", "missing");  // an empty file
   // The version first: a newer file is "upgrade ppsim", not a list of unknown keys.
   int version = 0;
   if (root.IsMap()) {
@@ -95,9 +95,10 @@ CostProfile Reader::read(const YAML::Node& root) const {
                   it->second.IsNull() ? it->first.Mark() : it->second.Mark()};
       version = to_int(value, INT_MIN);
       if (version < kOldestProfileVersion || version > kProfileVersion) {
-        fail(value.mark, value.path,
-             fmt::format("unsupported profile version {}; this build reads versions {} to {}",
-                         version, kOldestProfileVersion, kProfileVersion));
+        throw_error(
+            value.mark, value.path,
+            fmt::format("unsupported profile version {}; this build reads versions {} to {}",
+                        version, kOldestProfileVersion, kProfileVersion));
       }
     }
   }
@@ -120,7 +121,7 @@ CostProfile Reader::read(const YAML::Node& root) const {
                                            k.hidden, k.ffn, k.heads, k.vocab, k.tensor},
                                           element.path);
     if (!fresh)
-      fail(element.mark, element.path, fmt::format("same kind and shape as {}", it->second));
+      throw_error(element.mark, element.path, fmt::format("same kind and shape as {}", it->second));
     profile.kernels.push_back(std::move(k));
   }
 
@@ -128,7 +129,7 @@ CostProfile Reader::read(const YAML::Node& root) const {
   for (const Value& element : list(tree.get("links"))) {
     LinkFit link = read_link(element);
     auto [it, fresh] = names.try_emplace(link.name, element.path);
-    if (!fresh) fail(element.mark, element.path, fmt::format("same name as {}", it->second));
+    if (!fresh) throw_error(element.mark, element.path, fmt::format("same name as {}", it->second));
     profile.links.push_back(std::move(link));
   }
   if (tree.get("calibration").present()) {
@@ -193,10 +194,11 @@ KernelSample Reader::read_kernel(const Value& value, int version) const {
     const bool wanted = block == (std::string_view(key) != "vocab");
     if (wanted) continue;
     if (const Value* extra = m.find(key)) {
-      fail(extra->mark, extra->path,
-           fmt::format("a {} kernel has no {}: ffn and heads are a block's, vocab the embedding's "
-                       "and the head's",
-                       k.part, key));
+      throw_error(
+          extra->mark, extra->path,
+          fmt::format("a {} kernel has no {}: ffn and heads are a block's, vocab the embedding's "
+                      "and the head's",
+                      k.part, key));
     }
   }
   if (block) {
@@ -217,9 +219,9 @@ KernelSample Reader::read_kernel(const Value& value, int version) const {
     k.weight_grad_bytes = to_int<int64_t>(m.get("weight_grad_bytes"), 0);
   }
   if (!(k.min_s <= k.median_s && k.median_s <= k.max_s)) {
-    fail(value.mark, value.path,
-         fmt::format("expected min_s <= median_s <= max_s, got {}, {}, {}", number(k.min_s),
-                     number(k.median_s), number(k.max_s)));
+    throw_error(value.mark, value.path,
+                fmt::format("expected min_s <= median_s <= max_s, got {}, {}, {}", number(k.min_s),
+                            number(k.median_s), number(k.max_s)));
   }
   return k;
 }

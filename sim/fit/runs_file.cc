@@ -33,15 +33,16 @@ class Reader : public yaml_util::TreeReader {
     // results, say) is told so, not given a list of unknown keys.
     if (!root.IsMap() || !root["format"] || !root["format"].IsScalar() ||
         root["format"].Scalar() != kFormat) {
-      fail(top.mark, "format",
-           fmt::format("expected \"{}\": not a runs file (ppsim validate --runs-out writes one)",
-                       kFormat));
+      throw_error(
+          top.mark, "format",
+          fmt::format("expected \"{}\": not a runs file (ppsim validate --runs-out writes one)",
+                      kFormat));
     }
     const Value version{"version", root["version"], root.Mark()};
     if (int v = to_int(version, INT_MIN); v != kRunsVersion) {
-      fail(version.node.Mark(), version.path,
-           fmt::format("unsupported runs file version {}; this build reads version {}", v,
-                       kRunsVersion));
+      throw_error(version.node.Mark(), version.path,
+                  fmt::format("unsupported runs file version {}; this build reads version {}", v,
+                              kRunsVersion));
     }
     Map m = map(top, {"format", "version", "config", "set", "profile", "backend", "runs"});
     RunsFile file;
@@ -67,14 +68,15 @@ class Reader : public yaml_util::TreeReader {
       pair.index = to_int(required(a, "index"), 0);
       const Value text = required(a, "action");
       const Result<Action> action = parse_action(to_string(text, true));
-      if (!action.ok()) fail_expected(text, "an action such as \"0F1\" or \"1I0s2\"");
+      if (!action.ok()) throw_expected(text, "an action such as \"0F1\" or \"1I0s2\"");
       pair.action = *action;
       pair.rank = to_int(required(a, "rank"), 0);
       pair.predicted_s = to_number(required(a, "predicted_s"));
       pair.measured_s = to_number(required(a, "measured_s"));
       if (pair.index != static_cast<int32_t>(run.actions.size())) {
-        fail(element.mark, element.path + ".index",
-             fmt::format("expected {}: actions are listed in record order", run.actions.size()));
+        throw_error(
+            element.mark, element.path + ".index",
+            fmt::format("expected {}: actions are listed in record order", run.actions.size()));
       }
       run.actions.push_back(pair);
     }
@@ -86,7 +88,7 @@ class Reader : public yaml_util::TreeReader {
         const Value index = required(t, key);
         *out = to_int(index, 0);
         if (*out >= static_cast<int32_t>(run.actions.size())) {
-          fail_expected(index, fmt::format("an action index below {}", run.actions.size()));
+          throw_expected(index, fmt::format("an action index below {}", run.actions.size()));
         }
       }
       pair.bytes = to_int<int64_t>(required(t, "bytes"), 0);

@@ -29,7 +29,7 @@ TEST(AbortableBarrier, AnAbortBeforeArrivingReleasesTheOthers) {
     }
   };
   std::thread a(arrive), b(arrive);
-  control.fail("rank 2, setup: no device");
+  control.abort_run("rank 2, setup: no device");
   a.join();
   b.join();
   EXPECT_EQ(passed, 0);
@@ -53,7 +53,7 @@ TEST(AbortableBarrier, NoThreadPassesAGenerationTheFailedOneDidNotReach) {
       threads.emplace_back([&, t] {
         try {
           for (int k = 0; k < 1000; ++k) {
-            if (t == 0 && k == fail_at) control.fail("rank 0 failed");
+            if (t == 0 && k == fail_at) control.abort_run("rank 0 failed");
             barrier.arrive_and_wait();
             ++passed[t];
           }

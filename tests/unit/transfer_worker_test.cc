@@ -185,7 +185,7 @@ TEST(TransferWorker, AnAbortDropsTheQueuedTransfersAndEndsTheWorkers) {
       events.add("aborted");
     }
   });
-  transport.fail("rank 0, 0F3: injected failure");
+  transport.abort_run("rank 0, 0F3: injected failure");
   receiver.join();
   gate.open();
   transport.close();
