@@ -13,7 +13,7 @@
 # build directory, default build-fuzz); FUZZ_RUNS=N (N inputs from a fixed
 # seed, at most SECONDS each, instead of SECONDS); FUZZ_KEEP_GOING=1 (fork mode: keep
 # fuzzing after a crash, timeout or out-of-memory and save each of them);
-# FUZZ_CXX (the compiler, scripts/fuzz_clang.sh); FUZZ_PREBUILT=1 (no
+# FUZZ_CXX (the compiler, scripts/sanitizer_clang.sh); FUZZ_PREBUILT=1 (no
 # build: run the harnesses FUZZ_BUILD already has).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -32,7 +32,7 @@ for h in "${harnesses[@]}"; do
   [ -n "${max_len[$h]:-}" ] || { echo "fuzz: unknown harness '$h'" >&2; exit 2; }
 done
 
-cxx=$("$root/scripts/fuzz_clang.sh")  # FUZZ_CXX to choose
+cxx=$("$root/scripts/sanitizer_clang.sh")  # FUZZ_CXX to choose
 
 # ---- Build: the harnesses and the libraries they link, nothing else;
 # FUZZ_PREBUILT=1: those of FUZZ_BUILD as they are (.ci/run builds them in

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Prints the clang++ that builds libFuzzer harnesses with AddressSanitizer
-# and UndefinedBehaviorSanitizer: FUZZ_CXX when set, else the newest clang++
-# installed. Exits 2, saying what to install, when there is none: Debian
-# ships libFuzzer in libclang-rt-N-dev, a recommendation of clang-N that
+# Prints the clang++ that builds the sanitized builds (libFuzzer harnesses
+# with AddressSanitizer and UndefinedBehaviorSanitizer; ThreadSanitizer):
+# FUZZ_CXX when set, else the newest clang++ installed. Exits 2, saying what
+# to install, when there is none: Debian ships the sanitizer runtimes and
+# libFuzzer in libclang-rt-N-dev, a recommendation of clang-N that
 # scripts/setup.sh installs by name (clang, libclang-rt-dev: version 14 on
-# Debian 12). Used by scripts/fuzz.sh and .ci/run's sanitizer build.
+# Debian 12). Used by scripts/fuzz.sh, scripts/tsan.sh and .ci/run's
+# sanitizer build.
 set -euo pipefail
 cxx=${FUZZ_CXX:-}
 if [ -z "$cxx" ]; then
