@@ -187,8 +187,8 @@ ModelSpec Loader::read_model(const Section& s) const {
   ModelSpec model;
   read_model_shape(s, model);
   read_model_block(s, model);
-  if (s.has("moe")) model.moe = read_moe(section(s.get("moe"), kMoeKeys), model);
-  if (s.has("mla")) model.mla = read_mla(section(s.get("mla"), kMlaKeys), s, model);
+  if (s.has("moe")) model.moe = read_moe(nested_section(s, "moe", kMoeKeys), model);
+  if (s.has("mla")) model.mla = read_mla(nested_section(s, "mla", kMlaKeys), s, model);
   return model;
 }
 

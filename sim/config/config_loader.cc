@@ -144,6 +144,13 @@ Section Loader::section(const Field& field, const std::vector<std::string_view>&
   return section;
 }
 
+Section Loader::nested_section(const Section& s, std::string_view key,
+                               const std::vector<std::string_view>& keys) const {
+  Section nested = section(s.get(key), keys);
+  if (const Field* preset = s.shadowed(key)) nested.add_missing(section(*preset, keys));
+  return nested;
+}
+
 int Loader::to_int(const Field& field, int min, int max) const {
   int value = 0;
   if (!field.present() || !field.node.IsScalar() || !parse_whole(field.node.Scalar(), value) ||

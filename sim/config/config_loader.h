@@ -65,11 +65,25 @@ class Section {
   }
   void add(Field entry) { entries_.push_back(std::move(entry)); }
   // Adds the entries of `defaults` (a preset's, read under the same path)
-  // whose keys this section does not give.
+  // whose keys this section does not give; of those it gives, keeps the
+  // preset's maps (shadowed), so that a nested map such as model.moe can
+  // take the keys it does not give from the preset's.
   void add_missing(const Section& defaults) {
     for (const Field& entry : defaults.entries_) {
-      if (find_path(entry.path) == nullptr) entries_.push_back(entry);
+      if (find_path(entry.path) == nullptr) {
+        entries_.push_back(entry);
+      } else if (entry.node.IsMap()) {
+        shadowed_.push_back(entry);
+      }
     }
+  }
+  // The preset's map at `key` that this section's own `key` replaced; null
+  // where there is none.
+  const Field* shadowed(std::string_view key) const {
+    const std::string path = child_path(key);
+    auto it = std::find_if(shadowed_.begin(), shadowed_.end(),
+                           [&](const Field& entry) { return entry.path == path; });
+    return it == shadowed_.end() ? nullptr : &*it;
   }
 
  private:
@@ -81,6 +95,7 @@ class Section {
 
   Field self_;
   std::vector<Field> entries_;
+  std::vector<Field> shadowed_;
 };
 
 // kFraction: (0, 1], an efficiency; kProbability: [0, 1), a dropout rate.
@@ -141,6 +156,10 @@ class Loader {
 
   void apply(YAML::Node& root, const ConfigOverride& flag) const;
   Section section(const Field& field, const std::vector<std::string_view>& keys) const;
+  // The map at `key` of `s`, with the keys it does not give taken from the
+  // preset's map at the same key (Section::shadowed), if any.
+  Section nested_section(const Section& s, std::string_view key,
+                         const std::vector<std::string_view>& keys) const;
 
   int to_int(const Field& field, int min, int max = INT_MAX) const;
   void read_int(const Section& s, std::string_view key, int& out, int min, int max = INT_MAX) const;

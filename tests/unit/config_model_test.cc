@@ -316,6 +316,31 @@ TEST(ConfigModelPresetTest, ConfigKeysOverrideThePresets) {
   EXPECT_EQ(model.mlp, Mlp::kSwiglu);
 }
 
+// A config's model.moe (or a --set flag under it) gives some keys of the
+// preset's map, which keeps the others: Mixtral's preset has 8 experts, top
+// 2, of 14336 (configs/models/mixtral-8x7b.yaml) and no imbalance (1).
+TEST(ConfigModelPresetTest, ANestedMapKeepsThePresetsOtherKeys) {
+  std::string text(kPresetConfig);
+  text.replace(text.find("llama3-8b"), 9, "mixtral-8x7b\n  moe: {imbalance: 1.5}");
+  for (const auto& [yaml, sets, imbalance] :
+       {std::tuple{text, std::vector<ConfigOverride>{}, 1.5},
+        std::tuple{text, std::vector<ConfigOverride>{{"model.moe.imbalance", "2"}}, 2.0}}) {
+    Result<Config> config = parse_config(yaml, "test.yaml", sets);
+    ASSERT_TRUE(config.ok()) << config.error().message;
+    ASSERT_TRUE(config->model->moe.has_value());
+    const MoeSpec& moe = *config->model->moe;
+    EXPECT_EQ(moe.experts, 8);
+    EXPECT_EQ(moe.top_k, 2);
+    EXPECT_EQ(moe.expert_ffn_hidden, 14336);
+    EXPECT_DOUBLE_EQ(moe.imbalance, imbalance);
+  }
+  // A key the preset's map has not is still refused, named in the config.
+  std::string bad = text;
+  bad.replace(bad.find("imbalance: 1.5"), 14, "imbalence: 1.5");
+  EXPECT_THAT(error_of(bad), testing::HasSubstr("test.yaml:3:"));
+  EXPECT_THAT(error_of(bad), testing::HasSubstr("model.moe.imbalence: unknown key"));
+}
+
 TEST(ConfigModelPresetTest, SetNamesAPreset) {
   std::string text(kPresetConfig);
   text.erase(0, text.find("hardware:"));
