@@ -65,6 +65,19 @@ inline int stage_moe_layers(const ModelSpec& model, const std::vector<int>& laye
   const int end = first + layers[stage];
   return std::max(0, end - std::max(first, model.moe->dense_layers));
 }
+// stage_moe_layers of every stage, in one pass.
+inline std::vector<int> moe_layers_per_stage(const ModelSpec& model,
+                                             const std::vector<int>& layers) {
+  std::vector<int> moe(layers.size(), 0);
+  if (!model.moe) return moe;
+  int first = 0;
+  for (size_t s = 0; s < layers.size(); ++s) {
+    const int end = first + layers[s];
+    moe[s] = std::max(0, end - std::max(first, model.moe->dense_layers));
+    first = end;
+  }
+  return moe;
+}
 
 // GPU placement in Megatron's order (tensor fastest, then context, then
 // data, then pipeline): pipeline rank r owns GPUs [r t cp d, (r + 1) t cp d).

@@ -264,8 +264,9 @@ void fill_memory(const Config& config, const std::vector<int>& layers,
   const int k = static_cast<int>(slices.size());
   const int b = config.training.micro_batch;
   const Recompute recompute = config.training.recompute;
+  const std::vector<int> moe_layers = moe_layers_per_stage(model, layers);
   for (int j = 0; j < k; ++j) {
-    // Per layer: dense, then mixture-of-experts.
+    // Per layer: dense, then mixture-of-experts (0 without model.moe).
     const auto kept = [&](bool moe) {
       return static_cast<double>(
           slice_activation_bytes(model, b, parallel, recompute, slices[j], moe));
@@ -274,13 +275,17 @@ void fill_memory(const Config& config, const std::vector<int>& layers,
       return static_cast<double>(
           slice_weight_grad_bytes(model, b, parallel, recompute, slices[j], moe));
     };
+    const double dense_kept = kept(false);
+    const double dense_read = read_by_w(false);
+    const double moe_kept = model.moe ? kept(true) : 0;
+    const double moe_read = model.moe ? read_by_w(true) : 0;
     for (int s = 0; s < config.num_stages(); ++s) {
-      const double moe = stage_moe_layers(model, layers, s);
+      const double moe = moe_layers[s];
       const double dense = layers[s] - moe;
       table.stages[s * k + j].activation_bytes =
-          bytes_to_int(dense * kept(false) + (moe > 0 ? moe * kept(true) : 0));
+          bytes_to_int(dense * dense_kept + (moe > 0 ? moe * moe_kept : 0));
       table.stages[s * k + j].weight_grad_bytes =
-          bytes_to_int(dense * read_by_w(false) + (moe > 0 ? moe * read_by_w(true) : 0));
+          bytes_to_int(dense * dense_read + (moe > 0 ? moe * moe_read : 0));
     }
     const int64_t hidden_bytes = static_cast<int64_t>(config.training.micro_batch) *
                                  slices[j].tokens * model.hidden * dtype_bytes(model.dtype);
