@@ -58,23 +58,23 @@ inline Slice rank_sequence(const ModelSpec& model, const ParallelSpec& parallel)
 // How many of stage `stage`'s layers are mixture-of-experts layers: the
 // stages hold the model's layers in order, whose first moe.dense_layers are
 // dense (none without model.moe).
+// Of the model's layers [first, end), the mixture-of-experts ones.
+inline int moe_layers_between(const ModelSpec& model, int first, int end) {
+  return model.moe ? std::max(0, end - std::max(first, model.moe->dense_layers)) : 0;
+}
 inline int stage_moe_layers(const ModelSpec& model, const std::vector<int>& layers, int stage) {
-  if (!model.moe) return 0;
   int first = 0;
   for (int s = 0; s < stage; ++s) first += layers[s];
-  const int end = first + layers[stage];
-  return std::max(0, end - std::max(first, model.moe->dense_layers));
+  return moe_layers_between(model, first, first + layers[stage]);
 }
 // stage_moe_layers of every stage, in one pass.
 inline std::vector<int> moe_layers_per_stage(const ModelSpec& model,
                                              const std::vector<int>& layers) {
   std::vector<int> moe(layers.size(), 0);
-  if (!model.moe) return moe;
   int first = 0;
   for (size_t s = 0; s < layers.size(); ++s) {
-    const int end = first + layers[s];
-    moe[s] = std::max(0, end - std::max(first, model.moe->dense_layers));
-    first = end;
+    moe[s] = moe_layers_between(model, first, first + layers[s]);
+    first += layers[s];
   }
   return moe;
 }

@@ -284,11 +284,21 @@ std::function<double(int length, int context)> slice_cost_function(const Config&
   };
 }
 
-Result<PieceTimes> piece_times(const Config& config) {
+namespace {
+
+// The links of pipeline rank 0's groups, which piece_times and
+// priced_pieces price every piece over (cost_model.h says why), after the
+// hardware check. REQUIRES: config.model and config.hardware.
+Result<GroupLinks> first_rank_links(const Config& config) {
   PPSIM_CHECK(config.model && config.hardware);
   if (Status s = check_hardware(config); !s.ok()) return Error{s.message()};
-  const Placement placement(config.parallel, config.hardware->gpus_per_node);
-  const Result<GroupLinks> link = group_links(config, placement, 0);
+  return group_links(config, Placement(config.parallel, config.hardware->gpus_per_node), 0);
+}
+
+}  // namespace
+
+Result<PieceTimes> piece_times(const Config& config) {
+  const Result<GroupLinks> link = first_rank_links(config);
   if (!link.ok()) return link.error();
   const BlockTimer timer(config);
   const Slice whole = rank_sequence(*config.model, config.parallel);
@@ -320,10 +330,7 @@ PricedPiece priced_piece(const char* name, const PieceOps& ops, const OpTimer& t
 }  // namespace
 
 Result<std::vector<PricedPiece>> priced_pieces(const Config& config) {
-  PPSIM_CHECK(config.model && config.hardware);
-  if (Status s = check_hardware(config); !s.ok()) return Error{s.message()};
-  const Placement placement(config.parallel, config.hardware->gpus_per_node);
-  const Result<GroupLinks> links = group_links(config, placement, 0);
+  const Result<GroupLinks> links = first_rank_links(config);
   if (!links.ok()) return links.error();
   const OpShape shape = OpShape::of(config);
   const OpTimer timer(*config.hardware, config.model->dtype, config.parallel.tensor);
