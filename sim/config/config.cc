@@ -99,6 +99,8 @@ constexpr HardwareNumber kHardwareNumbers[] = {
      "of the bandwidth"},
     {"kernel_launch_us", &HardwareSpec::kernel_launch_us, Bound::kNonNegative, false, 0,
      kMaxMicroseconds, "us"},
+    {"dropout_rng_gsamples_per_s", &HardwareSpec::dropout_rng_gsamples_per_s, Bound::kNonNegative,
+     false, 0, 1e6, "G elements/s"},
     {"intra_node_bandwidth_gbps", &HardwareSpec::intra_node_bandwidth_gbps, Bound::kPositive, true,
      kMinGBps, kMaxGBps, "GB/s"},
     {"intra_node_latency_us", &HardwareSpec::intra_node_latency_us, Bound::kNonNegative, false, 0,

@@ -128,9 +128,13 @@ struct HardwareSpec {
   // FlashAttention: the fraction of peak its forward and backward reach.
   double flash_forward_efficiency = 0.8;
   double flash_backward_efficiency = 0.8;
-  double hbm_bandwidth_gbps = 0;         // GB/s, datasheet
-  double hbm_efficiency = 1;             // fraction of it that memory-bound kernels reach
-  double kernel_launch_us = 0;           // the device's idle gap before each kernel
+  double hbm_bandwidth_gbps = 0;  // GB/s, datasheet
+  double hbm_efficiency = 1;      // fraction of it that memory-bound kernels reach
+  double kernel_launch_us = 0;    // the device's idle gap before each kernel
+  // Dropout draws one random number (Philox) per element for its mask; the
+  // kernel that draws them runs at most this many billion elements per
+  // second, however few bytes it moves (0: no limit but the bytes).
+  double dropout_rng_gsamples_per_s = 0;
   double intra_node_bandwidth_gbps = 0;  // GB/s per GPU per direction (NVLink)
   double intra_node_latency_us = 0;
   double inter_node_bandwidth_gbps = 0;  // GB/s of one NIC per direction

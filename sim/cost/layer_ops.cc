@@ -86,7 +86,7 @@ void add_attention_core_forward(PhaseBuilder& p, const ModelSpec& model) {
   // bmm with V, then the context permuted back to [tokens, heads x d].
   p.gemm("attention scores", d.queries, d.keys, d.qk_dim, d.head_batch);
   p.memory("softmax", 2 * d.scores * B);
-  if (d.mask > 0) p.memory("attention dropout", d.scores * (2 * B + d.mask));
+  if (d.mask > 0) p.dropout("attention dropout", d.scores * (2 * B + d.mask), d.scores);
   p.gemm("attention over values", d.queries, d.v_dim, d.keys, d.head_batch);
   p.memory("context transpose", 2 * d.tokens * d.o_width * B);
 }
@@ -265,7 +265,7 @@ void add_attention_forward(PhaseBuilder& p, const ModelSpec& model) {
   add_attention_core_forward(p, model);
   p.gemm("attention output", d.tokens, d.hidden, d.o_width);
   p.row_parallel_end("attention all-reduce");
-  p.memory("attention bias-dropout-add", residual_bytes(p));
+  p.dropout("attention bias-dropout-add", residual_bytes(p), p.norm_elements());
   p.memory("MLP norm", 2 * p.norm_bytes());
 }
 
@@ -310,7 +310,7 @@ void add_attention_weight_grad(PhaseBuilder& p, const ModelSpec& model) {
 void add_layer_forward(PhaseBuilder& p, const ModelSpec& model) {
   add_attention_forward(p, model);
   add_dense_mlp_forward(p, model, mlp_width(model, p.dims().ffn));
-  p.memory("MLP bias-dropout-add", residual_bytes(p));
+  p.dropout("MLP bias-dropout-add", residual_bytes(p), p.norm_elements());
 }
 
 void add_layer_input_grad(PhaseBuilder& p, const ModelSpec& model) {
@@ -399,7 +399,10 @@ PieceOps embedding_ops(const OpShape& shape, const TokenSlice& slice) {
     forward.memory("position embedding add", 3 * forward.hidden_bytes());
   }
   forward.row_parallel_end("embedding all-reduce");
-  if (d.mask > 0) forward.memory("embedding dropout", forward.norm_bytes() * (2 + d.mask / B));
+  if (d.mask > 0) {
+    forward.dropout("embedding dropout", forward.norm_bytes() * (2 + d.mask / B),
+                    forward.norm_elements());
+  }
 
   PhaseBuilder input_grad(shape, d, ops.input_grad);
   if (d.mask > 0) {

@@ -49,6 +49,8 @@ struct Op {
   // holds; for an all-to-all, the buffer the busiest GPU receives);
   // kRingExchange: one step's transfer.
   double bytes = 0;
+  // kMemory: elements that draw a random number (a dropout mask's).
+  double random_draws = 0;
   // kRingExchange: transfers, one per ring step after the first (cp - 1).
   double steps = 0;
   // kGemm: the bytes its epilogue moves: the result written, or read and

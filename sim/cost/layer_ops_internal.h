@@ -61,6 +61,13 @@ class PhaseBuilder {
       : shape_(shape), dims_(dims), out_(out) {}
 
   void memory(const char* name, double bytes) { out_.add(memory_kernel(name, bytes)); }
+  // A memory-bound kernel that, with dropout, also draws a random number for
+  // each of `elements` (its mask); without dropout, just the bytes.
+  void dropout(const char* name, double bytes, double elements) {
+    Op op = memory_kernel(name, bytes);
+    if (dims_.mask > 0) op.random_draws = elements;
+    out_.add(op);
+  }
 
   // An activation GEMM (forward, or input gradient): results in the dtype.
   void gemm(const char* name, double m, double n, double k, double batch = 1) {
@@ -138,7 +145,8 @@ class PhaseBuilder {
   // Bytes of the slice's hidden states on every GPU of the group (b l h).
   double hidden_bytes() const { return dims_.tokens * dims_.hidden * dims_.value_bytes; }
   // Bytes of the hidden states of the tokens this GPU normalizes.
-  double norm_bytes() const { return dims_.norm_tokens * dims_.hidden * dims_.value_bytes; }
+  double norm_bytes() const { return norm_elements() * dims_.value_bytes; }
+  double norm_elements() const { return dims_.norm_tokens * dims_.hidden; }
   const Dims& dims() const { return dims_; }
 
  private:

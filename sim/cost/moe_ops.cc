@@ -150,7 +150,7 @@ PieceOps moe_layer_ops(const OpShape& shape, const TokenSlice& slice) {
   add_attention_forward(forward, shape.model);
   add_moe_forward(forward, shape.model, routing);
   if (shared) add_dense_mlp_forward(forward, shape.model, shared_width(shape));
-  forward.memory("MLP bias-dropout-add", residual_bytes(forward));
+  forward.dropout("MLP bias-dropout-add", residual_bytes(forward), forward.norm_elements());
 
   PhaseBuilder input_grad(shape, dims, ops.input_grad);
   input_grad.memory("MLP dropout-add backward", dropout_add_backward_bytes(input_grad));

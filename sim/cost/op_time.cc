@@ -42,9 +42,14 @@ OpTimer::OpTimer(const HardwareSpec& hardware, DType dtype, int tensor)
       flops_per_s_(hardware.peak_tflops(dtype) * kTera),
       memory_Bps_(hardware.hbm_bandwidth_gbps * kGiga * hardware.hbm_efficiency),
       launch_s_(hardware.kernel_launch_us * kMicro),
+      draws_per_s_(hardware.dropout_rng_gsamples_per_s * kGiga),
       tensor_(tensor) {}
 
 double OpTimer::memory_seconds(double bytes) const { return bytes / memory_Bps_; }
+
+double OpTimer::draw_seconds(double elements) const {
+  return draws_per_s_ > 0 ? elements / draws_per_s_ : 0;
+}
 
 // One wave runs sm_count tiles side by side; a tile of tile_m x tile_n
 // outputs costs K + gemm_tile_k_overhead multiply-accumulate steps at
@@ -81,7 +86,7 @@ double OpTimer::seconds(const Op& op, const GroupLinks& links) const {
       return std::max(gemm_compute_seconds(op), memory_seconds(op.bytes + op.result_bytes)) +
              launch_s_;
     case OpKind::kMemory:
-      return memory_seconds(op.bytes) + launch_s_;
+      return std::max(memory_seconds(op.bytes), draw_seconds(op.random_draws)) + launch_s_;
     case OpKind::kFlashAttention: {
       const double efficiency =
           op.backward ? hw_.flash_backward_efficiency : hw_.flash_forward_efficiency;

@@ -1,6 +1,7 @@
 // What a kernel costs on a HardwareSpec (docs/cost_model.md, "Pricing an
 // operation"): a GEMM by its tiles, waves and operand traffic (roofline), a
-// memory-bound kernel at the achieved HBM bandwidth, the fused attention
+// memory-bound kernel at the achieved HBM bandwidth (or, drawing a dropout
+// mask, at the device's random-number rate if that is slower), the fused attention
 // kernel at its own efficiency, and collectives and transfers at the bus
 // bandwidth nccl-tests would report for their message size. Every kernel
 // also pays the device's launch gap.
@@ -78,6 +79,8 @@ class OpTimer {
   // time by tiles and waves, and its operand traffic's.
   double gemm_compute_seconds(const Op& op) const;
   double memory_seconds(double bytes) const;
+  // Drawing a dropout mask's random numbers for `elements`.
+  double draw_seconds(double elements) const;
 
  private:
   double gemm_compute_seconds(const Op& op, double tile_m, double tile_n) const;
@@ -87,6 +90,7 @@ class OpTimer {
   double flops_per_s_;
   double memory_Bps_;
   double launch_s_;
+  double draws_per_s_;
   int tensor_;
 };
 

@@ -210,6 +210,8 @@ constexpr BadValue kBadValues[] = {
      "test.yaml:8:19: hardware.hbm_efficiency: expected a number in (0, 1], got \"95\""},
     {"hardware", "  kernel_launch_us: -2",
      "test.yaml:8:21: hardware.kernel_launch_us: expected a number >= 0, got \"-2\""},
+    {"hardware", "  dropout_rng_gsamples_per_s: -1",
+     "test.yaml:8:31: hardware.dropout_rng_gsamples_per_s: expected a number >= 0, got \"-1\""},
     {"hardware", "  intra_node_collective_efficiency: 0",
      "test.yaml:8:37: hardware.intra_node_collective_efficiency: expected a number in (0, 1], got "
      "\"0\""},

@@ -147,6 +147,27 @@ TEST(OpTime, MemoryKernelAtAchievedBandwidth) {
   EXPECT_NEAR(timer.seconds(softmax, GroupLinks{}), 6.811618e-4, 1e-9);
 }
 
+TEST(OpTime, DropoutAtTheSlowerOfItsBytesAndItsDraws) {
+  const OpTimer timer(a100(), DType::kBf16, 1);
+  // The preset draws 100e9 random numbers per second.
+  Op dropout;
+  dropout.kind = OpKind::kMemory;
+  dropout.bytes = 5e9;  // fp16 in and out and a one-byte mask, 1e9 elements
+  dropout.random_draws = 1e9;
+  // Draws: 1e9 / 100e9 = 0.01 s, longer than the bytes' 5e9 / (2039e9 x
+  // 0.72) = 3.40581e-3 s.
+  EXPECT_NEAR(timer.seconds(dropout, GroupLinks{}), 0.01, 1e-12);
+  // A tenth of the draws (1e-3 s) hides under the bytes.
+  dropout.random_draws = 1e8;
+  EXPECT_NEAR(timer.seconds(dropout, GroupLinks{}), 3.405809e-3, 1e-9);
+  // Without a rate the draws are free.
+  HardwareSpec unlimited = a100();
+  unlimited.dropout_rng_gsamples_per_s = 0;
+  dropout.random_draws = 1e9;
+  EXPECT_NEAR(OpTimer(unlimited, DType::kBf16, 1).seconds(dropout, GroupLinks{}), 3.405809e-3,
+              1e-9);
+}
+
 TEST(OpTime, FlashKernelAtItsEfficiency) {
   const OpTimer timer(a100(), DType::kBf16, 1);
   Op flash;
@@ -245,6 +266,29 @@ TEST(LayerOps, GradientsCostTwiceTheForwardsProducts) {
   const PieceOps flash =
       layer_ops(shape_of(llama3_70b(Attention::kFlash), 1, false), TokenSlice{8192, 0});
   EXPECT_DOUBLE_EQ(flops(flash.input_grad), linear + 2.5 * 1099511627776.0);
+}
+
+// Elements whose dropout mask a phase's kernels draw.
+double draws(const OpList& ops) {
+  double total = 0;
+  for (const Op& op : ops) total += op.random_draws;
+  return total;
+}
+
+TEST(LayerOps, OnlyTheForwardDrawsDropoutMasks) {
+  // Standard attention, no tensor parallelism, one sequence of 8192: the
+  // attention dropout draws 64 heads x 8192^2 scores, the two residual
+  // dropouts 8192 x 8192 hidden values each.
+  ModelSpec m = llama3_70b(Attention::kStandard);
+  m.dropout = 0.1;
+  const PieceOps ops = layer_ops(shape_of(m, 1, false), TokenSlice{8192, 0});
+  EXPECT_DOUBLE_EQ(draws(ops.forward), 64.0 * 8192 * 8192 + 2.0 * 8192 * 8192);
+  // The backward reads the saved masks.
+  EXPECT_DOUBLE_EQ(draws(ops.input_grad), 0);
+  EXPECT_DOUBLE_EQ(draws(ops.weight_grad), 0);
+  // No dropout, no draws.
+  m.dropout = 0;
+  EXPECT_DOUBLE_EQ(draws(layer_ops(shape_of(m, 1, false), TokenSlice{8192, 0}).forward), 0);
 }
 
 TEST(LayerOps, SlicesPayTheirRectangleOfScores) {
