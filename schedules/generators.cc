@@ -102,12 +102,19 @@ Result<Schedule> make_interleaved_1f1b(const ScheduleParams& params) {
   return s;
 }
 
-std::optional<int> fixed_virtual_stages(std::string_view kind) {
-  if (kind == "interleaved-1f1b" || kind == "looped-bfs" || kind == "interleaved-zb") {
-    return std::nullopt;
+std::optional<int> fixed_virtual_stages(ScheduleKind kind) {
+  switch (kind) {
+    case ScheduleKind::kInterleaved1f1b:
+    case ScheduleKind::kLoopedBfs:
+    case ScheduleKind::kInterleavedZb:
+    case ScheduleKind::kCustom:
+      return std::nullopt;
+    case ScheduleKind::kZbV:
+    case ScheduleKind::kDualPipeV:
+      return 2;
+    default:
+      return 1;
   }
-  if (kind == "zb-v" || kind == "dualpipev") return 2;
-  return 1;
 }
 
 Result<Schedule> make_terapipe(const ScheduleParams& params) {
@@ -184,8 +191,8 @@ Result<Schedule> make_pipedream_2bw(const ScheduleParams& params) {
   return async_stream("pipedream-2bw", params, [batch](int k) { return (k + 1) % batch == 0; });
 }
 
-bool is_asynchronous(std::string_view kind) {
-  return kind == "pipedream" || kind == "pipedream-2bw";
+bool is_asynchronous(ScheduleKind kind) {
+  return kind == ScheduleKind::kPipeDream || kind == ScheduleKind::kPipeDream2bw;
 }
 
 namespace generator_util {
@@ -233,28 +240,37 @@ Schedule make_empty(std::string name, const ScheduleParams& params) {
 
 }  // namespace generator_util
 
-const std::vector<std::string>& schedule_kinds() {
-  static const std::vector<std::string> kinds = {
-      "gpipe",     "1f1b",       "interleaved-1f1b", "zb-h1",    "zb-h2",     "zb-v",
-      "dualpipev", "looped-bfs", "interleaved-zb",   "terapipe", "pipedream", "pipedream-2bw"};
-  return kinds;
-}
-
-Result<Schedule> make_schedule(std::string_view kind, const ScheduleParams& params) {
-  if (kind == "gpipe") return make_gpipe(params);
-  if (kind == "1f1b") return make_1f1b(params);
-  if (kind == "interleaved-1f1b") return make_interleaved_1f1b(params);
-  if (kind == "zb-h1") return make_zb_h1(params);
-  if (kind == "zb-h2") return make_zb_h2(params);
-  if (kind == "zb-v") return make_zb_v(params);
-  if (kind == "dualpipev") return make_dualpipev(params);
-  if (kind == "looped-bfs") return make_looped_bfs(params);
-  if (kind == "interleaved-zb") return make_interleaved_zb(params);
-  if (kind == "terapipe") return make_terapipe(params);
-  if (kind == "pipedream") return make_pipedream(params);
-  if (kind == "pipedream-2bw") return make_pipedream_2bw(params);
-  return Error{fmt::format("unknown schedule kind \"{}\"; known kinds: {}", kind,
-                           fmt::join(schedule_kinds(), ", "))};
+Result<Schedule> make_schedule(ScheduleKind kind, const ScheduleParams& params) {
+  switch (kind) {
+    case ScheduleKind::kGpipe:
+      return make_gpipe(params);
+    case ScheduleKind::k1f1b:
+      return make_1f1b(params);
+    case ScheduleKind::kInterleaved1f1b:
+      return make_interleaved_1f1b(params);
+    case ScheduleKind::kZbH1:
+      return make_zb_h1(params);
+    case ScheduleKind::kZbH2:
+      return make_zb_h2(params);
+    case ScheduleKind::kZbV:
+      return make_zb_v(params);
+    case ScheduleKind::kDualPipeV:
+      return make_dualpipev(params);
+    case ScheduleKind::kLoopedBfs:
+      return make_looped_bfs(params);
+    case ScheduleKind::kInterleavedZb:
+      return make_interleaved_zb(params);
+    case ScheduleKind::kTeraPipe:
+      return make_terapipe(params);
+    case ScheduleKind::kPipeDream:
+      return make_pipedream(params);
+    case ScheduleKind::kPipeDream2bw:
+      return make_pipedream_2bw(params);
+    case ScheduleKind::kZbAuto:
+    case ScheduleKind::kCustom:
+      break;
+  }
+  return Error{fmt::format("schedule {} is not generated from (p, m, v) alone", to_string(kind))};
 }
 
 }  // namespace ppsim

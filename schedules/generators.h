@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "schedules/schedule.h"
+#include "schedules/schedule_kind.h"
 
 namespace ppsim {
 
@@ -37,10 +38,10 @@ Result<Schedule> make_interleaved_1f1b(const ScheduleParams& params);
 // backward on its stage). Needs v == 1.
 Result<Schedule> make_terapipe(const ScheduleParams& params);
 
-// Stages per rank a kind always runs (1 for GPipe and 1F1B, 2 for the V
-// shapes), or nullopt when it takes any v (interleaved 1F1B, looped BFS,
-// interleaved zero bubble). REQUIRES: a kind of schedule_kinds().
-std::optional<int> fixed_virtual_stages(std::string_view kind);
+// Stages per rank a kind always runs (1 for GPipe, 1F1B and zb-auto, 2 for
+// the V shapes), or nullopt when it takes any v (interleaved 1F1B, looped
+// BFS, interleaved zero bubble, and custom, whose file says).
+std::optional<int> fixed_virtual_stages(ScheduleKind kind);
 
 // PipeDream (Narayanan et al. 2019), the asynchronous 1F1B: no flush, and an
 // optimizer step (S) after every backward, on weights that each microbatch
@@ -53,11 +54,10 @@ Result<Schedule> make_pipedream(const ScheduleParams& params);
 // leave microbatches in flight across two updates) and dividing microbatches.
 Result<Schedule> make_pipedream_2bw(const ScheduleParams& params);
 // True for the kinds whose programs step inside them, without a flush.
-bool is_asynchronous(std::string_view kind);
+bool is_asynchronous(ScheduleKind kind);
 
-// The kinds `make_schedule` knows, for help texts and errors.
-const std::vector<std::string>& schedule_kinds();
-// Dispatches on the kind name ("gpipe", "1f1b", "interleaved-1f1b").
-Result<Schedule> make_schedule(std::string_view kind, const ScheduleParams& params);
+// Generates a schedule of one of generated_schedule_kinds(); an error for
+// zb-auto and custom, which are not generated from (p, m, v) alone.
+Result<Schedule> make_schedule(ScheduleKind kind, const ScheduleParams& params);
 
 }  // namespace ppsim

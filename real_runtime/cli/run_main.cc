@@ -262,7 +262,7 @@ int tool_main(int argc, char** argv) {
 
   // An asynchronous schedule's iterations are runs of a stream of batches:
   // report per batch, as the simulator does, with its extra weight versions.
-  if (is_asynchronous(schedule->name)) {
+  if (is_asynchronous(config->schedule.kind)) {
     batches_as_iterations(config->num_microbatches(), &run->timeline);
   }
   const Summary summary = summarize(*config, schedule->name, run->timeline, run->weight_bytes);

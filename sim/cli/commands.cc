@@ -215,8 +215,8 @@ int run_compare(const std::vector<std::string>& args) {
 
   std::vector<std::string> entries;
   if (schedules.empty()) {
-    for (const std::string& kind : config_schedule_kinds()) {
-      if (kind != "custom") entries.push_back(kind);
+    for (ScheduleKind kind : config_schedule_kinds()) {
+      if (kind != ScheduleKind::kCustom) entries.emplace_back(to_string(kind));
     }
   } else {
     Result<std::vector<std::string>> parsed = parse_schedule_list(schedules);

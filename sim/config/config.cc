@@ -16,7 +16,6 @@
 #include <string>
 #include <vector>
 
-#include "schedules/generators.h"
 #include "schedules/limits.h"
 #include "sim/config/config_loader.h"
 #include "sim/core/costs.h"
@@ -403,9 +402,9 @@ FixedCosts Loader::read_fixed(const Section& s, const ParallelSpec& parallel) co
 }
 
 // A custom schedule's CSV (see to_existing_file for relative paths).
-std::string Loader::read_schedule_file(const Section& s, const std::string& kind) const {
+std::string Loader::read_schedule_file(const Section& s, ScheduleKind kind) const {
   const Field file = s.get("file");
-  if (kind != "custom") {
+  if (kind != ScheduleKind::kCustom) {
     if (s.has("file")) throw_error(file.key_mark, file.path, "only for schedule.kind custom");
     return "";
   }
@@ -416,7 +415,7 @@ std::string Loader::read_schedule_file(const Section& s, const std::string& kind
 // Token slicing, for terapipe only: either a number of equal slices or the
 // optimal cut, never a silent default.
 void Loader::read_slicing(const Section& s, ScheduleSpec& schedule) const {
-  const bool token_level = schedule.kind == "terapipe";
+  const bool token_level = schedule.kind == ScheduleKind::kTeraPipe;
   for (const char* key : {"slices", "slicing", "slice_granularity"}) {
     if (!token_level && s.has(key)) {
       const Field field = s.get(key);
@@ -472,11 +471,10 @@ Config Loader::load(YAML::Node root) const {
   config.parallel = read_parallel(tree.parallel);
   config.training = read_training(tree.training);
   if (tree.schedule.has("kind")) {
-    const std::vector<std::string>& kinds = config_schedule_kinds();
-    config.schedule.kind = kinds[to_choice(tree.schedule.get("kind"), kinds)];
+    config.schedule.kind = to_enum(tree.schedule.get("kind"), config_schedule_kinds());
   }
   if (tree.schedule.has("memory_limit_gib")) {
-    if (config.schedule.kind != "zb-auto") {
+    if (config.schedule.kind != ScheduleKind::kZbAuto) {
       const Field field = tree.schedule.get("memory_limit_gib");
       throw_error(field.key_mark, field.path, "only for schedule.kind zb-auto");
     }
@@ -580,22 +578,6 @@ Result<Sweep> load_sweep(const std::string& path, const std::vector<ConfigOverri
     return Error{e.message};
   }
   return parse_sweep(text, path, overrides);
-}
-
-const std::vector<std::string>& config_schedule_kinds() {
-  static const std::vector<std::string> kinds = [] {
-    std::vector<std::string> all = schedule_kinds();
-    all.push_back("zb-auto");
-    all.push_back("custom");
-    return all;
-  }();
-  return kinds;
-}
-
-std::optional<int> stages_per_rank(std::string_view kind) {
-  if (kind == "zb-auto") return 1;
-  if (kind == "custom") return std::nullopt;
-  return fixed_virtual_stages(kind);
 }
 
 std::string hardware_preset_dir() {

@@ -52,12 +52,6 @@ Result<Sweep> load_sweep(const std::string& path,
 Result<Sweep> parse_sweep(std::string_view yaml_text, std::string_view source,
                           const std::vector<ConfigOverride>& overrides = {});
 
-// Every schedule kind a config may name: the generators' (schedule_kinds()),
-// "zb-auto", built for the config's costs, and "custom", read from a file.
-const std::vector<std::string>& config_schedule_kinds();
-// Stages per rank of a kind (see fixed_virtual_stages); nullopt for any v.
-std::optional<int> stages_per_rank(std::string_view kind);
-
 // Where `hardware.preset: NAME` looks for NAME.yaml: $PPSIM_HARDWARE_DIR if
 // set, else the source tree's configs/hardware. A value with a '/' or ending
 // in .yaml is instead the path of a preset file, relative to the config's

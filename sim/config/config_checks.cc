@@ -70,7 +70,7 @@ void Loader::check_expert(const Config& config, const Sections& tree) const {
 void Loader::check_context(const Config& config, const Sections& tree) const {
   const Field context = tree.parallel.get("context");
   const int cp = config.parallel.context;
-  if (config.schedule.kind == "terapipe") {
+  if (config.schedule.kind == ScheduleKind::kTeraPipe) {
     throw_error(
         context.key_mark, context.path,
         "cannot be combined with schedule.kind terapipe: token slices of a sequence that is "

@@ -184,8 +184,9 @@ class Loader {
   // `keys` are those a preset file may hold. Without `preset:`, `s` itself.
   Section with_preset(Section s, const std::string& dir,
                       const std::vector<std::string_view>& keys) const;
-  template <typename Enum, size_t N>
-  Enum to_enum(const Field& field, const std::array<Enum, N>& values) const;
+  // One of `values` (an array or a span of an enum), by its to_string name.
+  template <typename Values>
+  auto to_enum(const Field& field, const Values& values) const;
 
   ModelSpec read_model(const Section& s) const;
   void read_model_shape(const Section& s, ModelSpec& model) const;
@@ -197,7 +198,7 @@ class Loader {
   ParallelSpec read_parallel(const Section& s) const;
   TrainingSpec read_training(const Section& s) const;
   FixedCosts read_fixed(const Section& s, const ParallelSpec& parallel) const;
-  std::string read_schedule_file(const Section& s, const std::string& kind) const;
+  std::string read_schedule_file(const Section& s, ScheduleKind kind) const;
   void read_slicing(const Section& s, ScheduleSpec& schedule) const;
   void check_cross_fields(const Config& config, const Sections& tree) const;
   void check_context(const Config& config, const Sections& tree) const;
@@ -212,10 +213,10 @@ class Loader {
   SearchSpace* search_;
 };
 
-template <typename Enum, size_t N>
-Enum Loader::to_enum(const Field& field, const std::array<Enum, N>& values) const {
+template <typename Values>
+auto Loader::to_enum(const Field& field, const Values& values) const {
   std::vector<std::string> names;
-  for (Enum value : values) names.push_back(to_string(value));
+  for (auto value : values) names.emplace_back(to_string(value));
   return values[to_choice(field, names)];
 }
 

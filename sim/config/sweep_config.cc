@@ -80,19 +80,21 @@ void Loader::read_search(const Section& s, const Config& config) const {
                                                : std::vector<int>{1, 2, 4};
   out.zero_stage =
       s.has("zero_stage") ? to_ints(s.get("zero_stage"), 0, 3) : std::vector<int>{0, 1};
-  out.schedule = {"1f1b", "interleaved-1f1b", "zb-h1", "zb-v"};
+  out.schedule = {ScheduleKind::k1f1b, ScheduleKind::kInterleaved1f1b, ScheduleKind::kZbH1,
+                  ScheduleKind::kZbV};
   if (s.has("schedule")) {
     const Field field = s.get("schedule");
     if (!field.node.IsSequence() || field.node.size() == 0) {
       throw_expected(field, "a non-empty list of schedule kinds");
     }
     out.schedule.clear();
-    std::vector<std::string> kinds = config_schedule_kinds();
-    kinds.pop_back();  // "custom" needs a file per candidate: not searchable
+    // custom, last, needs a file per candidate: not searchable.
+    const std::vector<ScheduleKind> kinds(config_schedule_kinds().begin(),
+                                          config_schedule_kinds().end() - 1);
     for (size_t i = 0; i < field.node.size(); ++i) {
       const Field item{fmt::format("{}[{}]", field.path, i), field.node[i], field.key_mark,
                        field.file};
-      out.schedule.push_back(kinds[to_choice(item, kinds)]);
+      out.schedule.push_back(to_enum(item, kinds));
     }
   }
   out.recompute = {Recompute::kNone, Recompute::kSelective, Recompute::kFull};

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "schedules/schedule_kind.h"
+
 namespace ppsim {
 
 enum class DType { kBf16, kFp16, kFp32 };
@@ -210,8 +212,8 @@ struct TrainingSpec {
 };
 
 struct ScheduleSpec {
-  std::string kind = "1f1b";  // a generator's kind, or "custom"
-  std::string file;           // custom: the CSV, one row per rank (resolved path)
+  ScheduleKind kind = ScheduleKind::k1f1b;
+  std::string file;  // custom: the CSV, one row per rank (resolved path)
   // terapipe: `slices` equal token slices per microbatch, or the cut that
   // TeraPipe's dynamic program finds, in multiples of `slice_granularity`
   // tokens (0: the smallest that keeps seq_len / granularity <= 256).
@@ -278,7 +280,7 @@ struct SearchSpace {
   std::vector<int> expert;   // default: the base config's
   std::vector<int> micro_batch;
   std::vector<int> virtual_stages;
-  std::vector<std::string> schedule;
+  std::vector<ScheduleKind> schedule;
   std::vector<Recompute> recompute;
   std::vector<int> zero_stage;
   double memory_cap_gib = 0;

@@ -24,10 +24,9 @@ Result<std::vector<std::string>> parse_schedule_list(const std::string& text) {
     const std::string entry = text.substr(start, comma - start);
     start = comma + 1;
     const std::string kind = entry.substr(0, entry.find(':'));
-    const auto& kinds = config_schedule_kinds();
-    if (std::find(kinds.begin(), kinds.end(), kind) == kinds.end()) {
+    if (!schedule_kind_named(kind)) {
       return Error{fmt::format("--schedules: unknown schedule \"{}\"; known: {}", entry,
-                               fmt::join(kinds, ", "))};
+                               joined_names(config_schedule_kinds()))};
     }
     if (entry.size() > kind.size()) {
       int v = 0;
@@ -49,19 +48,21 @@ Result<std::vector<std::string>> parse_schedule_list(const std::string& text) {
 Config config_for_entry(const Config& config, const std::string& entry) {
   Config c = config;
   const size_t colon = entry.find(':');
-  c.schedule.kind = entry.substr(0, colon);
-  if (colon != std::string::npos && c.schedule.kind == "terapipe") {
+  const std::optional<ScheduleKind> kind = schedule_kind_named(entry.substr(0, colon));
+  PPSIM_CHECK(kind.has_value());  // parse_schedule_list checked the entry
+  c.schedule.kind = *kind;
+  if (colon != std::string::npos && c.schedule.kind == ScheduleKind::kTeraPipe) {
     c.schedule.slices = std::stoi(entry.substr(colon + 1));
     c.schedule.slicing = SlicingMethod::kEven;
   } else if (colon != std::string::npos) {
     c.parallel.virtual_stages = std::stoi(entry.substr(colon + 1));
-  } else if (const std::optional<int> v = stages_per_rank(c.schedule.kind)) {
+  } else if (const std::optional<int> v = fixed_virtual_stages(c.schedule.kind)) {
     c.parallel.virtual_stages = *v;
   } else if (c.parallel.virtual_stages == 1) {
     c.parallel.virtual_stages = 2;  // with one stage per rank it would be plain 1F1B
   }
   // A token-level schedule picked from the list finds its own cut.
-  if (c.schedule.kind == "terapipe" && c.schedule.slices == 0 && c.model) {
+  if (c.schedule.kind == ScheduleKind::kTeraPipe && c.schedule.slices == 0 && c.model) {
     c.schedule.slicing = SlicingMethod::kOptimal;
   }
   return c;

@@ -23,9 +23,10 @@ struct Layout {
   std::vector<int> stage_rank;
   std::vector<BackwardForm> forms;
 };
-Layout stage_layout(const std::string& kind, int p, int v) {
-  if (kind == "zb-auto") {
-    return {stage_layout("1f1b", p, v).stage_rank, uniform_forms(p * v, BackwardForm::kSplit)};
+Layout stage_layout(ScheduleKind kind, int p, int v) {
+  if (kind == ScheduleKind::kZbAuto) {
+    return {stage_layout(ScheduleKind::k1f1b, p, v).stage_rank,
+            uniform_forms(p * v, BackwardForm::kSplit)};
   }
   const Result<Schedule> s = make_schedule(kind, {p, p, v, 1, p});
   if (!s.ok()) {
@@ -115,7 +116,7 @@ void prepare(Candidate& cand, Config& config, double cap_bytes,
   }
   // Token slices change the per-slice costs; a bound from the unsliced
   // table would not be a bound, so terapipe is never pruned by it.
-  cand.lower_bound_s = config.schedule.kind == "terapipe"
+  cand.lower_bound_s = config.schedule.kind == ScheduleKind::kTeraPipe
                            ? 0
                            : compute_lower_bound(config, *costs, layout.stage_rank);
   cand.status = CandidateStatus::kToSimulate;
@@ -172,7 +173,7 @@ std::vector<GpuLayout> gpu_layouts(const SearchSpace& space, int64_t gpus, size_
 
 // A schedule kind with its stages per rank.
 struct ScheduleChoice {
-  std::string kind;
+  ScheduleKind kind;
   int v = 1;
 };
 
@@ -182,9 +183,9 @@ struct ScheduleChoice {
 // parallelism: no terapipe with cp > 1.
 std::vector<ScheduleChoice> schedule_choices(const SearchSpace& space, int cp) {
   std::vector<ScheduleChoice> choices;
-  for (const std::string& kind : space.schedule) {
-    if (kind == "terapipe" && cp > 1) continue;
-    if (const std::optional<int> fixed = stages_per_rank(kind)) {
+  for (ScheduleKind kind : space.schedule) {
+    if (kind == ScheduleKind::kTeraPipe && cp > 1) continue;
+    if (const std::optional<int> fixed = fixed_virtual_stages(kind)) {
       choices.push_back({kind, *fixed});
       continue;
     }
@@ -204,7 +205,7 @@ Config candidate_config(const Config& base, const Candidate& cand) {
   c.training.zero_stage = cand.zero_stage;
   c.schedule.kind = cand.schedule;
   // A token-level candidate finds its own cut.
-  if (cand.schedule == "terapipe") c.schedule.slicing = SlicingMethod::kOptimal;
+  if (cand.schedule == ScheduleKind::kTeraPipe) c.schedule.slicing = SlicingMethod::kOptimal;
   return c;
 }
 
@@ -264,7 +265,8 @@ std::string Candidate::layout() const {
       parallel.expert > 1 ? fmt::format(" ep={}", parallel.expert) : std::string();
   return fmt::format("p={} t={}{} d={}{} v={} mb={} {} recompute={} zero={}", parallel.pipeline,
                      parallel.tensor, context, parallel.data, expert, parallel.virtual_stages,
-                     micro_batch, schedule, ppsim::to_string(recompute), zero_stage);
+                     micro_batch, ppsim::to_string(schedule), ppsim::to_string(recompute),
+                     zero_stage);
 }
 
 std::vector<std::pair<Candidate, Config>> enumerate_candidates(const Sweep& sweep,

@@ -37,7 +37,7 @@ struct Candidate {
   int micro_batch = 1;
   Recompute recompute = Recompute::kNone;
   int zero_stage = 0;
-  std::string schedule;
+  ScheduleKind schedule = ScheduleKind::k1f1b;
 
   CandidateStatus status = CandidateStatus::kInvalid;
   std::string reason;  // why not feasible

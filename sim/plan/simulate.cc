@@ -34,7 +34,7 @@ Result<ScheduleFile> load_schedule_csv(const std::string& path, const Config& co
 
 Result<std::vector<int>> slice_lengths_for(const Config& config) {
   const ScheduleSpec& spec = config.schedule;
-  if (spec.kind != "terapipe") return std::vector<int>{};
+  if (spec.kind != ScheduleKind::kTeraPipe) return std::vector<int>{};
   if (spec.slicing == SlicingMethod::kEven) {
     if (spec.slices < 1) {
       return Error{fmt::format("{}: schedule terapipe: set schedule.slices (equal token slices){}",
@@ -117,13 +117,13 @@ Result<Schedule> make_zb_auto_for(const Config& config, const Calibration* calib
 
 Result<Schedule> schedule_for(const Config& config, int slices, const Calibration* calibration,
                               std::vector<std::string>* notes) {
-  if (config.schedule.kind == "custom") {
+  if (config.schedule.kind == ScheduleKind::kCustom) {
     Result<ScheduleFile> file = load_schedule_csv(config.schedule.file, config);
     if (!file) return file.error();
     if (notes != nullptr) *notes = std::move(file->notes);
     return std::move(file->schedule);
   }
-  if (config.schedule.kind == "zb-auto") return make_zb_auto_for(config, calibration);
+  if (config.schedule.kind == ScheduleKind::kZbAuto) return make_zb_auto_for(config, calibration);
   const int m = config.num_microbatches();
   // An asynchronous schedule never flushes: simulate a stream of several
   // batches and measure the batches in its middle.
@@ -196,8 +196,8 @@ Result<Simulation> simulate(const Config& config, Engine* shared_engine,
   Engine& engine = shared_engine != nullptr ? *shared_engine : own_engine;
   RunOptions options;
   options.synchronous_step = config.training.optimizer_step == OptimizerStep::kSynchronous;
-  options.iterations = is_asynchronous(sim.schedule.name) ? 1 : 2;
-  options.record = keep == Keep::kTimeline || is_asynchronous(sim.schedule.name);
+  options.iterations = is_asynchronous(config.schedule.kind) ? 1 : 2;
+  options.record = keep == Keep::kTimeline || is_asynchronous(config.schedule.kind);
   const auto replay = [&]() -> Status {
     const int64_t actions = static_cast<int64_t>(sim.schedule.num_actions()) * options.iterations;
     if (actions > kMaxReplayedActions) {
@@ -212,7 +212,7 @@ Result<Simulation> simulate(const Config& config, Engine* shared_engine,
   };
   if (Status st = replay(); !st) return Error{st.message()};
   bool settled = true;  // the last two periods were equal
-  if (is_asynchronous(sim.schedule.name)) {
+  if (is_asynchronous(config.schedule.kind)) {
     batches_as_iterations(config.num_microbatches(), &sim.timeline);
   } else if (!options.synchronous_step) {
     for (options.iterations = 4;; options.iterations *= 2) {

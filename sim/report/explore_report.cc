@@ -73,8 +73,9 @@ std::string explore_to_csv(const ExploreResult& r) {
     reason += '"';
     out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{}", c.parallel.pipeline,
                        c.parallel.tensor, c.parallel.data, c.parallel.context, c.parallel.expert,
-                       c.parallel.virtual_stages, c.micro_batch, c.schedule, to_string(c.recompute),
-                       c.zero_stage, to_string(c.status), reason, c.lower_bound_s);
+                       c.parallel.virtual_stages, c.micro_batch, to_string(c.schedule),
+                       to_string(c.recompute), c.zero_stage, to_string(c.status), reason,
+                       c.lower_bound_s);
     if (c.summary) {
       const Summary& s = *c.summary;
       out += fmt::format(",{},{},{},{},{},{}\n", s.iteration_time_s, s.throughput.samples_per_s,
@@ -99,7 +100,7 @@ std::string explore_to_json(const ExploreResult& r) {
     w.field("data", c.parallel.data).field("context", c.parallel.context);
     w.field("expert", c.parallel.expert);
     w.field("virtual_stages", c.parallel.virtual_stages);
-    w.field("micro_batch", c.micro_batch).field("schedule", c.schedule);
+    w.field("micro_batch", c.micro_batch).field("schedule", to_string(c.schedule));
     w.field("recompute", to_string(c.recompute)).field("zero_stage", c.zero_stage);
     w.key("layers_per_stage").begin_array();
     for (int l : c.parallel.layers_per_stage) w.value(l);

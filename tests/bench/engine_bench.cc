@@ -36,7 +36,7 @@ void run_bench(benchmark::State& state, const char* kind) {
   const int p = static_cast<int>(state.range(0));
   const int m = static_cast<int>(state.range(1));
   const int v = static_cast<int>(state.range(2));
-  const Schedule schedule = *make_schedule(kind, {p, m, v});
+  const Schedule schedule = *make_schedule(*schedule_kind_named(kind), {p, m, v});
   const CostTable costs = uneven_costs(p * v, p);
   Engine engine;
   Timeline timeline;

@@ -32,12 +32,12 @@ bool write(const fs::path& path, const std::string& text) {
 // (p, m, v, slices, step_every) its generator accepts.
 std::vector<Schedule> schedules() {
   std::vector<Schedule> all;
-  for (const std::string& kind : schedule_kinds()) {
+  for (ScheduleKind kind : generated_schedule_kinds()) {
     for (const ScheduleParams& params :
          {ScheduleParams{2, 4, 2, 2, 4}, ScheduleParams{4, 8, 2, 2, 4}}) {
       ScheduleParams p = params;
       p.virtual_stages = fixed_virtual_stages(kind).value_or(p.virtual_stages);
-      if (kind != "terapipe") p.slices = 1;
+      if (kind != ScheduleKind::kTeraPipe) p.slices = 1;
       Result<Schedule> s = make_schedule(kind, p);
       if (s.ok()) all.push_back(std::move(*s));
     }

@@ -122,7 +122,7 @@ TEST(Bounds, SizesPastTheirCapsAreErrorsNamingTheKeyAndCap) {
 }
 
 TEST(Bounds, AGeneratorRefusesSizesPastTheCaps) {
-  const Result<Schedule> s = make_schedule("terapipe", {4, 8, 1, 2147483647});
+  const Result<Schedule> s = make_schedule(ScheduleKind::kTeraPipe, {4, 8, 1, 2147483647});
   ASSERT_FALSE(s.ok());
   EXPECT_THAT(s.error().message, HasSubstr("2147483647 token slices: expected 1 to 4096"));
 }
@@ -233,7 +233,7 @@ TEST(Bounds, RandomInRangeConfigsGivePhysicalFigures) {
 // the ranks of 1F1B (stages on ranks 0, 2, 1, 3) prices every transfer the
 // same, so the iteration takes exactly as long.
 TEST(Bounds, RelabelledRanksGiveTheSameTimes) {
-  Result<Schedule> plain = make_schedule("1f1b", {4, 8});
+  Result<Schedule> plain = make_schedule(ScheduleKind::k1f1b, {4, 8});
   ASSERT_TRUE(plain.ok());
   const std::vector<int> rank_of = {0, 2, 1, 3};
   Schedule relabelled = *plain;

@@ -169,9 +169,9 @@ TEST(ApplyCalibration, FixedCostsAndAbsentEntriesAreLeftAlone) {
 }
 
 TEST(ApplyCalibration, BackwardFormsFollowTheSchedule) {
-  const Schedule one = *make_schedule("1f1b", {2, 4, 1});
+  const Schedule one = *make_schedule(ScheduleKind::k1f1b, {2, 4, 1});
   EXPECT_EQ(backward_forms(one), uniform_forms(2, BackwardForm::kWhole));
-  const Schedule zb = *make_schedule("zb-h1", {2, 4, 1});
+  const Schedule zb = *make_schedule(ScheduleKind::kZbH1, {2, 4, 1});
   EXPECT_EQ(backward_forms(zb), uniform_forms(2, BackwardForm::kSplit));
 }
 

@@ -28,7 +28,7 @@ TEST(ConfigTest, InlineHardwareFieldOverridesPreset) {
   ASSERT_TRUE(config.ok()) << config.error().message;
   EXPECT_DOUBLE_EQ(config->hardware->peak_tflops_bf16, 250);
   EXPECT_DOUBLE_EQ(config->hardware->hbm_bandwidth_gbps, 2039);  // still the preset's
-  EXPECT_EQ(config->schedule.kind, "gpipe");
+  EXPECT_EQ(config->schedule.kind, ScheduleKind::kGpipe);
 }
 
 TEST(ConfigTest, PresetsHoldDatasheetFigures) {

@@ -51,7 +51,7 @@ TEST(ConfigTest, FileOnlyForCustom) {
 TEST(ConfigTest, CustomFileIsRelativeToTheConfig) {
   Result<Config> config = load_config(example("custom.yaml"));
   ASSERT_TRUE(config.ok()) << config.error().message;
-  EXPECT_EQ(config->schedule.kind, "custom");
+  EXPECT_EQ(config->schedule.kind, ScheduleKind::kCustom);
   EXPECT_EQ(config->schedule.file, example("custom-2rank.csv"));
 }
 

@@ -24,7 +24,7 @@ TEST(ConfigTest, SetOverridesAValue) {
                                        {{"parallel.pipeline", "2"}, {"schedule.kind", "gpipe"}});
   ASSERT_TRUE(config.ok()) << config.error().message;
   EXPECT_EQ(config->parallel.pipeline, 2);
-  EXPECT_EQ(config->schedule.kind, "gpipe");
+  EXPECT_EQ(config->schedule.kind, ScheduleKind::kGpipe);
 }
 
 TEST(ConfigTest, SetCreatesMissingSections) {

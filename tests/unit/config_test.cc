@@ -29,7 +29,7 @@ TEST(ConfigTest, ParsesIdealizedConfig) {
   EXPECT_EQ(config->parallel.pipeline, 4);
   EXPECT_EQ(config->parallel.virtual_stages, 1);
   EXPECT_EQ(config->num_microbatches(), 8);
-  EXPECT_EQ(config->schedule.kind, "1f1b");
+  EXPECT_EQ(config->schedule.kind, ScheduleKind::k1f1b);
   EXPECT_EQ(config->fixed.forward_s, std::vector<double>{1.0});
   EXPECT_EQ(config->fixed.backward_s, std::vector<double>{2.0});
   EXPECT_TRUE(config->fixed.p2p_s.empty());
@@ -94,7 +94,7 @@ TEST(ConfigTest, LoadsGpt3LargeExample) {
   EXPECT_EQ(config->model->hidden, 12288);
   EXPECT_EQ(config->model->ffn_hidden, 49152);
   EXPECT_EQ(config->num_stages(), 24);
-  EXPECT_EQ(config->schedule.kind, "interleaved-1f1b");
+  EXPECT_EQ(config->schedule.kind, ScheduleKind::kInterleaved1f1b);
   EXPECT_EQ(config->training.recompute, Recompute::kFull);
   EXPECT_EQ(config->hardware->nodes, 8);
   EXPECT_EQ(config->num_microbatches(), 64);

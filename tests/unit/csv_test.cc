@@ -19,7 +19,7 @@ using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
 TEST(Csv, RoundTripsEveryGeneratedSchedule) {
-  for (const std::string& kind : schedule_kinds()) {
+  for (ScheduleKind kind : generated_schedule_kinds()) {
     // 2 slices for terapipe, batches of all 8 microbatches for pipedream-2bw.
     const Result<Schedule> s =
         make_schedule(kind, {4, 8, fixed_virtual_stages(kind).value_or(2), 2, 8});
@@ -179,19 +179,20 @@ TEST(PytorchCsv, BackwardsNotAllPairedWithWKeepTodaysSpelling) {
 
 TEST(PytorchCsv, WriterWritesRowsAsPythonsCsvWriter) {
   // 1F1B on 2 ranks: rank 0 warms up with p-1 = 1 forward.
-  const Result<std::string> text = schedule_to_pytorch_csv(*make_schedule("1f1b", {2, 2}));
+  const Result<std::string> text =
+      schedule_to_pytorch_csv(*make_schedule(ScheduleKind::k1f1b, {2, 2}));
   ASSERT_TRUE(text.ok()) << text.error().message;
   EXPECT_EQ(*text, "0F0,0F1,0B0,0B1\r\n1F0,1B0,1F1,1B1\r\n");
 }
 
 TEST(PytorchCsv, RoundTripsEveryGeneratedSchedulePytorchCanRun) {
   // PyTorch has no optimizer step inside a program nor token slices.
-  const std::map<std::string, std::string> refused = {
-      {"pipedream", "is an optimizer step inside the program"},
-      {"pipedream-2bw", "is an optimizer step inside the program"},
-      {"terapipe", "\"0F0s1\" is a token slice"},  // microbatch 0's second slice
+  const std::map<ScheduleKind, std::string> refused = {
+      {ScheduleKind::kPipeDream, "is an optimizer step inside the program"},
+      {ScheduleKind::kPipeDream2bw, "is an optimizer step inside the program"},
+      {ScheduleKind::kTeraPipe, "\"0F0s1\" is a token slice"},  // microbatch 0's second slice
   };
-  for (const std::string& kind : schedule_kinds()) {
+  for (ScheduleKind kind : generated_schedule_kinds()) {
     // 2 slices for terapipe, batches of all 4 microbatches for pipedream-2bw.
     const Result<Schedule> s =
         make_schedule(kind, {2, 4, fixed_virtual_stages(kind).value_or(2), 2, 4});
@@ -247,7 +248,7 @@ TEST(PytorchCsv, DualPipeVGeneratorBuildsPytorchsOrder) {
   const std::string name = "dualpipev_4rank_10mb.csv";
   const Result<ScheduleFile> file = read_schedule_csv(pytorch_artifact(name), name);
   ASSERT_TRUE(file.ok()) << file.error().message;
-  const Result<Schedule> generated = make_schedule("dualpipev", {4, 10, 2});
+  const Result<Schedule> generated = make_schedule(ScheduleKind::kDualPipeV, {4, 10, 2});
   ASSERT_TRUE(generated.ok()) << generated.error().message;
   EXPECT_EQ(generated->stage_rank, file->schedule.stage_rank);
   for (int rank = 0; rank < 4; ++rank) {
@@ -264,7 +265,7 @@ TEST(PytorchCsv, InterleavedZeroBubbleGeneratorBuildsPytorchsOrder) {
   const std::string name = "zb1p_2rank_2stagep_compute.csv";
   const Result<Schedule> file = schedule_from_csv(pytorch_artifact(name), name);
   ASSERT_TRUE(file.ok()) << file.error().message;
-  const Result<Schedule> generated = make_schedule("interleaved-zb", {2, 8, 2});
+  const Result<Schedule> generated = make_schedule(ScheduleKind::kInterleavedZb, {2, 8, 2});
   ASSERT_TRUE(generated.ok()) << generated.error().message;
   EXPECT_EQ(generated->stage_rank, file->stage_rank);
   for (int rank = 0; rank < 2; ++rank) {
@@ -277,7 +278,7 @@ TEST(PytorchCsv, InterleavedZeroBubbleGeneratorBuildsPytorchsOrder) {
 // hand: every forward of the first local stage, then of the second; then
 // the backwards, last stage first, microbatches in reverse.
 TEST(PytorchCsv, LoopedBfsRunsEachStageBreadthFirst) {
-  const Result<Schedule> s = make_schedule("looped-bfs", {2, 2, 2});
+  const Result<Schedule> s = make_schedule(ScheduleKind::kLoopedBfs, {2, 2, 2});
   ASSERT_TRUE(s.ok()) << s.error().message;
   EXPECT_EQ(program_to_string(s->programs[0]), "0F0 0F1 2F0 2F1 2B1 2B0 0B1 0B0");
   EXPECT_EQ(program_to_string(s->programs[1]), "1F0 1F1 3F0 3F1 3B1 3B0 1B1 1B0");
@@ -285,12 +286,12 @@ TEST(PytorchCsv, LoopedBfsRunsEachStageBreadthFirst) {
 }
 
 TEST(PytorchCsv, DualPipeVNeedsAMicrobatchPerStage) {
-  const Result<Schedule> few = make_schedule("dualpipev", {4, 7, 2});
+  const Result<Schedule> few = make_schedule(ScheduleKind::kDualPipeV, {4, 7, 2});
   ASSERT_FALSE(few.ok());
   EXPECT_THAT(few.error().message,
               HasSubstr("schedule dualpipev: needs at least as many microbatches as stages (2 x "
                         "4 = 8), got 7"));
-  EXPECT_FALSE(make_schedule("dualpipev", {4, 8, 1}).ok());
+  EXPECT_FALSE(make_schedule(ScheduleKind::kDualPipeV, {4, 8, 1}).ok());
 }
 
 TEST(PytorchCsv, AnOverlappedPairIsAForwardThenABackward) {

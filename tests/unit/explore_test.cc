@@ -230,7 +230,7 @@ search: {pipeline: [1, 2], tensor: [1], context: [1, 2], micro_batch: [1],
     EXPECT_EQ(par.pipeline * par.context * par.data, 16) << c.layout();
     if (par.context == 2) {
       ++with_context;
-      EXPECT_EQ(c.schedule, "1f1b");
+      EXPECT_EQ(c.schedule, ScheduleKind::k1f1b);
       EXPECT_THAT(c.layout(), HasSubstr(" cp=2 "));
       EXPECT_TRUE(c.feasible()) << c.layout() << ": " << c.reason;
     }

@@ -25,7 +25,9 @@ struct Case {
 Case random_case(std::mt19937_64& rng, const std::string& kind) {
   auto uniform = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
   const int p = uniform(1, 8);
-  const int v = stages_per_rank(kind).value_or(uniform(1, 3));
+  // The pseudo-kinds below are 1F1B-shaped.
+  const ScheduleKind named = schedule_kind_named(kind).value_or(ScheduleKind::k1f1b);
+  const int v = fixed_virtual_stages(named).value_or(uniform(1, 3));
   const int m = kind == "interleaved-1f1b" || kind == "interleaved-zb" ? p * uniform(1, 4)
                 : kind == "dualpipev" ? 2 * p + uniform(0, 8)  // at least one per stage
                                       : uniform(1, 12);
@@ -38,7 +40,9 @@ Case random_case(std::mt19937_64& rng, const std::string& kind) {
   // pipedream-2bw steps once per batch of at least p microbatches.
   const int batch = p + uniform(0, 2);
   const int stream = kind == "pipedream-2bw" ? batch * uniform(1, 3) : m;
-  Case c{*make_schedule(split || automatic ? "1f1b" : kind, {p, stream, v, slices, batch}), {}};
+  Case c{*make_schedule(split || automatic ? ScheduleKind::k1f1b : named,
+                        {p, stream, v, slices, batch}),
+         {}};
   if (split) {
     for (auto& program : c.schedule.programs) {
       std::vector<Action> out;
@@ -298,7 +302,8 @@ TEST_P(Invariants, ARunWithoutRecordsKeepsWhatTheSummaryReads) {
 }
 
 std::vector<std::string> kinds_under_test() {
-  std::vector<std::string> kinds = schedule_kinds();
+  std::vector<std::string> kinds;
+  for (ScheduleKind kind : generated_schedule_kinds()) kinds.emplace_back(to_string(kind));
   kinds.push_back("zb-auto");
   kinds.push_back("1f1b-split");
   return kinds;

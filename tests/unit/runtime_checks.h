@@ -52,7 +52,7 @@ inline Schedule schedule_of(const std::string& kind, int p, int m, int v = 1, in
   params.virtual_stages = v;
   params.slices = slices;
   params.step_every = p;  // pipedream-2bw's smallest batch
-  Result<Schedule> s = make_schedule(kind, params);
+  Result<Schedule> s = make_schedule(*schedule_kind_named(kind), params);
   EXPECT_TRUE(s.ok()) << s.error().message;
   return *s;
 }

@@ -29,7 +29,7 @@ std::string error_of(const Schedule& s) {
 }
 
 TEST(Validate, AcceptsEveryGeneratedSchedule) {
-  for (const std::string& kind : schedule_kinds()) {
+  for (ScheduleKind kind : generated_schedule_kinds()) {
     for (int p : {1, 2, 3, 4}) {
       for (int v : {1, 2, 3}) {
         if (fixed_virtual_stages(kind).value_or(v) != v) continue;
