@@ -37,7 +37,8 @@ const char* collective_name(CollectiveKind kind) {
   return "?";
 }
 
-// What sizes the kernel: a GEMM's [batch x] M x N x K, a collective's kind.
+// What sizes the kernel: a GEMM's [batch x] M x N x K, a collective's kind,
+// the random numbers a dropout kernel draws.
 std::string shape_of(const Op& op) {
   switch (op.kind) {
     case OpKind::kGemm:
@@ -51,6 +52,9 @@ std::string shape_of(const Op& op) {
     case OpKind::kRingExchange:
       return fmt::format("{:g} steps, overlapped", op.steps);
     case OpKind::kMemory:
+      // A dropout mask's: at hardware.dropout_rng_gsamples_per_s they may
+      // take longer than the bytes.
+      if (op.random_draws > 0) return fmt::format("{:.3g} random draws", op.random_draws);
       break;
   }
   return "";
