@@ -112,9 +112,17 @@ std::optional<int> fixed_virtual_stages(ScheduleKind kind) {
     case ScheduleKind::kZbV:
     case ScheduleKind::kDualPipeV:
       return 2;
-    default:
+    case ScheduleKind::kGpipe:
+    case ScheduleKind::k1f1b:
+    case ScheduleKind::kZbH1:
+    case ScheduleKind::kZbH2:
+    case ScheduleKind::kTeraPipe:
+    case ScheduleKind::kPipeDream:
+    case ScheduleKind::kPipeDream2bw:
+    case ScheduleKind::kZbAuto:
       return 1;
   }
+  return 1;
 }
 
 Result<Schedule> make_terapipe(const ScheduleParams& params) {

@@ -37,8 +37,9 @@ constexpr bool in_enum_order() {
 }
 static_assert(in_enum_order());
 
-// zb-auto and custom come last.
+// zb-auto and custom come last: the generated kinds are all but those two.
 static_assert(kKindNames[kKindNames.size() - 2].kind == ScheduleKind::kZbAuto);
+static_assert(kKindNames[kKindNames.size() - 1].kind == ScheduleKind::kCustom);
 
 }  // namespace
 

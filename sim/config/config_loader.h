@@ -184,7 +184,7 @@ class Loader {
   // `keys` are those a preset file may hold. Without `preset:`, `s` itself.
   Section with_preset(Section s, const std::string& dir,
                       const std::vector<std::string_view>& keys) const;
-  // One of `values` (an array or a span of an enum), by its to_string name.
+  // One of `values` (an array or a vector of an enum), by its to_string name.
   template <typename Values>
   auto to_enum(const Field& field, const Values& values) const;
 
