@@ -141,6 +141,14 @@ struct HardwareSpec {
   double intra_node_latency_us = 0;
   double inter_node_bandwidth_gbps = 0;  // GB/s of one NIC per direction
   double inter_node_latency_us = 0;
+  // A pipeline's point-to-point transfer (one NCCL send/recv pair): a fixed
+  // time per transfer (launch, rendezvous, the framework's synchronisation;
+  // 0: the fabric's latency) and, within a node, the bandwidth one pair
+  // reaches (0: the node's collective bandwidth). Across nodes it runs at
+  // the sender's share of the NICs. No message-size curve: a transfer is
+  // one step, not a ring of them.
+  double p2p_latency_us = 0;
+  double p2p_bandwidth_gbps = 0;
   // Collectives and transfers reach bus bandwidth efficiency * M / (M + half)
   // of the link for a message of M bytes (nccl-tests' busbw).
   double intra_node_collective_efficiency = 1;

@@ -54,6 +54,19 @@ Result<Link> group_link(const HardwareSpec& hw, bool one_node, int per_node) {
   return Link{hw.inter_node_latency_us * kMicro, bandwidth, half};
 }
 
+// A pipeline's transfer between two ranks (on one node: `one_node`): the
+// link of a group of two without the collectives' message-size curve (one
+// step, not a ring of them), at the bandwidth one send/recv pair reaches
+// within a node, and with the framework's fixed time per transfer.
+Result<Link> p2p_link(const HardwareSpec& hw, bool one_node) {
+  Result<Link> link = group_link(hw, one_node, 1);
+  if (!link.ok()) return link;
+  link->half_bytes = 0;
+  if (one_node && hw.p2p_bandwidth_gbps > 0) link->bandwidth_Bps = hw.p2p_bandwidth_gbps * kGiga;
+  if (hw.p2p_latency_us > 0) link->latency_s = hw.p2p_latency_us * kMicro;
+  return link;
+}
+
 // Data-parallel reduction of `grad_bytes` of gradients on each of d GPUs:
 // the reduction, and for ZeRO 1 and 2 the updated weights' all-gather
 // (`weight_bytes`). ZeRO 0 all-reduces; ZeRO 1 and 2 reduce-scatter; ZeRO 3
@@ -182,8 +195,8 @@ Status fill_p2p_times(const Config& config, const std::vector<int>& stage_rank,
   for (int s = 0; s + 1 < config.num_stages(); ++s) {
     // Stages on one rank hand over in memory; the engine ignores those boundaries.
     if (stage_rank[s] == stage_rank[s + 1]) continue;
-    const Result<Link> link = group_link(
-        *config.hardware, placement.ranks_share_nodes(stage_rank[s], stage_rank[s + 1]), 1);
+    const Result<Link> link =
+        p2p_link(*config.hardware, placement.ranks_share_nodes(stage_rank[s], stage_rank[s + 1]));
     if (!link.ok()) return link.error();
     for (int j = 0; j < num_slices; ++j) {
       const int i = s * num_slices + j;

@@ -212,6 +212,10 @@ constexpr BadValue kBadValues[] = {
      "test.yaml:8:21: hardware.kernel_launch_us: expected a number >= 0, got \"-2\""},
     {"hardware", "  dropout_rng_gsamples_per_s: -1",
      "test.yaml:8:31: hardware.dropout_rng_gsamples_per_s: expected a number >= 0, got \"-1\""},
+    {"hardware", "  p2p_latency_us: -1",
+     "test.yaml:8:19: hardware.p2p_latency_us: expected a number >= 0, got \"-1\""},
+    {"hardware", "  p2p_bandwidth_gbps: x",
+     "test.yaml:8:23: hardware.p2p_bandwidth_gbps: expected a number >= 0, got \"x\""},
     {"hardware", "  intra_node_collective_efficiency: 0",
      "test.yaml:8:37: hardware.intra_node_collective_efficiency: expected a number in (0, 1], got "
      "\"0\""},

@@ -343,6 +343,29 @@ TEST(P2p, IntraOrInterNodeByPlacement) {
   EXPECT_EQ(sp.p2p_forward[0], 11485760);  // 1e-6 + 1048576 / 1e11 s
 }
 
+TEST(P2p, OneStepAtThePairsOwnLatencyAndBandwidth) {
+  // The placement above: boundaries 0 and 2 inside a node, 1 across.
+  Config c = make_config(tiny(4), 4, 2, 2, round_hardware(8, 2));
+  c.model->hidden = 1024;
+  c.model->ffn_hidden = 4096;
+  c.model->seq_len = 1024;
+  // The collectives' size curve (half the bandwidth at 2 MB) is not a
+  // transfer's: the times above hold with it.
+  c.hardware->collective_half_mb = 2;
+  const Picos intra = 21971520;   // 1e-6 + 2097152 / 1e11 s
+  const Picos inter = 214715200;  // 5e-6 + 2097152 / 1e10 s
+  EXPECT_EQ(build_ok(c).p2p_forward, (std::vector<Picos>{intra, inter, intra}));
+  // A pair's own figures: 200 us for every transfer, 40 GB/s inside a node;
+  // across nodes still the NIC's 10 GB/s.
+  c.hardware->p2p_latency_us = 200;
+  c.hardware->p2p_bandwidth_gbps = 40;
+  const Picos pair_intra = 252428800;  // 2e-4 + 2097152 / 4e10 s
+  const Picos pair_inter = 409715200;  // 2e-4 + 2097152 / 1e10 s
+  const CostTable table = build_ok(c);
+  EXPECT_EQ(table.p2p_forward, (std::vector<Picos>{pair_intra, pair_inter, pair_intra}));
+  EXPECT_EQ(table.p2p_backward, table.p2p_forward);
+}
+
 TEST(P2p, StagesOnOneRankHandOverForFree) {
   Config c = make_config(tiny(2), 1, 1, 1, round_hardware(1, 1));
   c.parallel.virtual_stages = 2;
