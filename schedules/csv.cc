@@ -3,7 +3,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
+#include <optional>
 #include <set>
+#include <string>
 #include <tuple>
 #include <utility>
 
@@ -80,9 +83,31 @@ struct PytorchOnlyAction {
 // The actions of PyTorch's compute+comms format (_ComputationType in
 // torch/distributed/pipelining/schedules.py) that a compute-only file lacks.
 constexpr PytorchOnlyAction kPytorchOnlyActions[] = {
-    {"SEND_F", "communication"},           {"RECV_F", "communication"}, {"SEND_B", "communication"},
-    {"RECV_B", "communication"},           {"UNSHARD", "FSDP"},         {"RESHARD", "FSDP"},
+    {"UNSHARD", "FSDP"},
+    {"RESHARD", "FSDP"},
     {"REDUCE_GRAD", "gradient-reduction"},
+};
+
+// A transfer cell of the compute+comms format ("0SEND_F0", "2RECV_B1"): the
+// activation a forward sends or receives (SEND_F, RECV_F) or the input
+// gradient of a backward (SEND_B, RECV_B), named by that action's stage and
+// microbatch.
+struct Transfer {
+  bool send = false;
+  bool forward = false;
+  int stage = 0;
+  int microbatch = 0;
+};
+struct TransferName {
+  std::string_view name;
+  bool send;
+  bool forward;
+};
+constexpr TransferName kTransferNames[] = {
+    {"SEND_F", true, true},
+    {"RECV_F", false, true},
+    {"SEND_B", true, false},
+    {"RECV_B", false, false},
 };
 
 constexpr std::string_view kPairSuffix = ")OVERLAP_F_B";
@@ -101,13 +126,36 @@ std::string not_supported_yet(std::string_view cell) {
   return {};
 }
 
-// One cell: an action, or an overlapped pair's two (the forward, then the
-// backward).
+// One cell: an action, an overlapped pair's two (the forward, then the
+// backward), or a transfer (no action).
 struct Cell {
   Action actions[2];
   int count = 1;
   bool spelled_bw = false;  // the full backward as older PyTorch releases spelled it
+  std::optional<Transfer> transfer;
 };
+
+// "2SEND_F0": its stage and microbatch read as the action's ("2F0"), so
+// that they are checked as any action's are.
+std::optional<Result<Cell>> parse_transfer(std::string_view cell) {
+  const size_t kind = cell.size() - after_stage(cell).size();
+  for (const TransferName& t : kTransferNames) {
+    if (!cell.substr(kind).starts_with(t.name)) continue;
+    const std::string action =
+        fmt::format("{}F{}", cell.substr(0, kind), cell.substr(kind + t.name.size()));
+    const Result<Action> a = parse_action(action);
+    if (!a || a->slice != 0) {
+      return Error{
+          fmt::format("\"{}\" is not a transfer: expected STAGE {} MICROBATCH (e.g. \"2{}0\")",
+                      printable(cell), t.name, t.name)};
+    }
+    Cell transfer;
+    transfer.count = 0;
+    transfer.transfer = Transfer{t.send, t.forward, a->stage, a->microbatch};
+    return transfer;
+  }
+  return std::nullopt;
+}
 
 // PyTorch's overlapped pair "(0F7;7B3)OVERLAP_F_B": a forward and a backward
 // (full, or its input-gradient half) of other stages, read as the two
@@ -136,6 +184,7 @@ Result<Cell> parse_pair(std::string_view cell) {
 Result<Cell> parse_cell(std::string_view text) {
   const std::string_view cell = trimmed(text);
   if (cell.starts_with('(') && cell.ends_with(kPairSuffix)) return parse_pair(cell);
+  if (std::optional<Result<Cell>> transfer = parse_transfer(cell)) return std::move(*transfer);
   if (const std::string why = not_supported_yet(cell); !why.empty()) {
     return Error{fmt::format("\"{}\": {}", printable(cell), why)};
   }
@@ -163,6 +212,16 @@ struct Rows {
   std::vector<std::pair<int, size_t>> plain_b;  // (rank, index) of each cell spelled "B"
   int spelled_bw = 0;
   int pairs = 0;  // overlapped pairs, each read as its two actions
+  // Transfer cells, set aside once checked against the actions around them.
+  struct PlacedTransfer {
+    Transfer transfer;
+    int rank = 0;
+    size_t before = 0;  // the actions of its rank before it
+    int line = 0;
+    int cell = 0;
+    std::string text;
+  };
+  std::vector<PlacedTransfer> transfers;
 };
 
 // Appends one row's actions to `rows` as rank rows.programs.size().
@@ -179,6 +238,10 @@ Status read_row(std::string_view line, int line_no, std::string_view source, Row
       if (!c) {
         return Error{fmt::format("{}:{}: cell {} (rank {}): {}", source, line_no, column, rank,
                                  c.error().message)};
+      }
+      if (c->transfer) {
+        rows.transfers.push_back(
+            {*c->transfer, rank, program.size(), line_no, column, std::string(trimmed(cell))});
       }
       for (int k = 0; k < c->count; ++k) {
         const Action& action = c->actions[k];
@@ -344,6 +407,46 @@ Status check_no_repeats(const Rows& rows, std::string_view source) {
   return {};
 }
 
+// Each transfer cell against its rank's actions: a send after the action
+// whose output it sends, a receive before the action that needs it.
+Status check_transfers(const Rows& rows, std::string_view source) {
+  using Key = std::tuple<int, int, bool>;  // stage, microbatch, forward
+  std::vector<std::map<Key, size_t>> first_of(rows.programs.size());
+  for (size_t rank = 0; rank < rows.programs.size(); ++rank) {
+    const std::vector<Action>& program = rows.programs[rank];
+    for (size_t i = 0; i < program.size(); ++i) {
+      const Action& a = program[i];
+      if (a.kind == ActionKind::kForward || sends_input_gradient(a.kind)) {
+        first_of[rank].emplace(Key{a.stage, a.microbatch, a.kind == ActionKind::kForward}, i);
+      }
+    }
+  }
+  for (const Rows::PlacedTransfer& t : rows.transfers) {
+    const auto bad = [&](const std::string& why) {
+      return Error{fmt::format("{}:{}: cell {} (rank {}): \"{}\": {}", source, t.line, t.cell,
+                               t.rank, printable(t.text), why)};
+    };
+    const std::string_view what = t.transfer.forward ? "forward" : "backward";
+    const auto found =
+        first_of[t.rank].find(Key{t.transfer.stage, t.transfer.microbatch, t.transfer.forward});
+    if (found == first_of[t.rank].end()) {
+      return bad(fmt::format("rank {} runs no {} of stage {} microbatch {} for it to {}", t.rank,
+                             what, t.transfer.stage, t.transfer.microbatch,
+                             t.transfer.send ? "send from" : "receive for"));
+    }
+    const size_t index = found->second;
+    const std::string action = fmt::format("{} in cell {}", to_string(rows.programs[t.rank][index]),
+                                           rows.cells[t.rank][index]);
+    if (t.transfer.send && index >= t.before) {
+      return bad(fmt::format("sends before the {} it sends from, {}", what, action));
+    }
+    if (!t.transfer.send && index < t.before) {
+      return bad(fmt::format("receives after the {} that needs it, {}", what, action));
+    }
+  }
+  return {};
+}
+
 }  // namespace
 
 Result<ScheduleFile> read_schedule_csv(std::string_view text, std::string_view source) {
@@ -361,6 +464,15 @@ Result<ScheduleFile> read_schedule_csv(std::string_view text, std::string_view s
         "{}: its {} overlapped forward-backward pairs (OVERLAP_F_B) run one after the other, "
         "the forward first: ppsim does not model what their overlap hides yet (issue 13)",
         source, rows->pairs));
+  }
+  if (!rows->transfers.empty()) {
+    if (Status st = check_transfers(*rows, source); !st) return Error{st.message()};
+    file.notes.push_back(fmt::format(
+        "{}: its {} transfer cells (SEND_F, RECV_F, SEND_B, RECV_B) were checked against the "
+        "actions around them and set aside: ppsim starts each transfer on its link when the "
+        "action that produces it ends, and the action that needs it waits for it, as PyTorch's "
+        "runtime waits for a posted receive",
+        source, rows->transfers.size()));
   }
   if (Status st = check_no_repeats(*rows, source); !st) return Error{st.message()};
   Result<Schedule> schedule = schedule_of(std::move(*rows), source);

@@ -6,8 +6,13 @@
 // release: older ones spelled the input-gradient backward `B` (now `I`) and the
 // full backward `BW` (now `B`). An overlapped pair ("(0F7;7B3)OVERLAP_F_B",
 // DualPipe's) is read as its forward and then its backward, with a note:
-// ppsim does not model the overlap yet (issue 13). Cells of PyTorch's
-// compute+comms format (SEND_F, RECV_B, UNSHARD, ...) are errors saying so.
+// ppsim does not model the overlap yet (issue 13). The transfer cells of
+// PyTorch's compute+comms format (SEND_F, RECV_F, SEND_B, RECV_B) are
+// checked (a send after the action it sends from, on the same rank; a
+// receive before the action that needs it) and set aside, with a note: the
+// simulator times each transfer on its link from the producer's end. Its
+// FSDP and gradient-reduction cells (UNSHARD, RESHARD, REDUCE_GRAD) are
+// errors saying they are not supported.
 #pragma once
 
 #include <string>

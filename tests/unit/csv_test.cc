@@ -308,15 +308,52 @@ TEST(PytorchCsv, AnOverlappedPairIsAForwardThenABackward) {
 }
 
 // PyTorch's compute+comms form: "0F0,0SEND_F0,2RECV_F0,...".
-TEST(PytorchCsv, CommunicationCellIsNotSupportedYet) {
+TEST(PytorchCsv, TransferCellsAreCheckedAndSetAside) {
   const std::string name = "zb1p_2rank_2stagep_comms.csv";
-  const Result<Schedule> s = schedule_from_csv(pytorch_artifact(name), name);
-  ASSERT_FALSE(s.ok());
-  EXPECT_EQ(s.error().message,
-            name +
-                ":1: cell 2 (rank 0): \"0SEND_F0\": communication actions (SEND_F) are not "
-                "supported yet (issue 13): ppsim reads PyTorch's compute-only format (F, B, I, W "
-                "cells); write the schedule with _dump_csv(filename, format=\"compute_only\")");
+  const std::string text = pytorch_artifact(name);
+  const Result<ScheduleFile> file = read_schedule_csv(text, name);
+  ASSERT_TRUE(file.ok()) << file.error().message;
+  // 8 microbatches cross each of the 3 stage boundaries forward and back,
+  // a send and a receive each time: 8 x 3 x 2 x 2.
+  EXPECT_THAT(file->notes, ElementsAre(HasSubstr(name + ": its 96 transfer cells (SEND_F, "
+                                                        "RECV_F, SEND_B, RECV_B) were checked")));
+  // The programs are the file's other cells, in their order.
+  std::string kept;  // the file with its transfer cells emptied
+  std::string cell;
+  for (const char c : text + "\n") {
+    if (c != ',' && c != '\n') {
+      cell += c;
+      continue;
+    }
+    if (cell.find("SEND") == std::string::npos && cell.find("RECV") == std::string::npos) {
+      kept += cell;
+    }
+    kept += c;
+    cell.clear();
+  }
+  const Result<Schedule> expected = schedule_from_csv(kept, "compute.csv");
+  ASSERT_TRUE(expected.ok()) << expected.error().message;
+  EXPECT_EQ(file->schedule.programs, expected->programs);
+}
+
+TEST(PytorchCsv, ATransferOutOfPlaceIsAnErrorNamingItsCell) {
+  const auto error_of = [](const std::string& text) {
+    const Result<ScheduleFile> file = read_schedule_csv(text, "t.csv");
+    return file.ok() ? std::string("no error") : file.error().message;
+  };
+  EXPECT_EQ(error_of("0F0,0SEND_F0,0RECV_B0,0B0\n1RECV_F0,1F0,1B0,1SEND_B0\n"), "no error");
+  EXPECT_EQ(error_of("0SEND_F0,0F0,0RECV_B0,0B0\n1RECV_F0,1F0,1B0\n"),
+            "t.csv:1: cell 1 (rank 0): \"0SEND_F0\": sends before the forward it sends from, 0F0 "
+            "in cell 2");
+  EXPECT_EQ(error_of("0F0,0SEND_F0,0B0,0RECV_B0\n1RECV_F0,1F0,1B0\n"),
+            "t.csv:1: cell 4 (rank 0): \"0RECV_B0\": receives after the backward that needs it, "
+            "0B0 in cell 3");
+  EXPECT_EQ(error_of("0F0,0B0\n1RECV_F0,1F0,1B0,1SEND_F3\n"),
+            "t.csv:2: cell 4 (rank 1): \"1SEND_F3\": rank 1 runs no forward of stage 1 "
+            "microbatch 3 for it to send from");
+  EXPECT_EQ(error_of("0F0,0SEND_Fx\n"),
+            "t.csv:1: cell 2 (rank 0): \"0SEND_Fx\" is not a transfer: expected STAGE SEND_F "
+            "MICROBATCH (e.g. \"2SEND_F0\")");
 }
 
 TEST(PytorchCsv, FsdpAndGradientReductionCellsAreNotSupportedYet) {
