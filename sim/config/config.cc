@@ -351,6 +351,7 @@ ParallelSpec Loader::read_parallel(const Section& s) const {
   read_int(s, "virtual_stages", parallel.virtual_stages, 1, static_cast<int>(kMaxStages));
   read_bool(s, "sequence_parallel", parallel.sequence_parallel);
   read_bool(s, "tp_comm_overlap", parallel.tp_comm_overlap);
+  read_bool(s, "p2p_scatter_gather", parallel.p2p_scatter_gather);
   // Only the values here; their count and sum are checked against the model
   // with the other cross-field checks.
   if (s.has("layers_per_stage")) {
@@ -381,6 +382,7 @@ TrainingSpec Loader::read_training(const Section& s) const {
   }
   read_bool(s, "overlap_grad_reduce", training.overlap_grad_reduce);
   read_bool(s, "grad_accumulation_fusion", training.grad_accumulation_fusion);
+  read_bool(s, "blocking_p2p", training.blocking_p2p);
   return training;
 }
 
@@ -458,12 +460,14 @@ Config Loader::load(YAML::Node root) const {
                            model_keys(false)),
       .hardware = with_preset(section(top.get("hardware"), hardware_keys(true)),
                               hardware_preset_dir(), hardware_keys(false)),
-      .parallel = section(top.get("parallel"),
-                          {"pipeline", "tensor", "data", "context", "expert", "virtual_stages",
-                           "sequence_parallel", "tp_comm_overlap", "layers_per_stage"}),
-      .training = section(top.get("training"),
-                          {"global_batch", "micro_batch", "recompute", "zero_stage",
-                           "optimizer_step", "overlap_grad_reduce", "grad_accumulation_fusion"}),
+      .parallel =
+          section(top.get("parallel"), {"pipeline", "tensor", "data", "context", "expert",
+                                        "virtual_stages", "sequence_parallel", "tp_comm_overlap",
+                                        "p2p_scatter_gather", "layers_per_stage"}),
+      .training =
+          section(top.get("training"),
+                  {"global_batch", "micro_batch", "recompute", "zero_stage", "optimizer_step",
+                   "overlap_grad_reduce", "grad_accumulation_fusion", "blocking_p2p"}),
       .schedule = section(top.get("schedule"), {"kind", "file", "slices", "slicing",
                                                 "slice_granularity", "memory_limit_gib"}),
       .fixed = section(costs.get("fixed"), fixed_keys()),

@@ -128,6 +128,12 @@ void Loader::check_cross_fields(const Config& config, const Sections& tree) cons
     throw_error(slicing.key_mark, slicing.path,
                 "optimal needs hardware: the cut is chosen with the analytic model's times");
   }
+  if (par.p2p_scatter_gather && !config.profile_path.empty()) {
+    const Field scatter = tree.parallel.get("p2p_scatter_gather");
+    throw_error(scatter.key_mark, scatter.path,
+                "needs the analytic model: a profile's link is a measured transfer of the whole "
+                "activation, not its pieces and their all-gather");
+  }
   if (par.tp_comm_overlap && !par.sequence_parallel) {
     const Field overlap = tree.parallel.get("tp_comm_overlap");
     throw_error(

@@ -182,6 +182,13 @@ struct ParallelSpec {
   // the GEMM it feeds or drains, so only what outlasts that GEMM is paid.
   // Needs sequence_parallel.
   bool tp_comm_overlap = false;
+  // Megatron-LM's scatter/gather of pipeline transfers (Narayanan et al.
+  // 2021, section 4.1; --scatter-gather-tensors-in-pipeline): with t > 1
+  // and no sequence parallelism, each GPU of a tensor group sends 1/t of the
+  // activation (or gradient) to its peer of the next stage, and the
+  // receivers all-gather the t pieces over their tensor group's link. No
+  // effect with t = 1 or sequence parallelism (each GPU sends its 1/t then).
+  bool p2p_scatter_gather = false;
   // Layers of each of the p * v stages, first stage first (each >= 1, summing
   // to model.layers). Empty: the default even split (layers_per_stage in
   // cost_model.h); balanced_layers (partition.h) finds the fastest one.
@@ -217,6 +224,11 @@ struct TrainingSpec {
   // itself (Megatron's gradient_accumulation_fusion) or writes a gradient
   // that a separate kernel then adds to the buffer.
   bool grad_accumulation_fusion = true;
+  // Pipeline sends block the sender until they arrive (Megatron-LM's
+  // synchronous send/recv of its non-interleaved 1F1B, DeepSpeed's pipeline
+  // engine); false: they overlap its compute (Megatron-Core's overlapped
+  // p2p, Zero Bubble's runtime).
+  bool blocking_p2p = false;
 };
 
 struct ScheduleSpec {

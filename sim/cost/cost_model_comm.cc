@@ -189,19 +189,34 @@ Result<GroupLinks> group_links(const Config& config, const Placement& placement,
 
 // Each slice's transfer pays the link's latency: k slices pay it k times.
 // Every GPU of a rank sends to its counterpart at the same time, each over
-// its share of the NICs.
+// its share of the NICs (with scatter/gather, its 1/t of the activation,
+// then the receivers' all-gather).
 Status fill_p2p_times(const Config& config, const std::vector<int>& stage_rank,
                       const Placement& placement, int num_slices, CostTable& table) {
+  const ParallelSpec& parallel = config.parallel;
+  const bool scatter_gather =
+      parallel.p2p_scatter_gather && parallel.tensor > 1 && !parallel.sequence_parallel;
+  const int pieces = scatter_gather ? parallel.tensor : 1;
   for (int s = 0; s + 1 < config.num_stages(); ++s) {
     // Stages on one rank hand over in memory; the engine ignores those boundaries.
     if (stage_rank[s] == stage_rank[s + 1]) continue;
     const Result<Link> link =
         p2p_link(*config.hardware, placement.ranks_share_nodes(stage_rank[s], stage_rank[s + 1]));
     if (!link.ok()) return link.error();
+    // Scatter/gather: the receivers all-gather the pieces over their tensor group.
+    Link gather;
+    if (scatter_gather) {
+      const Result<GroupLinks> receivers = group_links(config, placement, stage_rank[s + 1]);
+      if (!receivers.ok()) return receivers.error();
+      gather = receivers->tensor;
+    }
     for (int j = 0; j < num_slices; ++j) {
       const int i = s * num_slices + j;
-      const Picos t =
-          seconds_to_picos(transfer_seconds(static_cast<double>(table.p2p_bytes[i]), *link));
+      const auto bytes = static_cast<double>(table.p2p_bytes[i]);
+      const double gather_s =
+          scatter_gather ? collective_seconds(CollectiveKind::kAllGather, bytes, pieces, gather)
+                         : 0;
+      const Picos t = seconds_to_picos(transfer_seconds(bytes / pieces, *link) + gather_s);
       table.p2p_forward[i] = t;
       table.p2p_backward[i] = t;
     }

@@ -188,8 +188,9 @@ void Engine::push(Picos time, int32_t rank) {
 void Engine::start_epilogue(int32_t rank, EpilogueKind kind, Picos now, Picos duration) {
   RankState& r = ranks_[rank];
   r.busy = true;
-  const Picos end = add_saturated(now, duration);
-  out_->epilogue.push_back(EpilogueRecord{kind, rank, r.iteration, now, end});
+  const Picos start = std::max(now, r.sends_end);
+  const Picos end = add_saturated(start, duration);
+  out_->epilogue.push_back(EpilogueRecord{kind, rank, r.iteration, start, end});
   push(end, rank);
 }
 
@@ -206,7 +207,7 @@ void Engine::try_start(int32_t rank, Picos now) {
         const int32_t iteration_base = r.iteration * nodes_per_iteration_;
         const Node& nd = nodes_[node_base(r.iteration) + node_of_[record]];
         if (nd.pending > 0) return;
-        const Picos start = std::max(now, nd.time);
+        const Picos start = std::max({now, nd.time, r.sends_end});
         const Picos end = add_saturated(start, duration_of(nd));
         if (options_.record) {
           out_->actions[iteration_base + record] =
@@ -293,7 +294,14 @@ void Engine::finish_action(int32_t rank, int32_t node, Picos now) {
       }
     }
     consumer.time = std::max(consumer.time, arrival);
-    // May start this rank's next action: pos has moved past this one.
+    if (options_.blocking_sends) r.sends_end = std::max(r.sends_end, arrival);
+  }
+  // Only now, with every arrival known (and with blocking sends, the
+  // rank's own sends_end): may start this rank's next action, pos having
+  // moved past this one.
+  for (const int32_t target : nd.out) {
+    if (target < 0) break;
+    Node& consumer = nodes_[target];
     if (--consumer.pending == 0) try_start(consumer.rank, now);
   }
 }

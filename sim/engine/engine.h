@@ -37,6 +37,11 @@ namespace ppsim {
 struct RunOptions {
   int iterations = 1;            // consecutive iterations of the schedule
   bool synchronous_step = true;  // false: post-validation, no barrier
+  // true: a rank's sends block it, as Megatron-LM's synchronous send/recv
+  // and DeepSpeed's pipeline engine do: its next action, or its
+  // end-of-iteration work, starts only once every transfer of the action
+  // before has arrived. false: transfers overlap the sender's compute.
+  bool blocking_sends = false;
   // false: no action or transfer records, only what a summary reads (the
   // iteration ends, each rank's peak activation and its busy time in the
   // last iteration, Timeline::busy_tally); about 64 bytes less per replayed
@@ -89,6 +94,7 @@ class Engine {
     Phase phase = Phase::kProgram;
     bool busy = false;
     int64_t activation = 0;
+    Picos sends_end = 0;  // when its last transfer arrives (blocking_sends)
   };
 
   void build(const Schedule& schedule, const CostTable& costs);

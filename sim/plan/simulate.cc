@@ -107,6 +107,7 @@ Result<Schedule> make_zb_auto_for(const Config& config, const Calibration* calib
   if (config.training.optimizer_step == OptimizerStep::kPostValidation) {
     judge = RunOptions{4, false};
   }
+  judge.blocking_sends = config.training.blocking_p2p;
   Result<Schedule> s =
       make_zb_auto(p, config.num_microbatches(), *costs, zb_auto_limit(config, *costs), judge);
   if (!s) return Error{fmt::format("{}: {}", config.source, s.error().message)};
@@ -196,6 +197,7 @@ Result<Simulation> simulate(const Config& config, Engine* shared_engine,
   Engine& engine = shared_engine != nullptr ? *shared_engine : own_engine;
   RunOptions options;
   options.synchronous_step = config.training.optimizer_step == OptimizerStep::kSynchronous;
+  options.blocking_sends = config.training.blocking_p2p;
   options.iterations = is_asynchronous(config.schedule.kind) ? 1 : 2;
   options.record = keep == Keep::kTimeline || is_asynchronous(config.schedule.kind);
   const auto replay = [&]() -> Status {

@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "schedules/generators.h"
+#include "schedules/schedule_kind.h"
 #include "schedules/validate.h"
 #include "sim/core/costs.h"
 #include "sim/engine/engine.h"
@@ -190,6 +191,79 @@ TEST_P(Iterations, SynchronousAndPostValidatedPeriods) {
 INSTANTIATE_TEST_SUITE_P(Shapes, Iterations,
                          ::testing::Values(std::tuple{1, 3}, std::tuple{2, 5}, std::tuple{4, 8},
                                            std::tuple{5, 2}));
+
+// Blocking sends (RunOptions::blocking_sends), worked by hand on 1F1B with
+// p = 2, m = 2, forward f, backward b, transfer c (c < f < b). Rank 0 runs
+// F0 F1 B0 B1, rank 1 F0 B0 F1 B1. Non-blocking, rank 0's F1 starts at f
+// and rank 1's F1 right after its B0, at 2f + c + b: rank 0's B1 waits
+// for the gradient of rank 1's B1, 3f + 2c + 2b, and ends at 3f + 2c + 3b.
+// Blocking, rank 0's F1 waits for F0's send, [f + c, 2f + c]; rank 1's F1
+// for its B0's send to arrive, [2f + 2c + b, 3f + 2c + b]; then its B1
+// ends at 3f + 2c + 2b and its gradient arrives at 3f + 3c + 2b, so rank
+// 0's B1 ends at 3f + 3c + 3b: one transfer more.
+TEST(BlockingSends, ASenderWaitsForItsTransferToArrive) {
+  const Picos f = kTf;
+  const Picos b = kTb;
+  const Picos c = 1'000'001;
+  const Schedule s = *make_1f1b({2, 2, 1});
+  const CostTable costs = uniform_costs(2, 2, f, b, c);
+  const auto start_of = [](const Timeline& t, int rank, const char* action) {
+    for (const ActionRecord& r : t.actions) {
+      if (r.rank == rank && to_string(r.action) == action) return r.start;
+    }
+    ADD_FAILURE() << "no " << action << " on rank " << rank;
+    return Picos{-1};
+  };
+  Timeline overlapped;
+  ASSERT_TRUE(Engine().run(s, costs, &overlapped).ok());
+  EXPECT_EQ(start_of(overlapped, 0, "0F1"), f);
+  EXPECT_EQ(start_of(overlapped, 1, "1F1"), 2 * f + c + b);
+  EXPECT_EQ(overlapped.makespan, 3 * f + 2 * c + 3 * b);
+  Timeline blocking;
+  RunOptions options;
+  options.blocking_sends = true;
+  ASSERT_TRUE(Engine().run(s, costs, &blocking, options).ok());
+  EXPECT_EQ(start_of(blocking, 0, "0F1"), f + c);
+  EXPECT_EQ(start_of(blocking, 1, "1F1"), 2 * f + 2 * c + b);
+  EXPECT_EQ(blocking.makespan, 3 * f + 3 * c + 3 * b);
+}
+
+// A rank's end-of-iteration work waits for its last send too: rank 1's last
+// action, B1, ends at 3f + 2c + 2b (above) and its gradient sync starts when
+// the gradient has arrived, c later.
+TEST(BlockingSends, TheGradientSyncWaitsForTheLastSend) {
+  const Picos c = 1'000'001;
+  const Picos g = 5'000'003;
+  CostTable costs = uniform_costs(2, 2, kTf, kTb, c);
+  costs.grad_sync.assign(2, g);
+  RunOptions options;
+  options.blocking_sends = true;
+  Timeline t;
+  ASSERT_TRUE(Engine().run(*make_1f1b({2, 2, 1}), costs, &t, options).ok());
+  bool found = false;
+  for (const EpilogueRecord& e : t.epilogue) {
+    if (e.rank != 1 || e.kind != EpilogueKind::kGradSync) continue;
+    EXPECT_EQ(e.start, 3 * kTf + 3 * c + 2 * kTb);
+    found = true;
+  }
+  EXPECT_TRUE(found);
+}
+
+// Free transfers block nothing: every generated schedule runs the same.
+TEST(BlockingSends, FreeTransfersChangeNothing) {
+  for (const ScheduleKind kind : generated_schedule_kinds()) {
+    const Result<Schedule> s = make_schedule(kind, {4, 8, 2});
+    if (!s.ok()) continue;  // a kind that needs other shapes
+    const CostTable costs = uniform_costs(s->num_stages, s->num_ranks, kTf, kTb);
+    Timeline overlapped;
+    Timeline blocking;
+    RunOptions options;
+    options.blocking_sends = true;
+    ASSERT_TRUE(Engine().run(*s, costs, &overlapped).ok()) << kind;
+    ASSERT_TRUE(Engine().run(*s, costs, &blocking, options).ok()) << kind;
+    EXPECT_EQ(blocking.makespan, overlapped.makespan) << kind;
+  }
+}
 
 }  // namespace
 }  // namespace ppsim

@@ -156,7 +156,7 @@ struct BadValue {
 };
 
 // Each bad value is on line 2 of its section (model) or the line after the
-// section's opening line (hardware: 8, training: 20).
+// section's opening line (hardware: 8, parallel: 17, training: 20).
 constexpr BadValue kBadValues[] = {
     {"model", "  kv_heads: -1",
      "test.yaml:2:13: model.kv_heads: expected an integer >= 0, got \"-1\""},
@@ -189,6 +189,10 @@ constexpr BadValue kBadValues[] = {
      "\"[]\""},
     {"training", "  overlap_grad_reduce: later",
      "test.yaml:20:24: training.overlap_grad_reduce: expected true or false, got \"later\""},
+    {"training", "  blocking_p2p: sometimes",
+     "test.yaml:20:17: training.blocking_p2p: expected true or false, got \"sometimes\""},
+    {"parallel", "  p2p_scatter_gather: 2",
+     "test.yaml:17:23: parallel.p2p_scatter_gather: expected true or false, got \"2\""},
     {"hardware", "  nics_per_node: -1",
      "test.yaml:8:18: hardware.nics_per_node: expected an integer >= 0, got \"-1\""},
     {"hardware", "  nics_per_node: 1.5",

@@ -366,6 +366,33 @@ TEST(P2p, OneStepAtThePairsOwnLatencyAndBandwidth) {
   EXPECT_EQ(table.p2p_backward, table.p2p_forward);
 }
 
+TEST(P2p, ScatterGatherSendsAPieceAndGathersItOverTheTensorGroup) {
+  // The placement above (t = 2): boundaries 0 and 2 inside a node, 1 across.
+  Config c = make_config(tiny(4), 4, 2, 2, round_hardware(8, 2));
+  c.model->hidden = 1024;
+  c.model->ffn_hidden = 4096;
+  c.model->seq_len = 1024;
+  c.parallel.p2p_scatter_gather = true;
+  // Half of the 2097152 bytes each, then the receivers' all-gather of the
+  // whole over NVLink, one ring step: 1e-6 + 1048576 / 1e11 s.
+  const Picos gather = 11485760;
+  const Picos intra = 11485760 + gather;   // 1e-6 + 1048576 / 1e11 s, then the gather
+  const Picos inter = 109857600 + gather;  // 5e-6 + 1048576 / 1e10 s, then the gather
+  const CostTable table = build_ok(c);
+  EXPECT_EQ(table.p2p_bytes, (std::vector<int64_t>(3, 2097152)));  // what arrives, whole
+  EXPECT_EQ(table.p2p_forward, (std::vector<Picos>{intra, inter, intra}));
+  EXPECT_EQ(table.p2p_backward, table.p2p_forward);
+  // With sequence parallelism each GPU sends its own half anyway, and with
+  // t = 1 there is nothing to split: as without the key.
+  c.parallel.sequence_parallel = true;
+  EXPECT_EQ(build_ok(c).p2p_forward[0], 11485760);
+  Config one = make_config(tiny(4), 4, 1, 4, round_hardware(8, 2));
+  one.parallel.p2p_scatter_gather = true;
+  Config plain = one;
+  plain.parallel.p2p_scatter_gather = false;
+  EXPECT_EQ(build_ok(one).p2p_forward, build_ok(plain).p2p_forward);
+}
+
 TEST(P2p, StagesOnOneRankHandOverForFree) {
   Config c = make_config(tiny(2), 1, 1, 1, round_hardware(1, 1));
   c.parallel.virtual_stages = 2;

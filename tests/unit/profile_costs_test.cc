@@ -449,6 +449,18 @@ TEST_F(ProfileCosts, HardwareMayBeLeftOutOnlyWithAProfile) {
                 "model's shape");
 }
 
+// A profile's link timed whole transfers: it cannot say what the pieces of
+// a scatter/gather and their all-gather take.
+TEST_F(ProfileCosts, ScatterGatherNeedsTheAnalyticModel) {
+  write(dir / "prof.yaml", whole_sequence_profile());
+  const Result<Config> config = config_in(dir, kConfig, {{"parallel.p2p_scatter_gather", "true"}});
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.error().message,
+            "--set parallel.p2p_scatter_gather=true: parallel.p2p_scatter_gather: needs the "
+            "analytic model: a profile's link is a measured transfer of the whole activation, not "
+            "its pieces and their all-gather");
+}
+
 TEST_F(ProfileCosts, FixedCostsStillApplyLast) {
   write(dir / "prof.yaml", whole_sequence_profile());
   const Result<Config> config = config_in(dir, std::string(kConfig) + "schedule: {kind: 1f1b}\n",
