@@ -127,6 +127,10 @@ struct HardwareSpec {
   double gemm_tile_m = 256;
   double gemm_tile_n = 128;
   double gemm_tile_k_overhead = 0;
+  // The fraction of max_gemm_efficiency a tile of half the height
+  // (gemm_tile_m / 2 x gemm_tile_n) reaches; cuBLAS takes it where its finer
+  // waves win. 0: the one tile only.
+  double gemm_half_tile_efficiency = 0;
   // FlashAttention: the fraction of peak its forward and backward reach.
   double flash_forward_efficiency = 0.8;
   double flash_backward_efficiency = 0.8;

@@ -55,8 +55,9 @@ double OpTimer::draw_seconds(double elements) const {
 // outputs costs K + gemm_tile_k_overhead multiply-accumulate steps at
 // max_gemm_efficiency of one SM's share of the peak. A product with fewer
 // tiles than SMs splits its K to fill them. Without sm_count, no waves.
-double OpTimer::gemm_compute_seconds(const Op& op, double tile_m, double tile_n) const {
-  const double steps_per_s = flops_per_s_ * hw_.max_gemm_efficiency;
+double OpTimer::gemm_compute_seconds(const Op& op, double tile_m, double tile_n,
+                                     double efficiency) const {
+  const double steps_per_s = flops_per_s_ * efficiency;
   if (hw_.sm_count <= 0) {
     return op.flops * (op.k + hw_.gemm_tile_k_overhead) / op.k / steps_per_s;
   }
@@ -70,10 +71,19 @@ double OpTimer::gemm_compute_seconds(const Op& op, double tile_m, double tile_n)
   return waves * tile_flops * sms / steps_per_s;
 }
 
-// cuBLAS picks its tile's orientation for the shape: the cheaper of the two.
+// cuBLAS picks the kernel for the shape: the cheaper of the tile's two
+// orientations and, with gemm_half_tile_efficiency, of the half-height tile
+// (tile_m / 2 x tile_n), which fills the SMs in finer waves but reuses less
+// of what it loads and so runs at that fraction of max_gemm_efficiency.
 double OpTimer::gemm_compute_seconds(const Op& op) const {
-  return std::min(gemm_compute_seconds(op, hw_.gemm_tile_m, hw_.gemm_tile_n),
-                  gemm_compute_seconds(op, hw_.gemm_tile_n, hw_.gemm_tile_m));
+  const auto best_of = [&](double tile_m, double tile_n, double efficiency) {
+    return std::min(gemm_compute_seconds(op, tile_m, tile_n, efficiency),
+                    gemm_compute_seconds(op, tile_n, tile_m, efficiency));
+  };
+  const double whole = best_of(hw_.gemm_tile_m, hw_.gemm_tile_n, hw_.max_gemm_efficiency);
+  if (hw_.gemm_half_tile_efficiency <= 0) return whole;
+  return std::min(whole, best_of(hw_.gemm_tile_m / 2, hw_.gemm_tile_n,
+                                 hw_.max_gemm_efficiency * hw_.gemm_half_tile_efficiency));
 }
 
 double OpTimer::seconds(const Op& op, const GroupLinks& links) const {

@@ -83,7 +83,7 @@ class OpTimer {
   double draw_seconds(double elements) const;
 
  private:
-  double gemm_compute_seconds(const Op& op, double tile_m, double tile_n) const;
+  double gemm_compute_seconds(const Op& op, double tile_m, double tile_n, double efficiency) const;
   double ring_step_seconds(const Op& op, const Link& context_link) const;
 
   HardwareSpec hw_;

@@ -212,6 +212,11 @@ constexpr BadValue kBadValues[] = {
      "\"1.2\""},
     {"hardware", "  hbm_efficiency: 95",
      "test.yaml:8:19: hardware.hbm_efficiency: expected a number in (0, 1], got \"95\""},
+    {"hardware", "  gemm_half_tile_efficiency: -0.5",
+     "test.yaml:8:30: hardware.gemm_half_tile_efficiency: expected a number >= 0, got \"-0.5\""},
+    {"hardware", "  gemm_half_tile_efficiency: 85",
+     "test.yaml:8:30: hardware.gemm_half_tile_efficiency: expected 0 to 1 of max_gemm_efficiency "
+     "(is it in another unit?), got \"85\""},
     {"hardware", "  kernel_launch_us: -2",
      "test.yaml:8:21: hardware.kernel_launch_us: expected a number >= 0, got \"-2\""},
     {"hardware", "  dropout_rng_gsamples_per_s: -1",

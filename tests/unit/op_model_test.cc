@@ -106,36 +106,55 @@ Op gemm_of(double batch, double m, double n, double k) {
 }
 
 // Preset fields used below: 312 TFLOP/s, max_gemm_efficiency 0.82, 108 SMs,
-// 128 x 128 tiles, gemm_tile_k_overhead 50, HBM 2039 GB/s at 0.72.
+// 256 x 128 tiles, a 128 x 128 tile at 0.85 of the efficiency,
+// gemm_tile_k_overhead 50, HBM 2039 GB/s at 0.72.
 TEST(OpTime, LargeGemmRunsWavesOfTiles) {
   const HardwareSpec hw = a100();
   const OpTimer timer(hw, DType::kBf16, 1);
-  // 8192^3: 64 x 64 = 4096 tiles, ceil(4096 / 108) = 38 waves of 108 tiles
-  // of 2 x 128 x 128 x (8192 + 50) FLOP, at 312e12 x 0.82 / 108 per SM:
-  // 38 x 270008320 x 108 / 255.84e12 = 4.3323292e-3 s (81.3% of peak).
+  // 8192^3: 32 x 64 = 2048 tiles of 256 x 128, ceil(2048 / 108) = 19 waves
+  // of 108 tiles of 2 x 256 x 128 x (8192 + 50) FLOP, at 312e12 x 0.82 / 108
+  // per SM: 19 x 540147712 x 108 / 255.84e12 = 4.3323292e-3 s (81.3% of
+  // peak). The 128 x 128 tile's 38 waves of half the work run at 0.85 of it.
   EXPECT_NEAR(timer.seconds(gemm_of(1, 8192, 8192, 8192), GroupLinks{}), 4.3323292e-3, 1e-9);
 }
 
 TEST(OpTime, ShortWideGemmIsMemoryBound) {
   const OpTimer timer(a100(), DType::kBf16, 1);
-  // Attention scores of 512 heads, 2048 x 2048 over K = 128: 131072 tiles
-  // (1214 waves) of 2 x 128^2 x 178 FLOP = 2.98912e-3 s; its operands and
+  // Attention scores of 512 heads, 2048 x 2048 over K = 128: 65536 tiles
+  // (607 waves) of 2 x 256 x 128 x 178 FLOP = 2.98912e-3 s; its operands and
   // result, 2 x 512 x (2 x 2048 x 128 + 2048^2) = 4831838208 bytes at
   // 2039e9 x 0.72 B/s = 3.29126e-3 s: memory-bound.
   const Op scores = gemm_of(512, 2048, 2048, 128);
   EXPECT_NEAR(timer.gemm_compute_seconds(scores), 2.98912e-3, 1e-8);
   EXPECT_NEAR(timer.seconds(scores, GroupLinks{}), 3.29126e-3, 1e-8);
-  // K = 512: 1214 waves of 2 x 128^2 x 562 FLOP, 9.43757e-3 s, against
+  // K = 512: 607 waves of 2 x 256 x 128 x 562 FLOP, 9.43757e-3 s, against
   // 6442450944 bytes, 4.38835e-3 s: compute-bound.
   EXPECT_NEAR(timer.seconds(gemm_of(512, 2048, 2048, 512), GroupLinks{}), 9.43757e-3, 1e-8);
 }
 
 TEST(OpTime, FewTilesSplitTheirK) {
   const OpTimer timer(a100(), DType::kBf16, 1);
-  // 256 x 256 x 8192: 4 tiles on 108 SMs; split K in floor(108 / 4) = 27
-  // parts (each 303 >= 256 of K): 108 tiles, one wave of 2 x 128^2 x
-  // (8192 / 27 + 50) FLOP = 1.15806e7 at 312e12 x 0.82 / 108 per SM: 4.88856e-6 s.
-  EXPECT_NEAR(timer.gemm_compute_seconds(gemm_of(1, 256, 256, 8192)), 4.88856e-6, 1e-10);
+  // 256 x 256 x 8192 in 128 x 128 tiles: 4 tiles on 108 SMs; split K in
+  // floor(108 / 4) = 27 parts (each 303 >= 256 of K): 108 tiles, one wave
+  // of 2 x 128^2 x (8192 / 27 + 50) FLOP = 1.15806e7 at 312e12 x 0.82 x
+  // 0.85 / 108 per SM: 5.751246e-6 s. In 256 x 128 tiles: 2 tiles, K split
+  // in 32 parts of 256 (no shorter), 64 tiles of 2 x 256 x 128 x 306 FLOP
+  // at 312e12 x 0.82 / 108: 8.46553e-6 s, slower.
+  EXPECT_NEAR(timer.gemm_compute_seconds(gemm_of(1, 256, 256, 8192)), 5.751246e-6, 1e-11);
+}
+
+TEST(OpTime, AHalfHeightTileTakesOverWhereItsWavesAreFiner) {
+  HardwareSpec hw = a100();
+  // 1024 x 5120 x 5120 (the attention output of one 1024-token sequence of
+  // Zero Bubble's 14.6B model): 4 x 40 = 160 tiles of 256 x 128, 2 waves
+  // for 1.48 waves of work; 8 x 40 = 320 tiles of 128 x 128, 3 waves for
+  // 2.96. Half-height: 3 x 2 x 128^2 x 5170 x 108 / (312e12 x 0.82 x 0.85)
+  // = 2.524051e-4 s; whole: 2 x 2 x 256 x 128 x 5170 x 108 / (312e12 x
+  // 0.82) = 2.860591e-4 s.
+  const Op gemm = gemm_of(1, 1024, 5120, 5120);
+  EXPECT_NEAR(OpTimer(hw, DType::kBf16, 1).gemm_compute_seconds(gemm), 2.524051e-4, 1e-10);
+  hw.gemm_half_tile_efficiency = 0;  // the one tile only
+  EXPECT_NEAR(OpTimer(hw, DType::kBf16, 1).gemm_compute_seconds(gemm), 2.860591e-4, 1e-10);
 }
 
 TEST(OpTime, MemoryKernelAtAchievedBandwidth) {
