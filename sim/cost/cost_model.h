@@ -23,6 +23,7 @@
 #include "sim/core/costs.h"
 #include "sim/core/workload.h"
 #include "sim/cost/layer_ops.h"
+#include "sim/cost/op_time.h"
 
 namespace ppsim {
 
@@ -132,6 +133,7 @@ Result<PieceTimes> piece_times(const Config& config);
 struct PricedOp {
   Op op;
   double seconds = 0;
+  GemmTiling tiling;  // a GEMM's; zeros for other kernels
 };
 // A phase of a piece (forward, input gradient, weight gradient): its
 // operations, and its time as the stage times count it, which is less than

@@ -315,7 +315,11 @@ namespace {
 PricedPhase priced_phase(const char* name, const OpList& ops, const OpTimer& timer,
                          const GroupLinks& links) {
   PricedPhase phase{name, {}, timer.seconds(ops, links)};
-  for (const Op& op : ops) phase.ops.push_back({op, timer.seconds(op, links)});
+  for (const Op& op : ops) {
+    const bool gemm = op.kind == OpKind::kGemm && op.flops > 0;
+    phase.ops.push_back(
+        {op, timer.seconds(op, links), gemm ? timer.gemm_tiling(op) : GemmTiling{}});
+  }
   return phase;
 }
 

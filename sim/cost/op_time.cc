@@ -53,13 +53,13 @@ double OpTimer::draw_seconds(double elements) const {
 
 // One wave runs sm_count tiles side by side; a tile of tile_m x tile_n
 // outputs costs K + gemm_tile_k_overhead multiply-accumulate steps at
-// max_gemm_efficiency of one SM's share of the peak. A product with fewer
+// `efficiency` of one SM's share of the peak. A product with fewer
 // tiles than SMs splits its K to fill them. Without sm_count, no waves.
-double OpTimer::gemm_compute_seconds(const Op& op, double tile_m, double tile_n,
-                                     double efficiency) const {
+GemmTiling OpTimer::tiled(const Op& op, double tile_m, double tile_n, double efficiency) const {
   const double steps_per_s = flops_per_s_ * efficiency;
   if (hw_.sm_count <= 0) {
-    return op.flops * (op.k + hw_.gemm_tile_k_overhead) / op.k / steps_per_s;
+    return {tile_m, tile_n, 0, 0,
+            op.flops * (op.k + hw_.gemm_tile_k_overhead) / op.k / steps_per_s};
   }
   const double tiles = op.batch * std::ceil(op.m / tile_m) * std::ceil(op.n / tile_n);
   const double sms = hw_.sm_count;
@@ -68,22 +68,24 @@ double OpTimer::gemm_compute_seconds(const Op& op, double tile_m, double tile_n,
   const double split_k = op.k / split;
   const double waves = std::ceil(tiles * split / sms);
   const double tile_flops = 2 * tile_m * tile_n * (split_k + hw_.gemm_tile_k_overhead);
-  return waves * tile_flops * sms / steps_per_s;
+  return {tile_m, tile_n, waves, tiles * split / sms, waves * tile_flops * sms / steps_per_s};
 }
 
 // cuBLAS picks the kernel for the shape: the cheaper of the tile's two
 // orientations and, with gemm_half_tile_efficiency, of the half-height tile
 // (tile_m / 2 x tile_n), which fills the SMs in finer waves but reuses less
 // of what it loads and so runs at that fraction of max_gemm_efficiency.
-double OpTimer::gemm_compute_seconds(const Op& op) const {
-  const auto best_of = [&](double tile_m, double tile_n, double efficiency) {
-    return std::min(gemm_compute_seconds(op, tile_m, tile_n, efficiency),
-                    gemm_compute_seconds(op, tile_n, tile_m, efficiency));
+GemmTiling OpTimer::gemm_tiling(const Op& op) const {
+  const auto faster = [](const GemmTiling& a, const GemmTiling& b) {
+    return b.seconds < a.seconds ? b : a;
   };
-  const double whole = best_of(hw_.gemm_tile_m, hw_.gemm_tile_n, hw_.max_gemm_efficiency);
+  const auto best_of = [&](double tile_m, double tile_n, double efficiency) {
+    return faster(tiled(op, tile_m, tile_n, efficiency), tiled(op, tile_n, tile_m, efficiency));
+  };
+  const GemmTiling whole = best_of(hw_.gemm_tile_m, hw_.gemm_tile_n, hw_.max_gemm_efficiency);
   if (hw_.gemm_half_tile_efficiency <= 0) return whole;
-  return std::min(whole, best_of(hw_.gemm_tile_m / 2, hw_.gemm_tile_n,
-                                 hw_.max_gemm_efficiency * hw_.gemm_half_tile_efficiency));
+  return faster(whole, best_of(hw_.gemm_tile_m / 2, hw_.gemm_tile_n,
+                               hw_.max_gemm_efficiency * hw_.gemm_half_tile_efficiency));
 }
 
 double OpTimer::seconds(const Op& op, const GroupLinks& links) const {

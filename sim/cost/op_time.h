@@ -27,6 +27,18 @@ struct Link {
   }
 };
 
+// How a GEMM is taken to run: the output tile of the kernel cuBLAS would
+// pick (the fastest candidate), the waves of sm_count tiles it runs, the
+// waves' worth of work they hold (waves / work - 1 is the wave
+// quantization's cost), and the compute time. Without sm_count, no waves.
+struct GemmTiling {
+  double tile_m = 0;
+  double tile_n = 0;
+  double waves = 0;
+  double work = 0;
+  double seconds = 0;
+};
+
 // A collective of `bytes` (the buffer each GPU holds) on a ring of n GPUs:
 // n - 1 steps for a reduce-scatter or an all-gather, 2 (n - 1) for an
 // all-reduce, each moving 1 / n of the buffer at the link's bus bandwidth.
@@ -76,14 +88,16 @@ class OpTimer {
   double seconds(const OpList& ops, const GroupLinks& links) const;
 
   // The parts of seconds(op) for a GEMM, for tests and docs: its compute
-  // time by tiles and waves, and its operand traffic's.
-  double gemm_compute_seconds(const Op& op) const;
+  // time by tiles and waves (and the tiling that gives it), and its operand
+  // traffic's.
+  double gemm_compute_seconds(const Op& op) const { return gemm_tiling(op).seconds; }
+  GemmTiling gemm_tiling(const Op& op) const;
   double memory_seconds(double bytes) const;
   // Drawing a dropout mask's random numbers for `elements`.
   double draw_seconds(double elements) const;
 
  private:
-  double gemm_compute_seconds(const Op& op, double tile_m, double tile_n, double efficiency) const;
+  GemmTiling tiled(const Op& op, double tile_m, double tile_n, double efficiency) const;
   double ring_step_seconds(const Op& op, const Link& context_link) const;
 
   HardwareSpec hw_;

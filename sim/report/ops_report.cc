@@ -60,6 +60,17 @@ std::string shape_of(const Op& op) {
   return "";
 }
 
+// A GEMM's tile and waves, and the waves' worth of work they hold when
+// quantization rounds it up: "256x128, 2 waves for 1.48".
+std::string tiles_of(const PricedOp& p) {
+  const GemmTiling& t = p.tiling;
+  if (t.tile_m <= 0) return "";
+  const std::string tile = fmt::format("{:g}x{:g}", t.tile_m, t.tile_n);
+  if (t.waves <= 0) return tile;
+  if (t.work >= t.waves * (1 - 1e-9)) return fmt::format("{}, {:g} waves", tile, t.waves);
+  return fmt::format("{}, {:g} waves for {:.2f}", tile, t.waves, t.work);
+}
+
 std::string gflop_of(const Op& op) {
   return op.flops > 0 ? fmt::format("{:.2f}", op.flops / 1e9) : std::string();
 }
@@ -79,13 +90,14 @@ std::string format_phase(const PricedPhase& phase) {
   }
   out += '\n';
   if (phase.ops.empty()) return out;
-  out += fmt::format("    {:<36} {:<10} {:<30} {:>9} {:>9} {:>10} {:>7}\n", "operation", "kind",
-                     "shape (M x N x K)", "GFLOP", "MB", "time", "share");
+  out +=
+      fmt::format("    {:<36} {:<10} {:<30} {:<28} {:>9} {:>9} {:>10} {:>7}\n", "operation", "kind",
+                  "shape (M x N x K)", "tiles (waves for work)", "GFLOP", "MB", "time", "share");
   for (const PricedOp& p : phase.ops) {
     const double share = phase.seconds > 0 ? 100.0 * p.seconds / phase.seconds : 0;
-    out += fmt::format("    {:<36} {:<10} {:<30} {:>9} {:>9} {:>10} {:>6.1f}%\n", p.op.name,
-                       kind_name(p.op), shape_of(p.op), gflop_of(p.op), megabytes_of(p.op),
-                       format_duration(p.seconds), share);
+    out += fmt::format("    {:<36} {:<10} {:<30} {:<28} {:>9} {:>9} {:>10} {:>6.1f}%\n", p.op.name,
+                       kind_name(p.op), shape_of(p.op), tiles_of(p), gflop_of(p.op),
+                       megabytes_of(p.op), format_duration(p.seconds), share);
   }
   return out;
 }
