@@ -5,9 +5,10 @@
 // action starts when its predecessor has ended and its data dependencies
 // (schedules/validate.h) have arrived. An output bound for another rank
 // travels on the directed link between the two ranks, one transfer at a time
-// in the order they became ready, overlapping with compute. After its program
-// a rank synchronises its gradients (data parallelism) and steps its
-// optimizer, then starts the next iteration. With a synchronous step, every
+// in the order they became ready, overlapping with compute (or, with
+// RunOptions::blocking_sends, holding its sender until it arrives). After
+// its program a rank synchronises its gradients (data parallelism) and steps
+// its optimizer, then starts the next iteration. With a synchronous step, every
 // rank first waits for all others and they all-reduce across the pipeline
 // (gradient clipping and NaN checks need the global norm); with
 // post-validation (Qi et al. 2024) a rank steps as soon as it is done.
