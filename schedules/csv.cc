@@ -412,6 +412,7 @@ Status check_no_repeats(const Rows& rows, std::string_view source) {
 Status check_transfers(const Rows& rows, std::string_view source) {
   using Key = std::tuple<int, int, bool>;  // stage, microbatch, forward
   std::vector<std::map<Key, size_t>> first_of(rows.programs.size());
+  const std::map<Key, size_t> no_actions;
   for (size_t rank = 0; rank < rows.programs.size(); ++rank) {
     const std::vector<Action>& program = rows.programs[rank];
     for (size_t i = 0; i < program.size(); ++i) {
@@ -427,9 +428,13 @@ Status check_transfers(const Rows& rows, std::string_view source) {
                                t.rank, printable(t.text), why)};
     };
     const std::string_view what = t.transfer.forward ? "forward" : "backward";
+    // A trailing row of transfers alone was dropped with the blank rows: its
+    // rank runs nothing.
+    const std::map<Key, size_t>& firsts =
+        static_cast<size_t>(t.rank) < first_of.size() ? first_of[t.rank] : no_actions;
     const auto found =
-        first_of[t.rank].find(Key{t.transfer.stage, t.transfer.microbatch, t.transfer.forward});
-    if (found == first_of[t.rank].end()) {
+        firsts.find(Key{t.transfer.stage, t.transfer.microbatch, t.transfer.forward});
+    if (found == firsts.end()) {
       return bad(fmt::format("rank {} runs no {} of stage {} microbatch {} for it to {}", t.rank,
                              what, t.transfer.stage, t.transfer.microbatch,
                              t.transfer.send ? "send from" : "receive for"));

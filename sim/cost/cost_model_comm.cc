@@ -203,22 +203,29 @@ Status fill_p2p_times(const Config& config, const std::vector<int>& stage_rank,
     const Result<Link> link =
         p2p_link(*config.hardware, placement.ranks_share_nodes(stage_rank[s], stage_rank[s + 1]));
     if (!link.ok()) return link.error();
-    // Scatter/gather: the receivers all-gather the pieces over their tensor group.
-    Link gather;
+    // Scatter/gather: the receivers all-gather the pieces over their tensor
+    // group, stage s + 1's for an activation, stage s's for a gradient.
+    Link gather_forward;
+    Link gather_backward;
     if (scatter_gather) {
-      const Result<GroupLinks> receivers = group_links(config, placement, stage_rank[s + 1]);
-      if (!receivers.ok()) return receivers.error();
-      gather = receivers->tensor;
+      const Result<GroupLinks> next = group_links(config, placement, stage_rank[s + 1]);
+      if (!next.ok()) return next.error();
+      const Result<GroupLinks> here = group_links(config, placement, stage_rank[s]);
+      if (!here.ok()) return here.error();
+      gather_forward = next->tensor;
+      gather_backward = here->tensor;
     }
-    for (int j = 0; j < num_slices; ++j) {
-      const int i = s * num_slices + j;
-      const auto bytes = static_cast<double>(table.p2p_bytes[i]);
+    const auto transfer_picos = [&](double bytes, const Link& gather) {
       const double gather_s =
           scatter_gather ? collective_seconds(CollectiveKind::kAllGather, bytes, pieces, gather)
                          : 0;
-      const Picos t = seconds_to_picos(transfer_seconds(bytes / pieces, *link) + gather_s);
-      table.p2p_forward[i] = t;
-      table.p2p_backward[i] = t;
+      return seconds_to_picos(transfer_seconds(bytes / pieces, *link) + gather_s);
+    };
+    for (int j = 0; j < num_slices; ++j) {
+      const int i = s * num_slices + j;
+      const auto bytes = static_cast<double>(table.p2p_bytes[i]);
+      table.p2p_forward[i] = transfer_picos(bytes, gather_forward);
+      table.p2p_backward[i] = transfer_picos(bytes, gather_backward);
     }
   }
   return Status();

@@ -393,6 +393,23 @@ TEST(P2p, ScatterGatherSendsAPieceAndGathersItOverTheTensorGroup) {
   EXPECT_EQ(build_ok(one).p2p_forward, build_ok(plain).p2p_forward);
 }
 
+TEST(P2p, EachDirectionGathersOverItsReceiversTensorGroup) {
+  // t = 3 on nodes of 4 GPUs: rank 0's group (GPUs 0-2) sits in node 0,
+  // rank 1's (GPUs 3-5) straddles nodes 0 and 1. An activation is
+  // gathered by rank 1, over the network; a gradient by rank 0, over
+  // NVLink (1 us + 100 GB/s against 5 us + 10 GB/s): the forward takes
+  // longer, by what the gather pays more.
+  Config c = make_config(tiny(2), 2, 3, 1, round_hardware(4, 2));
+  c.model->heads = 3;
+  c.model->hidden = 24;
+  c.model->kv_heads = 3;
+  c.parallel.p2p_scatter_gather = true;
+  const CostTable table = build_ok(c);
+  EXPECT_GT(table.p2p_forward[0], table.p2p_backward[0]);
+  c.parallel.p2p_scatter_gather = false;
+  EXPECT_EQ(build_ok(c).p2p_forward, build_ok(c).p2p_backward);
+}
+
 TEST(P2p, StagesOnOneRankHandOverForFree) {
   Config c = make_config(tiny(2), 1, 1, 1, round_hardware(1, 1));
   c.parallel.virtual_stages = 2;

@@ -351,6 +351,10 @@ TEST(PytorchCsv, ATransferOutOfPlaceIsAnErrorNamingItsCell) {
   EXPECT_EQ(error_of("0F0,0B0\n1RECV_F0,1F0,1B0,1SEND_F3\n"),
             "t.csv:2: cell 4 (rank 1): \"1SEND_F3\": rank 1 runs no forward of stage 1 "
             "microbatch 3 for it to send from");
+  // A last row of transfers alone: a rank that runs nothing.
+  EXPECT_EQ(error_of("0F0,0B0\n1RECV_F0\n"),
+            "t.csv:2: cell 1 (rank 1): \"1RECV_F0\": rank 1 runs no forward of stage 1 "
+            "microbatch 0 for it to receive for");
   EXPECT_EQ(error_of("0F0,0SEND_Fx\n"),
             "t.csv:1: cell 2 (rank 0): \"0SEND_Fx\" is not a transfer: expected STAGE SEND_F "
             "MICROBATCH (e.g. \"2SEND_F0\")");
