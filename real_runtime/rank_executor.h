@@ -89,9 +89,27 @@ class RankExecutor {
   RankLog& log() { return log_; }
 
  private:
+  // What an action sends on, if anything.
+  struct Output {
+    Tensor data;
+    bool send = false;
+    int to_stage = 0;
+    MessageKind kind = MessageKind::kActivation;
+  };
+
   Tensor receive(MessageKind kind, const Action& a, int32_t index);
   void send(MessageKind kind, const Action& a, int to_stage, Tensor data, int32_t index);
+  // Throws where RunSettings::fail_at names this action.
+  void fail_if_asked(int it, const Action& a) const;
+  // The activation or gradient the action at record `index` needs from another stage.
+  Tensor input_of(const Action& a, int32_t index);
+  // Runs the action and records it.
+  Output compute(int it, const Action& a, int32_t index, const Tensor& in);
+  void hand_on(const Action& a, Output out, int32_t index);
   void execute(int it, const Action& a, int32_t index);
+  // An overlapped pair (Action::overlaps_next): `forward` at record `index`,
+  // `backward` after it.
+  void execute_pair(int it, const Action& forward, const Action& backward, int32_t index);
   void epilogue(int it);
 
   const RunPlan& plan_;

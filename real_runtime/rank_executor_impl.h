@@ -43,7 +43,12 @@ bool RankExecutor<Stage>::run() {
         transport_->entering(rank_, it, where);
         const int32_t index =
             static_cast<int32_t>(it * plan_.per_iteration + plan_.program_offset[rank_] + pos);
-        execute(it, program[pos], index);
+        if (program[pos].overlaps_next) {
+          execute_pair(it, program[pos], program[pos + 1], index);
+          ++pos;
+        } else {
+          execute(it, program[pos], index);
+        }
       }
       where = "optimizer step";
       transport_->entering(rank_, it, where);
@@ -97,25 +102,35 @@ void RankExecutor<Stage>::send(MessageKind kind, const Action& a, int to_stage, 
 }
 
 template <typename Stage>
-void RankExecutor<Stage>::execute(int it, const Action& a, int32_t index) {
+void RankExecutor<Stage>::fail_if_asked(int it, const Action& a) const {
   const RunSettings& settings = plan_.settings;
   if (plan_.fail_action && settings.fail_at->rank == rank_ && settings.fail_at->iteration == it &&
       *plan_.fail_action == a) {
     if (settings.fail_at->kill) std::raise(SIGKILL);
     throw std::runtime_error("injected failure (RunSettings::fail_at)");
   }
+}
+
+template <typename Stage>
+typename RankExecutor<Stage>::Tensor RankExecutor<Stage>::input_of(const Action& a, int32_t index) {
+  const Stage& stage = *stages_[a.stage];
+  if (a.kind == ActionKind::kForward && !stage.first()) {
+    return receive(MessageKind::kActivation, a, index);
+  }
+  if (sends_input_gradient(a.kind) && !stage.last()) {
+    return receive(MessageKind::kGradient, a, index);
+  }
+  return Tensor{};
+}
+
+template <typename Stage>
+typename RankExecutor<Stage>::Output RankExecutor<Stage>::compute(int it, const Action& a,
+                                                                  int32_t index, const Tensor& in) {
+  const RunSettings& settings = plan_.settings;
   Stage& stage = *stages_[a.stage];
   RankLog& log = log_;
   const int64_t held_before = stage.held_bytes(a.microbatch, a.slice);
-  Tensor in, out;
-  bool send_out = false;
-  int to_stage = 0;
-  MessageKind out_kind = MessageKind::kActivation;
-  if (a.kind == ActionKind::kForward && !stage.first()) {
-    in = receive(MessageKind::kActivation, a, index);
-  } else if (sends_input_gradient(a.kind) && !stage.last()) {
-    in = receive(MessageKind::kGradient, a, index);
-  }
+  Output out;
   log.actions.push_back(ActionRecord{a, rank_, it, clock_->now(), 0});
   ActionRecord& record = log.actions.back();
   const uint64_t id = static_cast<uint64_t>(index) + 1;
@@ -128,18 +143,18 @@ void RankExecutor<Stage>::execute(int it, const Action& a, int32_t index) {
         log.losses.resize(settings.iterations, 0.0);
         loss = &log.losses[it];
       }
-      out = stage.forward(it, a.microbatch, a.slice, in, loss);
-      send_out = !stage.last();
-      to_stage = a.stage + 1;
+      out.data = stage.forward(it, a.microbatch, a.slice, in, loss);
+      out.send = !stage.last();
+      out.to_stage = a.stage + 1;
       break;
     }
     case ActionKind::kBackward:
     case ActionKind::kBackwardInput:
-      out = a.kind == ActionKind::kBackward ? stage.backward(it, a.microbatch, a.slice, in)
-                                            : stage.backward_input(a.microbatch, a.slice, in);
-      send_out = !stage.first();
-      to_stage = a.stage - 1;
-      out_kind = MessageKind::kGradient;
+      out.data = a.kind == ActionKind::kBackward ? stage.backward(it, a.microbatch, a.slice, in)
+                                                 : stage.backward_input(a.microbatch, a.slice, in);
+      out.send = !stage.first();
+      out.to_stage = a.stage - 1;
+      out.kind = MessageKind::kGradient;
       break;
     case ActionKind::kBackwardWeight:
       stage.backward_weight(it, a.microbatch, a.slice);
@@ -152,7 +167,34 @@ void RankExecutor<Stage>::execute(int it, const Action& a, int32_t index) {
   record.end = clock_->now();
   log.held += stage.held_bytes(a.microbatch, a.slice) - held_before;
   log.peak = std::max(log.peak, log.held);
-  if (send_out) send(out_kind, a, to_stage, std::move(out), index);
+  return out;
+}
+
+template <typename Stage>
+void RankExecutor<Stage>::hand_on(const Action& a, Output out, int32_t index) {
+  if (out.send) send(out.kind, a, out.to_stage, std::move(out.data), index);
+}
+
+template <typename Stage>
+void RankExecutor<Stage>::execute(int it, const Action& a, int32_t index) {
+  fail_if_asked(it, a);
+  const Tensor in = input_of(a, index);
+  hand_on(a, compute(it, a, index, in), index);
+}
+
+// As the simulator runs a pair: both inputs in first, both outputs on at
+// the end. The two computations run one after the other (no overlap here).
+template <typename Stage>
+void RankExecutor<Stage>::execute_pair(int it, const Action& forward, const Action& backward,
+                                       int32_t index) {
+  fail_if_asked(it, forward);
+  fail_if_asked(it, backward);
+  const Tensor forward_in = input_of(forward, index);
+  const Tensor backward_in = input_of(backward, index + 1);
+  Output forward_out = compute(it, forward, index, forward_in);
+  Output backward_out = compute(it, backward, index + 1, backward_in);
+  hand_on(forward, std::move(forward_out), index);
+  hand_on(backward, std::move(backward_out), index + 1);
 }
 
 template <typename Stage>

@@ -16,12 +16,21 @@ namespace ppsim {
 
 namespace {
 
+// An overlapped pair as one cell, as PyTorch writes it: "(0F7;7B3)OVERLAP_F_B".
+constexpr std::string_view kPairSuffix = ")OVERLAP_F_B";
+
 std::string rows_text(const Schedule& schedule, std::string_view line_end) {
   std::string out;
   for (const auto& program : schedule.programs) {
     for (size_t i = 0; i < program.size(); ++i) {
       if (i > 0) out += ',';
-      out += to_string(program[i]);
+      if (program[i].overlaps_next && i + 1 < program.size()) {
+        out +=
+            fmt::format("({};{}{}", to_string(program[i]), to_string(program[i + 1]), kPairSuffix);
+        ++i;
+      } else {
+        out += to_string(program[i]);
+      }
     }
     out += line_end;
   }
@@ -110,8 +119,6 @@ constexpr TransferName kTransferNames[] = {
     {"RECV_B", false, false},
 };
 
-constexpr std::string_view kPairSuffix = ")OVERLAP_F_B";
-
 // Why ppsim cannot represent `cell` yet, or "" when it may be an action.
 std::string not_supported_yet(std::string_view cell) {
   for (const auto& [name, what] : kPytorchOnlyActions) {
@@ -126,8 +133,8 @@ std::string not_supported_yet(std::string_view cell) {
   return {};
 }
 
-// One cell: an action, an overlapped pair's two (the forward, then the
-// backward), or a transfer (no action).
+// One cell: an action, an overlapped pair's two (the forward, marked
+// Action::overlaps_next, then the backward), or a transfer (no action).
 struct Cell {
   Action actions[2];
   int count = 1;
@@ -158,8 +165,8 @@ std::optional<Result<Cell>> parse_transfer(std::string_view cell) {
 }
 
 // PyTorch's overlapped pair "(0F7;7B3)OVERLAP_F_B": a forward and a backward
-// (full, or its input-gradient half) of other stages, read as the two
-// actions one after the other.
+// (full, or its input-gradient half) of another microbatch, read as the two
+// actions, the forward overlapping the next.
 Result<Cell> parse_pair(std::string_view cell) {
   const std::string_view inner = cell.substr(1, cell.size() - 1 - kPairSuffix.size());
   const size_t semicolon = inner.find(';');
@@ -176,6 +183,7 @@ Result<Cell> parse_pair(std::string_view cell) {
   }
   Cell pair;
   pair.actions[0] = *forward;
+  pair.actions[0].overlaps_next = true;
   pair.actions[1] = *backward;
   pair.count = 2;
   return pair;
@@ -211,7 +219,6 @@ struct Rows {
   std::vector<std::vector<int>> cells;          // per rank, each action's cell, for errors
   std::vector<std::pair<int, size_t>> plain_b;  // (rank, index) of each cell spelled "B"
   int spelled_bw = 0;
-  int pairs = 0;  // overlapped pairs, each read as its two actions
   // Transfer cells, set aside once checked against the actions around them.
   struct PlacedTransfer {
     Transfer transfer;
@@ -252,7 +259,6 @@ Status read_row(std::string_view line, int line_no, std::string_view source, Row
         cells.push_back(column);
       }
       rows.spelled_bw += c->spelled_bw;
-      rows.pairs += c->count == 2;
     }
     if (comma == std::string_view::npos) break;
     line.remove_prefix(comma + 1);
@@ -463,12 +469,6 @@ Result<ScheduleFile> read_schedule_csv(std::string_view text, std::string_view s
     for (const auto& [rank, index] : rows->plain_b) {
       rows->programs[rank][index].kind = ActionKind::kBackwardInput;
     }
-  }
-  if (rows->pairs > 0) {
-    file.notes.push_back(fmt::format(
-        "{}: its {} overlapped forward-backward pairs (OVERLAP_F_B) run one after the other, "
-        "the forward first: ppsim does not model what their overlap hides yet (issue 13)",
-        source, rows->pairs));
   }
   if (!rows->transfers.empty()) {
     if (Status st = check_transfers(*rows, source); !st) return Error{st.message()};

@@ -5,8 +5,8 @@
 // The reader also takes PyTorch's compute-only files (`_dump_csv`) of any
 // release: older ones spelled the input-gradient backward `B` (now `I`) and the
 // full backward `BW` (now `B`). An overlapped pair ("(0F7;7B3)OVERLAP_F_B",
-// DualPipe's) is read as its forward and then its backward, with a note:
-// ppsim does not model the overlap yet (issue 13). The transfer cells of
+// DualPipe's) is read as its forward, marked Action::overlaps_next, and then
+// its backward, and written back as one cell. The transfer cells of
 // PyTorch's compute+comms format (SEND_F, RECV_F, SEND_B, RECV_B) are
 // checked (a send after the action it sends from, on the same rank; a
 // receive before the action that needs it) and set aside, with a note: the

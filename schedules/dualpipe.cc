@@ -34,9 +34,10 @@ class RankProgram {
     owed_.pop_front();
     push(ActionKind::kBackwardWeight, stage, mb);
   }
-  // An overlapped pair, for now its forward and then its full backward.
+  // An overlapped pair: a forward and a full backward run together.
   void pair(int forward_stage, int backward_stage) {
     forward(forward_stage);
+    program_->back().overlaps_next = true;
     backward(backward_stage, false);
   }
 

@@ -1,9 +1,9 @@
 // DualPipe's schedules (DeepSeek-AI, "DeepSeek-V3 Technical Report", 2024,
 // section 3.2.1; github.com/deepseek-ai/DualPipe): the forward of one
 // microbatch and the backward of another are paired so that one's
-// communication hides under the other's compute. ppsim does not model that
-// overlap yet (issue 13): a pair runs as its forward and then its backward,
-// and the programs are otherwise exactly the published order.
+// communication hides under the other's compute: an overlapped pair
+// (Action::overlaps_next), which the engine times by overlapped_pair_time
+// (sim/core/costs.h).
 #pragma once
 
 #include "schedules/generators.h"

@@ -67,12 +67,45 @@ Status check_one(const ActionIndex& index, const Action& forward) {
   return {};
 }
 
+// An overlapped pair (Action::overlaps_next) is a forward and then, next in
+// its program, a backward (B or I) that does not need that forward: the
+// pair starts only once both may, so such a backward would wait for itself.
+Status check_pair(const Schedule& s, int rank, size_t pos) {
+  const std::vector<Action>& program = s.programs[rank];
+  const Action& forward = program[pos];
+  if (forward.kind != ActionKind::kForward) {
+    return Error{fmt::format(
+        "rank {} runs {} overlapped with the next action, but only a forward pairs with a "
+        "backward (an overlapped pair is F then B or I)",
+        rank, to_string(forward))};
+  }
+  if (pos + 1 == program.size() || !sends_input_gradient(program[pos + 1].kind)) {
+    return Error{fmt::format(
+        "rank {} runs {} overlapped with the next action, {}: an overlapped pair is a forward and "
+        "then a backward (B or I)",
+        rank, to_string(forward),
+        pos + 1 == program.size() ? "but it is the last"
+                                  : "but " + to_string(program[pos + 1]) + " is not a backward")};
+  }
+  const Action& backward = program[pos + 1];
+  if (backward.stage == forward.stage && backward.microbatch == forward.microbatch &&
+      backward.slice == forward.slice) {
+    return Error{fmt::format(
+        "deadlock in schedule {}: the overlapped pair ({};{}) on rank {} waits for itself: {} "
+        "needs {}'s output, and the pair starts only when both may",
+        s.name, to_string(forward), to_string(backward), rank, to_string(backward),
+        to_string(forward))};
+  }
+  return {};
+}
+
 // Each action once, on the owning rank, and each (stage, microbatch) with a
 // forward and exactly one form of backward.
 Status check_coverage(const Schedule& s, ActionIndex& index) {
   int node = 0;
   for (int rank = 0; rank < s.num_ranks; ++rank) {
-    for (const Action& a : s.programs[rank]) {
+    for (size_t pos = 0; pos < s.programs[rank].size(); ++pos) {
+      const Action& a = s.programs[rank][pos];
       if (a.stage < 0 || a.stage >= s.num_stages || a.microbatch < 0 ||
           a.microbatch >= s.num_microbatches || a.slice < 0 || a.slice >= s.num_slices) {
         return Error{fmt::format(
@@ -87,6 +120,9 @@ Status check_coverage(const Schedule& s, ActionIndex& index) {
       int32_t& slot = index[a];
       if (slot >= 0) return Error{fmt::format("{} appears more than once", to_string(a))};
       slot = node++;
+      if (a.overlaps_next) {
+        if (Status st = check_pair(s, rank, pos); !st) return st;
+      }
     }
   }
   for (int stage = 0; stage < s.num_stages; ++stage) {
@@ -103,7 +139,8 @@ Status check_coverage(const Schedule& s, ActionIndex& index) {
 
 using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS>;
 
-// Edges point from an action to what it waits for.
+// Edges point from an action to what it waits for. The forward of an
+// overlapped pair also waits for what its backward waits for.
 Graph build_wait_graph(const Schedule& s, const ActionIndex& index) {
   Graph g(s.num_actions());
   const auto is_split = [&](int stage, int mb, int slice) {
@@ -113,8 +150,11 @@ Graph build_wait_graph(const Schedule& s, const ActionIndex& index) {
     for (size_t pos = 0; pos < program.size(); ++pos) {
       const int node = index[program[pos]];
       if (pos > 0) boost::add_edge(node, index[program[pos - 1]], g);
-      for_each_data_dependency(program[pos], s.num_stages, s.num_slices, is_split,
-                               [&](const Action& dep) { boost::add_edge(node, index[dep], g); });
+      const auto wait_for = [&](const Action& dep) { boost::add_edge(node, index[dep], g); };
+      for_each_data_dependency(program[pos], s.num_stages, s.num_slices, is_split, wait_for);
+      if (program[pos].overlaps_next) {
+        for_each_data_dependency(program[pos + 1], s.num_stages, s.num_slices, is_split, wait_for);
+      }
     }
   }
   return g;

@@ -8,8 +8,10 @@
 // program runs in order. With token slices, slice j of a
 // stage also needs slice j-1's forward on that stage (its keys and values:
 // causal attention) and slice j+1's backward there (the gradient that later
-// slices send back to its keys and values). A cycle in that graph is a
-// deadlock, reported as the cycle of actions: "1B0 -> 0B0 -> 0F1 -> 1B0".
+// slices send back to its keys and values). An overlapped pair
+// (Action::overlaps_next) starts only when both its actions may, so its
+// forward also waits for what its backward waits for. A cycle in that graph
+// is a deadlock, reported as the cycle of actions: "1B0 -> 0B0 -> 0F1 -> 1B0".
 #pragma once
 
 #include "schedules/schedule.h"

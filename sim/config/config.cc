@@ -136,6 +136,8 @@ constexpr FixedList kFixedLists[] = {
     {"p2p_s", &FixedCosts::p2p_s, kMaxDurationSeconds},
     {"activation_bytes", &FixedCosts::activation_bytes, kMaxBytesValue},
     {"weight_grad_bytes", &FixedCosts::weight_grad_bytes, kMaxBytesValue},
+    {"forward_comm_s", &FixedCosts::forward_comm_s, kMaxDurationSeconds},
+    {"backward_comm_s", &FixedCosts::backward_comm_s, kMaxDurationSeconds},
 };
 
 // Keys a hardware preset file may hold; a config's hardware section also has

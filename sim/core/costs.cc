@@ -43,6 +43,8 @@ Status check_stages(const CostTable& costs) {
     for (const Entry& e : {Entry{"forward time", duration_problem(c.forward)},
                            Entry{"backward time", duration_problem(c.backward)},
                            Entry{"weight-gradient time", duration_problem(c.weight_grad)},
+                           Entry{"forward communication", duration_problem(c.forward_comm)},
+                           Entry{"backward communication", duration_problem(c.backward_comm)},
                            Entry{"activation bytes", bytes_problem(c.activation_bytes)},
                            Entry{"weight-gradient bytes", bytes_problem(c.weight_grad_bytes)}}) {
       if (!e.problem.empty())
@@ -53,6 +55,12 @@ Status check_stages(const CostTable& costs) {
           fmt::format("{}: the weight-gradient time is more than the backward time it is "
                       "part of{}",
                       where, kFrom)};
+    }
+    if (c.forward_comm > c.forward || c.backward_comm > c.backward - c.weight_grad) {
+      return Error{fmt::format(
+          "{}: the communication of the {} is more than the time it is part of{}", where,
+          c.forward_comm > c.forward ? "forward" : "input gradient (backward less weight gradient)",
+          kFrom)};
     }
   }
   return {};
@@ -116,6 +124,17 @@ Status check_costs(const CostTable& costs, const std::vector<int>& stage_rank, i
     }
   }
   return {};
+}
+
+Picos overlapped_pair_time(Picos forward, Picos forward_comm, Picos backward, Picos backward_comm) {
+  const Picos hidden = std::min(forward_comm, backward - backward_comm) +
+                       std::min(backward_comm, forward - forward_comm);
+  return forward + backward - hidden;
+}
+
+void cap_communication(StageCost& cost) {
+  cost.forward_comm = std::min(cost.forward_comm, cost.forward);
+  cost.backward_comm = std::min(cost.backward_comm, cost.backward - cost.weight_grad);
 }
 
 int64_t freed_bytes(const StageCost& c, ActionKind kind) {

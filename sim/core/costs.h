@@ -25,6 +25,11 @@ struct StageCost {
   // difference rather than freeing it).
   int64_t activation_bytes = 0;
   int64_t weight_grad_bytes = 0;
+  // The communication inside forward and inside the input-gradient part of
+  // backward (backward - weight_grad) that an overlapped pair's other action
+  // can hide under its compute (overlapped_pair_time).
+  Picos forward_comm = 0;
+  Picos backward_comm = 0;
 };
 
 // Figures per stage are per (stage, token slice) when a schedule cuts
@@ -71,6 +76,18 @@ int64_t bytes_to_int(double bytes);
 // `stage_rank` is the schedule's stage -> rank map, `microbatches` its count
 // (of a stream, for an asynchronous one).
 Status check_costs(const CostTable& costs, const std::vector<int>& stage_rank, int microbatches);
+
+// An overlapped pair's time (Action::overlaps_next): a forward of time
+// `forward` and a backward (B or I) of time `backward` run together, and each
+// one's communication hides under the other's compute, as far as that
+// compute lasts: forward + backward - min(forward_comm, backward -
+// backward_comm) - min(backward_comm, forward - forward_comm).
+// REQUIRES: 0 <= forward_comm <= forward, 0 <= backward_comm <= backward.
+Picos overlapped_pair_time(Picos forward, Picos forward_comm, Picos backward, Picos backward_comm);
+
+// Caps forward_comm and backward_comm at the times they are part of, after
+// those times were set by hand or calibrated.
+void cap_communication(StageCost& cost);
 
 // Activation bytes an action of `kind` gives back when it ends; negative
 // for an I that leaves more than its F took.

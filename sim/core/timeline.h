@@ -98,8 +98,21 @@ struct Timeline {
 
   int src_rank(const TransferRecord& x) const { return actions[x.producer].rank; }
   int dst_rank(const TransferRecord& x) const { return actions[x.consumer].rank; }
-  Picos ready(const TransferRecord& x) const { return actions[x.producer].end; }
+  // When the producer hands its output on: its end, or its overlapped
+  // pair's end.
+  Picos ready(const TransferRecord& x) const { return actions[pair_end(x.producer)].end; }
+  // The record of the other action of record k's overlapped pair
+  // (Action::overlaps_next), or -1 when k is not in one.
+  int64_t overlap_partner(size_t k) const {
+    if (actions[k].action.overlaps_next) return static_cast<int64_t>(k) + 1;
+    if (k > 0 && actions[k - 1].action.overlaps_next) return static_cast<int64_t>(k) - 1;
+    return -1;
+  }
   int64_t bytes(const TransferRecord& x) const;
+
+ private:
+  // Record k, or its pair's backward: the record that ends when k's output leaves.
+  size_t pair_end(size_t k) const { return actions[k].action.overlaps_next ? k + 1 : k; }
 };
 
 // The activation memory events of a timeline: F's allocation at its start,

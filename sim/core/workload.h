@@ -262,6 +262,12 @@ struct FixedCosts {
   // The part of activation_bytes that W still reads after I (split backward);
   // when not given and there is no model, 0: I gives everything back.
   std::vector<double> weight_grad_bytes;
+  // The communication inside forward_s and inside the input-gradient part of
+  // backward_s that an overlapped pair's other action can hide
+  // (StageCost::forward_comm, backward_comm); 0 when not given and there is
+  // no model.
+  std::vector<double> forward_comm_s;
+  std::vector<double> backward_comm_s;
 };
 
 struct Config {

@@ -44,6 +44,19 @@ Picos affine(Picos t, const std::optional<KindCalibration>& c) {
                            c->overhead_s * static_cast<double>(kPicosPerSecond));
 }
 
+void calibrate_backward(BackwardForm form, const Calibration& calibration, StageCost& c) {
+  if (form == BackwardForm::kSplit) {
+    const Picos input = affine(c.backward - c.weight_grad, calibration.backward_input);
+    c.weight_grad = affine(c.weight_grad, calibration.backward_weight);
+    c.backward = input + c.weight_grad;
+  } else if (const std::optional<KindCalibration>& b = calibration.backward) {
+    // W is not timed on its own here; it keeps its share of B (o >= 0
+    // keeps it within B').
+    c.weight_grad = duration_to_picos(b->scale * static_cast<double>(c.weight_grad));
+    c.backward = affine(c.backward, b);
+  }
+}
+
 }  // namespace
 
 const std::optional<KindCalibration>& kind_entry(const Calibration& calibration, ActionKind kind) {
@@ -66,17 +79,8 @@ void apply_calibration(const Calibration& calibration, const std::vector<int>& s
     for (int j = 0; j < k; ++j) {
       StageCost& c = table.stages[s * k + j];
       if (fixed.forward_s.empty()) c.forward = affine(c.forward, calibration.forward);
-      if (backward_fixed) continue;
-      if (forms[s] == BackwardForm::kSplit) {
-        const Picos input = affine(c.backward - c.weight_grad, calibration.backward_input);
-        c.weight_grad = affine(c.weight_grad, calibration.backward_weight);
-        c.backward = input + c.weight_grad;
-      } else if (const std::optional<KindCalibration>& b = calibration.backward) {
-        // W is not timed on its own here; it keeps its share of B (o >= 0
-        // keeps it within B').
-        c.weight_grad = duration_to_picos(b->scale * static_cast<double>(c.weight_grad));
-        c.backward = affine(c.backward, b);
-      }
+      if (!backward_fixed) calibrate_backward(forms[s], calibration, c);
+      cap_communication(c);
     }
   }
   for (Picos& step : table.optimizer_step) step = affine(step, calibration.optimizer_step);

@@ -70,6 +70,8 @@ Status apply_fixed(const FixedCosts& fixed, const SliceShares& shares, CostTable
   for (Status s : {stage_field(fixed.forward_s, "forward_s", &StageCost::forward),
                    stage_field(fixed.backward_s, "backward_s", &StageCost::backward),
                    stage_field(fixed.weight_grad_s, "weight_grad_s", &StageCost::weight_grad),
+                   stage_field(fixed.forward_comm_s, "forward_comm_s", &StageCost::forward_comm),
+                   stage_field(fixed.backward_comm_s, "backward_comm_s", &StageCost::backward_comm),
                    override_field(fixed.activation_bytes, "activation_bytes", num_stages, false,
                                   [&](int i, double v) {
                                     each_slice(i, v, [](StageCost& cost, double x) {
@@ -100,14 +102,26 @@ Status apply_fixed(const FixedCosts& fixed, const SliceShares& shares, CostTable
     if (!fixed.activation_bytes.empty() && fixed.weight_grad_bytes.empty()) {
       stage.weight_grad_bytes = std::min(stage.weight_grad_bytes, stage.activation_bytes);
     }
-    if (stage.weight_grad <= stage.backward) continue;
-    // The user's own W larger than the user's own B is a contradiction; an
-    // analytic W under a fixed, shorter B is capped at B. (Shares keep W <= B
-    // per slice: scaling and rounding are monotone.)
-    if (!fixed.weight_grad_s.empty()) {
-      return Error{"costs.fixed.weight_grad_s exceeds backward_s; W is part of B"};
+    if (stage.weight_grad > stage.backward) {
+      // The user's own W larger than the user's own B is a contradiction; an
+      // analytic W under a fixed, shorter B is capped at B. (Shares keep W <= B
+      // per slice: scaling and rounding are monotone.)
+      if (!fixed.weight_grad_s.empty()) {
+        return Error{"costs.fixed.weight_grad_s exceeds backward_s; W is part of B"};
+      }
+      stage.weight_grad = stage.backward;
     }
-    stage.weight_grad = stage.backward;
+    // Likewise the communication an overlapped pair may hide.
+    if (!fixed.forward_comm_s.empty() && stage.forward_comm > stage.forward) {
+      return Error{"costs.fixed.forward_comm_s exceeds forward_s; it is part of the forward"};
+    }
+    if (!fixed.backward_comm_s.empty() &&
+        stage.backward_comm > stage.backward - stage.weight_grad) {
+      return Error{
+          "costs.fixed.backward_comm_s exceeds backward_s less weight_grad_s; it is part of the "
+          "input gradient"};
+    }
+    cap_communication(stage);
   }
   return Status();
 }

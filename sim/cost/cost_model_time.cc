@@ -26,18 +26,25 @@ struct Block {
   Picos forward = 0;
   Picos backward = 0;
   Picos weight_grad = 0;
+  // The communication in forward and in the input-gradient part of backward
+  // (StageCost::forward_comm, backward_comm).
+  Picos forward_comm = 0;
+  Picos backward_comm = 0;
 
   Block& operator+=(const Block& other) {
     forward = duration_plus(forward, other.forward);
     backward = duration_plus(backward, other.backward);
     weight_grad = duration_plus(weight_grad, other.weight_grad);
+    forward_comm = duration_plus(forward_comm, other.forward_comm);
+    backward_comm = duration_plus(backward_comm, other.backward_comm);
     return *this;
   }
 };
 
 Block repeat(const Block& block, int64_t n) {
   return Block{duration_times(block.forward, n), duration_times(block.backward, n),
-               duration_times(block.weight_grad, n)};
+               duration_times(block.weight_grad, n), duration_times(block.forward_comm, n),
+               duration_times(block.backward_comm, n)};
 }
 
 // Times the pieces of a stage for one slice of a microbatch by pricing
@@ -75,8 +82,10 @@ class BlockTimer {
   Block with_recompute(const PieceOps& ops, const Slice& slice, const GroupLinks& links) const {
     const TokenSlice token_slice{slice.tokens, slice.context};
     Block block = priced(ops, links);
-    if (recompute_ == Recompute::kFull)
+    if (recompute_ == Recompute::kFull) {
       block.backward = duration_plus(block.backward, block.forward);
+      block.backward_comm = duration_plus(block.backward_comm, block.forward_comm);
+    }
     if (recompute_ == Recompute::kSelective && shape_.model.attention == Attention::kStandard) {
       block.backward = duration_plus(
           block.backward,
@@ -87,9 +96,14 @@ class BlockTimer {
 
   Block priced(const PieceOps& ops, const GroupLinks& links) const {
     const Picos weight_grad = seconds_to_picos(timer_.seconds(ops.weight_grad, links));
-    return Block{seconds_to_picos(timer_.seconds(ops.forward, links)),
-                 seconds_to_picos(timer_.seconds(ops.input_grad, links)) + weight_grad,
-                 weight_grad};
+    const Picos forward = seconds_to_picos(timer_.seconds(ops.forward, links));
+    const Picos input_grad = seconds_to_picos(timer_.seconds(ops.input_grad, links));
+    // Each within the time it is part of, whatever the rounding.
+    return Block{
+        forward, input_grad + weight_grad, weight_grad,
+        std::min(forward, seconds_to_picos(timer_.communication_seconds(ops.forward, links))),
+        std::min(input_grad,
+                 seconds_to_picos(timer_.communication_seconds(ops.input_grad, links)))};
   }
 
   OpShape shape_;
@@ -112,7 +126,8 @@ struct StagePieces {
 // place both build_cost_table and slice_cost_function time a stage. With
 // `measured` (costs.profile, slice j) each piece the profile timed (the
 // layers always, the embedding and the logits and loss where it has them)
-// takes the measured times instead of the analytic ones.
+// takes the measured times instead of the analytic ones; a measured piece
+// does not tell its communication apart, so an overlapped pair hides none of it.
 Block stage_block(const BlockTimer& timer, const StagePieces& stage, const Slice& slice,
                   const ProfiledLayers* measured = nullptr, int j = 0) {
   const auto piece = [](const MeasuredPiece* m, auto analytic) {
@@ -165,6 +180,8 @@ Status fill_stage_times(const Config& config, const std::vector<int>& layers,
       cost.forward = block.forward;
       cost.backward = block.backward;
       cost.weight_grad = block.weight_grad;
+      cost.forward_comm = block.forward_comm;
+      cost.backward_comm = block.backward_comm;
     }
   }
   return Status();

@@ -121,23 +121,36 @@ double OpTimer::ring_step_seconds(const Op& op, const Link& context_link) const 
   return transfer_seconds(op.bytes, context_link) + launch_s_;
 }
 
+double OpTimer::in_list_seconds(const OpList& ops, int i, const GroupLinks& links) const {
+  const Op* list = ops.begin();
+  double op_s = seconds(list[i], links);
+  if (list[i].overlaps_gemm) {
+    const int partner = list[i].collective == CollectiveKind::kAllGather ? i + 1 : i - 1;
+    if (partner >= 0 && partner < ops.size() && list[partner].kind == OpKind::kGemm) {
+      op_s = std::max(0.0, op_s - seconds(list[partner], links));
+    }
+  }
+  if (list[i].kind == OpKind::kRingExchange && i > 0 &&
+      list[i - 1].kind == OpKind::kFlashAttention) {
+    const double ring_step = seconds(list[i - 1], links) / (list[i].steps + 1);
+    op_s = list[i].steps * std::max(0.0, ring_step_seconds(list[i], links.context) - ring_step);
+  }
+  return op_s;
+}
+
 double OpTimer::seconds(const OpList& ops, const GroupLinks& links) const {
   double total = 0;
-  const Op* list = ops.begin();
+  for (int i = 0; i < ops.size(); ++i) total += in_list_seconds(ops, i, links);
+  return total;
+}
+
+double OpTimer::communication_seconds(const OpList& ops, const GroupLinks& links) const {
+  double total = 0;
   for (int i = 0; i < ops.size(); ++i) {
-    double op_s = seconds(list[i], links);
-    if (list[i].overlaps_gemm) {
-      const int partner = list[i].collective == CollectiveKind::kAllGather ? i + 1 : i - 1;
-      if (partner >= 0 && partner < ops.size() && list[partner].kind == OpKind::kGemm) {
-        op_s = std::max(0.0, op_s - seconds(list[partner], links));
-      }
+    const OpKind kind = ops.begin()[i].kind;
+    if (kind == OpKind::kCollective || kind == OpKind::kRingExchange) {
+      total += in_list_seconds(ops, i, links);
     }
-    if (list[i].kind == OpKind::kRingExchange && i > 0 &&
-        list[i - 1].kind == OpKind::kFlashAttention) {
-      const double ring_step = seconds(list[i - 1], links) / (list[i].steps + 1);
-      op_s = list[i].steps * std::max(0.0, ring_step_seconds(list[i], links.context) - ring_step);
-    }
-    total += op_s;
   }
   return total;
 }

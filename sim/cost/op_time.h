@@ -86,6 +86,10 @@ class OpTimer {
   // transfer X runs alongside a step of A / cp, so the exchange adds
   // steps x max(0, X - A / cp).
   double seconds(const OpList& ops, const GroupLinks& links) const;
+  // The part of seconds(ops, links) spent communicating: its collectives and
+  // ring exchanges, each as much of it as the list leaves exposed. What an
+  // overlapped pair's other action can hide (sim/core/costs.h).
+  double communication_seconds(const OpList& ops, const GroupLinks& links) const;
 
   // The parts of seconds(op) for a GEMM, for tests and docs: its compute
   // time by tiles and waves (and the tiling that gives it), and its operand
@@ -99,6 +103,8 @@ class OpTimer {
  private:
   GemmTiling tiled(const Op& op, double tile_m, double tile_n, double efficiency) const;
   double ring_step_seconds(const Op& op, const Link& context_link) const;
+  // Operation i of the list as seconds(ops, links) counts it.
+  double in_list_seconds(const OpList& ops, int i, const GroupLinks& links) const;
 
   HardwareSpec hw_;
   double flops_per_s_;

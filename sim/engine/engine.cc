@@ -62,6 +62,7 @@ void Engine::index_links() {
 
 void Engine::index_durations(const Schedule& s, const CostTable& costs) {
   durations_.resize(costs.stages.size() * kNumActionKinds);
+  comms_.assign(costs.stages.size() * kNumActionKinds, 0);
   for (int stage = 0; stage < s.num_stages; ++stage) {
     const int rank = s.stage_rank[stage];
     // The rank's reduction and update, shared by its stages (S actions
@@ -76,6 +77,10 @@ void Engine::index_durations(const Schedule& s, const CostTable& costs) {
       d[static_cast<int>(ActionKind::kBackwardInput)] = c.backward - c.weight_grad;
       d[static_cast<int>(ActionKind::kBackwardWeight)] = c.weight_grad;
       d[static_cast<int>(ActionKind::kStep)] = step;
+      Picos* comm = &comms_[(stage * s.num_slices + slice) * kNumActionKinds];
+      comm[static_cast<int>(ActionKind::kForward)] = c.forward_comm;
+      comm[static_cast<int>(ActionKind::kBackward)] = c.backward_comm;
+      comm[static_cast<int>(ActionKind::kBackwardInput)] = c.backward_comm;
     }
   }
 }
@@ -207,6 +212,10 @@ void Engine::try_start(int32_t rank, Picos now) {
         const int32_t iteration_base = r.iteration * nodes_per_iteration_;
         const Node& nd = nodes_[node_base(r.iteration) + node_of_[record]];
         if (nd.pending > 0) return;
+        if (r.program[r.pos].overlaps_next) {
+          start_pair(rank, now);
+          return;
+        }
         const Picos start = std::max({now, nd.time, r.sends_end});
         const Picos end = add_saturated(start, duration_of(nd));
         if (options_.record) {
@@ -264,7 +273,57 @@ void Engine::try_start(int32_t rank, Picos now) {
   }
 }
 
-void Engine::finish_action(int32_t rank, int32_t node, Picos now) {
+// The pair at the rank's position: both actions' inputs in, it runs for
+// overlapped_pair_time. Its records split that time between the two in
+// proportion to their own times, so that busy time counts it once.
+void Engine::start_pair(int32_t rank, Picos now) {
+  RankState& r = ranks_[rank];
+  const int32_t record = r.begin + r.pos;
+  const Node& forward = nodes_[node_base(r.iteration) + node_of_[record]];
+  const Node& backward = nodes_[node_base(r.iteration) + node_of_[record + 1]];
+  if (backward.pending > 0) return;
+  const Picos start = std::max({now, forward.time, backward.time, r.sends_end});
+  const Picos f = duration_of(forward);
+  const Picos b = duration_of(backward);
+  const Picos pair = overlapped_pair_time(f, comm_of(forward), b, comm_of(backward));
+  const Picos end = add_saturated(start, pair);
+  if (options_.record) {
+    const Picos split =
+        start + static_cast<Picos>(static_cast<double>(pair) * static_cast<double>(f) /
+                                   std::max(1.0, static_cast<double>(f + b)));
+    ActionRecord* out = &out_->actions[r.iteration * nodes_per_iteration_ + record];
+    out[0] = ActionRecord{r.program[r.pos], rank, r.iteration, start, split};
+    out[1] = ActionRecord{r.program[r.pos + 1], rank, r.iteration, split, end};
+  } else if (r.iteration + 1 == options_.iterations) {
+    out_->busy_tally[rank] += static_cast<double>(end - start);
+  }
+  r.busy = true;
+  r.activation += costs_->stages[forward.stage_slice].activation_bytes;
+  out_->peak_activation_bytes[rank] = std::max(out_->peak_activation_bytes[rank], r.activation);
+  push(end, rank);
+}
+
+void Engine::finish_actions(int32_t rank, Picos now) {
+  RankState& r = ranks_[rank];
+  const int32_t first = r.begin + r.pos;
+  const int32_t count = r.program[r.pos].overlaps_next ? 2 : 1;
+  r.pos += count;
+  const int32_t copy_base = node_base(r.iteration);
+  for (int32_t k = 0; k < count; ++k)
+    deliver(rank, copy_base + node_of_[first + k], first + k, now);
+  // Only now, with every arrival known (and with blocking sends, the
+  // rank's own sends_end): may start this rank's next action, pos having
+  // moved past these.
+  for (int32_t k = 0; k < count; ++k) {
+    for (const int32_t target : nodes_[copy_base + node_of_[first + k]].out) {
+      if (target < 0) break;
+      Node& consumer = nodes_[target];
+      if (--consumer.pending == 0) try_start(consumer.rank, now);
+    }
+  }
+}
+
+void Engine::deliver(int32_t rank, int32_t node, int32_t program_record, Picos now) {
   RankState& r = ranks_[rank];
   const Node& nd = nodes_[node];
   const int64_t freed = freed_bytes(costs_->stages[nd.stage_slice], nd.kind);
@@ -274,7 +333,7 @@ void Engine::finish_action(int32_t rank, int32_t node, Picos now) {
   }
   const int32_t iteration_base = r.iteration * nodes_per_iteration_;
   const int32_t copy_base = node_base(r.iteration);
-  const int32_t record = iteration_base + r.begin + r.pos - 1;
+  const int32_t record = iteration_base + program_record;
   for (const int32_t target : nd.out) {
     if (target < 0) break;
     Node& consumer = nodes_[target];
@@ -296,26 +355,15 @@ void Engine::finish_action(int32_t rank, int32_t node, Picos now) {
     consumer.time = std::max(consumer.time, arrival);
     if (options_.blocking_sends) r.sends_end = std::max(r.sends_end, arrival);
   }
-  // Only now, with every arrival known (and with blocking sends, the
-  // rank's own sends_end): may start this rank's next action, pos having
-  // moved past this one.
-  for (const int32_t target : nd.out) {
-    if (target < 0) break;
-    Node& consumer = nodes_[target];
-    if (--consumer.pending == 0) try_start(consumer.rank, now);
-  }
 }
 
 void Engine::finish(int32_t rank, Picos now) {
   RankState& r = ranks_[rank];
   r.busy = false;
   switch (r.phase) {
-    case Phase::kProgram: {
-      const int32_t node = node_base(r.iteration) + node_of_[r.begin + r.pos];
-      ++r.pos;
-      finish_action(rank, node, now);
+    case Phase::kProgram:
+      finish_actions(rank, now);
       break;
-    }
     case Phase::kGradSync:
       r.phase = options_.synchronous_step ? Phase::kBarrier : Phase::kStep;
       break;

@@ -3,7 +3,9 @@
 //
 // Each rank has one compute resource that runs its program in order; an
 // action starts when its predecessor has ended and its data dependencies
-// (schedules/validate.h) have arrived. An output bound for another rank
+// (schedules/validate.h) have arrived; an overlapped pair (a forward and the
+// backward after it, Action::overlaps_next) starts when both may, runs for
+// overlapped_pair_time and hands both outputs on at its end. An output bound for another rank
 // travels on the directed link between the two ranks, one transfer at a time
 // in the order they became ready, overlapping with compute (or, with
 // RunOptions::blocking_sends, holding its sender until it arrives). After
@@ -108,14 +110,23 @@ class Engine {
   Picos duration_of(const Node& node) const {
     return durations_[node.stage_slice * kNumActionKinds + static_cast<int>(node.kind)];
   }
+  Picos comm_of(const Node& node) const {
+    return comms_[node.stage_slice * kNumActionKinds + static_cast<int>(node.kind)];
+  }
   // The directed links are numbered by source rank, then in the order their
   // first transfer appears in build().
   void add_link(int src, int dst);
   void index_links();
   int32_t link_id(int src, int dst) const;
   void try_start(int32_t rank, Picos now);
+  void start_pair(int32_t rank, Picos now);
   void finish(int32_t rank, Picos now);
-  void finish_action(int32_t rank, int32_t node, Picos now);
+  // The action at the rank's position, or its overlapped pair, has ended:
+  // deliver each one's outputs, then wake their consumers.
+  void finish_actions(int32_t rank, Picos now);
+  // Frees what the action gives back and sends its outputs on their links.
+  // `program_record`: its record in an iteration's records.
+  void deliver(int32_t rank, int32_t node, int32_t program_record, Picos now);
   void start_epilogue(int32_t rank, EpilogueKind kind, Picos now, Picos duration);
   void push(Picos time, int32_t rank);
 
@@ -128,6 +139,7 @@ class Engine {
   std::vector<Node> nodes_;
   std::vector<int8_t> initial_pending_;  // per node of one copy
   std::vector<Picos> durations_;         // per (stage, slice), then kind: one action's
+  std::vector<Picos> comms_;             // likewise: the communication an overlapped pair hides
   std::vector<RankState> ranks_;
   std::vector<std::vector<int16_t>> dsts_of_;  // per rank: the ranks it sends to
   std::vector<int32_t> link_begin_;            // per rank: its first link; one past the last rank's

@@ -133,16 +133,21 @@ void gantt(Out out, const ReportEntry& entry, const Timeline& t, const Window& w
                    y, width, h, cls);
     return width;
   };
-  for (const ActionRecord& a : t.actions) {
+  for (size_t k = 0; k < t.actions.size(); ++k) {
+    const ActionRecord& a = t.actions[k];
     if (a.start >= w.end || a.rank < 0 || a.rank >= p) continue;
     const std::string name = to_string(a.action);
+    const int64_t partner = t.overlap_partner(k);
+    const std::string overlapped =
+        partner < 0 ? ""
+                    : fmt::format(", overlapped with {}", to_string(t.actions[partner].action));
     const char cls[2] = {action_kind_letter(a.action.kind), '\0'};
     const int y = rows_top + a.rank * row;
     const double width = rect(a.rank, a.start, a.end, y, bar, cls);
     std::string& b = body[a.rank];
     fmt::format_to(std::back_inserter(b),
-                   "<title>{} rank {} iteration {}: {} to {} ms</title></rect>\n", name, a.rank,
-                   a.iteration, ms_text(a.start), ms_text(a.end));
+                   "<title>{} rank {} iteration {}{}: {} to {} ms</title></rect>\n", name, a.rank,
+                   a.iteration, overlapped, ms_text(a.start), ms_text(a.end));
     // A label where it fits: the action's name, else its microbatch.
     if (bar >= 11) {
       const std::string mb = std::to_string(a.action.microbatch);

@@ -42,11 +42,15 @@ void write_run(JsonWriter& w, const Timeline& t, const std::string& label, int p
     w.key("args").begin_object().field("sort_index", pid(rank)).end_object().end_object();
     metadata(w, "thread_name", pid(rank), kComputeTid, "compute");
   }
-  for (const ActionRecord& a : t.actions) {
+  for (size_t k = 0; k < t.actions.size(); ++k) {
+    const ActionRecord& a = t.actions[k];
     const char cat[2] = {action_kind_letter(a.action.kind), '\0'};
     span(w, to_string(a.action), cat, pid(a.rank), kComputeTid, a.start, a.end);
     w.key("args").begin_object().field("stage", a.action.stage);
     w.field("microbatch", a.action.microbatch).field("iteration", a.iteration);
+    if (const int64_t partner = t.overlap_partner(k); partner >= 0) {
+      w.field("overlapped_with", to_string(t.actions[partner].action));
+    }
     w.end_object().end_object();
   }
   for (const EpilogueRecord& e : t.epilogue) {

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <tuple>
 
+#include "schedules/csv.h"
 #include "schedules/generators.h"
 #include "schedules/schedule_kind.h"
 #include "schedules/validate.h"
@@ -262,6 +263,91 @@ TEST(BlockingSends, FreeTransfersChangeNothing) {
     ASSERT_TRUE(Engine().run(*s, costs, &overlapped).ok()) << kind;
     ASSERT_TRUE(Engine().run(*s, costs, &blocking, options).ok()) << kind;
     EXPECT_EQ(blocking.makespan, overlapped.makespan) << kind;
+  }
+}
+
+// An overlapped pair (Action::overlaps_next) runs its forward F and its
+// backward B together: F + B - min(Fc, B - Bc) - min(Bc, F - Fc) with Fc, Bc
+// their communication (costs.h). One rank holds both stages, so nothing
+// travels: 0F0, 1F0, the pair, 1F1, 1B1, 0B0, 0B1 take
+// 10 + 10 + P + 10 + 20 + 20 + 20 = 90 + P.
+TEST(OverlappedPair, HidesEachOnesCommunicationUnderTheOthersCompute) {
+  constexpr Picos kUnit = 1'000'000;
+  const Schedule s =
+      *schedule_from_csv("0F0,1F0,(0F1;1B0)OVERLAP_F_B,1F1,1B1,0B0,0B1\n", "one-rank.csv");
+  ASSERT_TRUE(validate(s).ok()) << validate(s).message();
+  struct Case {
+    Picos forward_comm, backward_comm, pair;
+  };
+  for (const Case& c : {Case{0, 0, 30},    // nothing to hide: F + B
+                        Case{4, 3, 23},    // each hides whole: 30 - 4 - 3
+                        Case{4, 18, 22}})  // each hides what the other's compute lasts:
+                                           // 30 - min(4, 20 - 18) - min(18, 10 - 4)
+  {
+    CostTable costs = uniform_costs(2, 1, 10 * kUnit, 20 * kUnit, 0, kStageActivation);
+    for (StageCost& stage : costs.stages) {
+      stage.forward_comm = c.forward_comm * kUnit;
+      stage.backward_comm = c.backward_comm * kUnit;
+    }
+    Timeline t;
+    ASSERT_TRUE(Engine().run(s, costs, &t).ok());
+    EXPECT_EQ(t.makespan, (90 + c.pair) * kUnit) << c.pair;
+    // The pair's records: the forward from the pair's start, the backward to
+    // its end, split in proportion to their own times (10 : 20).
+    EXPECT_EQ(t.actions[2].start, 20 * kUnit);
+    EXPECT_EQ(t.actions[2].end, t.actions[3].start);
+    EXPECT_EQ(t.actions[3].end, (20 + c.pair) * kUnit);
+    EXPECT_EQ(t.actions[2].end - t.actions[2].start, c.pair * kUnit / 3);
+    // Three forwards' activations at once: 0F0's, 1F0's and the pair's, taken
+    // when the pair starts and before its backward gives one back.
+    EXPECT_EQ(t.peak_activation_bytes[0], 3 * kStageActivation);
+  }
+}
+
+// The pair starts when its backward's input has arrived, and hands its
+// forward's output on only at its end. Rank 0 pairs 0F1 with 0B0; 1B0's
+// gradient arrives at 2f + b + 2c (rank 1 ran 1F0 and 1B0), the pair runs
+// to 3f + 2b + 2c (P = f + b here: no communication to hide), and 0F1's
+// activation reaches rank 1 c later: 1F1, 1B1 and the gradient back, then
+// 0B1: 4f + 4b + 4c. Run one after the other the same programs end at
+// 3f + 3b + 2c, earlier: pairing costs the forward's early hand-over.
+TEST(OverlappedPair, WaitsForItsBackwardsInputAndHandsOnAtItsEnd) {
+  const Picos f = kTf;
+  const Picos b = kTb;
+  const Picos c = 1'000'001;
+  const CostTable costs = uniform_costs(2, 2, f, b, c);
+  const std::string rank1 = "1F0,1B0,1F1,1B1\n";
+  const Schedule paired = *schedule_from_csv("0F0,(0F1;0B0)OVERLAP_F_B,0B1\n" + rank1, "pair.csv");
+  const Schedule in_turn = *schedule_from_csv("0F0,0F1,0B0,0B1\n" + rank1, "in-turn.csv");
+  ASSERT_TRUE(validate(paired).ok()) << validate(paired).message();
+  Timeline t;
+  ASSERT_TRUE(Engine().run(paired, costs, &t).ok());
+  EXPECT_EQ(t.actions[1].start, 2 * f + b + 2 * c);
+  EXPECT_EQ(t.makespan, 4 * f + 4 * b + 4 * c);
+  ASSERT_TRUE(Engine().run(in_turn, costs, &t).ok());
+  EXPECT_EQ(t.makespan, 3 * f + 3 * b + 2 * c);
+}
+
+// DeepSeek's DualPipe README gives its bubble as (PP/2 - 1)(F&B + B - 3W) per
+// rank; DualPipeV folds it into p ranks holding PP = 2p stages, so
+// (p - 1)(F&B + B - 3W). With nothing to hide (F&B = F + B) ppsim's
+// dualpipev, in PyTorch's order, idles no more than that and at most one
+// forward chunk less (docs/cost_model.md has the table).
+TEST(OverlappedPair, DualPipeVIdlesWithinAForwardOfTheReadmesBubble) {
+  const Picos f = kTf;
+  const Picos b = kTb;
+  for (const int p : {2, 3, 4, 8}) {
+    for (const Picos w : {Picos{0}, b / 4, b / 2}) {
+      const Schedule s = *make_schedule(ScheduleKind::kDualPipeV, {p, 3 * p, 2});
+      CostTable costs = uniform_costs(2 * p, p, f, b);
+      for (StageCost& stage : costs.stages) stage.weight_grad = w;
+      Timeline t;
+      ASSERT_TRUE(Engine().run(s, costs, &t).ok());
+      const Picos readme = (p - 1) * ((f + b) + b - 3 * w);
+      const Picos busy = 2 * s.num_microbatches * (f + b);  // a rank's two stages' work
+      EXPECT_LE(t.makespan - busy, readme) << "p=" << p << " W=" << w;
+      EXPECT_GE(t.makespan - busy, readme - f) << "p=" << p << " W=" << w;
+    }
   }
 }
 

@@ -39,7 +39,8 @@ parallel:
 TEST(ConfigTest, UnknownKeyInsideCostsFixed) {
   std::string error = error_of(std::string(kIdeal) + "    forward: 1\n");
   EXPECT_THAT(error, StartsWith("test.yaml:12:5: costs.fixed.forward: unknown key"));
-  EXPECT_THAT(error, HasSubstr("forward_s, backward_s, weight_grad_s, p2p_s, activation_bytes"));
+  EXPECT_THAT(error, HasSubstr("forward_s, backward_s, weight_grad_s, p2p_s, activation_bytes, "
+                               "weight_grad_bytes, forward_comm_s, backward_comm_s"));
 }
 
 TEST(ConfigTest, DuplicateKey) {

@@ -549,6 +549,44 @@ TEST(Fixed, BadListsAreErrors) {
       build_cost_table(c, interleaved_stage_rank(c.num_stages(), c.parallel.pipeline));
   ASSERT_FALSE(over.ok());
   EXPECT_THAT(over.error().message, HasSubstr("costs.fixed.weight_grad_s exceeds backward_s"));
+
+  // The communication an overlapped pair may hide is part of its time.
+  c.fixed.weight_grad_s = {0.25};
+  c.fixed.forward_comm_s = {1.5};
+  Result<CostTable> comm = build_cost_table(c, {0, 1});
+  ASSERT_FALSE(comm.ok());
+  EXPECT_THAT(comm.error().message, HasSubstr("costs.fixed.forward_comm_s exceeds forward_s"));
+  c.fixed.forward_comm_s = {0.5};
+  c.fixed.backward_comm_s = {0.8};  // more than B - W = 0.75
+  comm = build_cost_table(c, {0, 1});
+  ASSERT_FALSE(comm.ok());
+  EXPECT_THAT(comm.error().message,
+              HasSubstr("costs.fixed.backward_comm_s exceeds backward_s less weight_grad_s"));
+  c.fixed.backward_comm_s = {0.75};
+  comm = build_cost_table(c, {0, 1});
+  ASSERT_TRUE(comm.ok()) << comm.error().message;
+  EXPECT_EQ(comm->stages[1].forward_comm, 500'000'000'000);
+  EXPECT_EQ(comm->stages[1].backward_comm, 750'000'000'000);
+}
+
+// The analytic model's communication: a tensor-parallel layer's collectives
+// are part of its forward and input gradient, and capped under a fixed,
+// shorter time.
+TEST(Fixed, AnalyticCommunicationStaysWithinAFixedTime) {
+  Config c = gpt3_three_stages(Recompute::kNone);
+  c.parallel.tensor = 8;
+  const std::vector<int> stage_rank = interleaved_stage_rank(c.num_stages(), c.parallel.pipeline);
+  const Result<CostTable> analytic = build_cost_table(c, stage_rank);
+  ASSERT_TRUE(analytic.ok()) << analytic.error().message;
+  const StageCost& middle = analytic->stages[1];
+  EXPECT_GT(middle.forward_comm, 0);
+  EXPECT_LT(middle.forward_comm, middle.forward);
+  EXPECT_GT(middle.backward_comm, 0);
+  EXPECT_LT(middle.backward_comm, middle.backward - middle.weight_grad);
+  c.fixed.forward_s = {1e-9};
+  const Result<CostTable> fixed = build_cost_table(c, stage_rank);
+  ASSERT_TRUE(fixed.ok()) << fixed.error().message;
+  EXPECT_EQ(fixed->stages[1].forward_comm, 1000);
 }
 
 TEST(BuildCostTable, HardwareWithoutPeakIsAnError) {

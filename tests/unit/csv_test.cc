@@ -216,21 +216,26 @@ TEST(PytorchCsv, RoundTripsEveryGeneratedSchedulePytorchCanRun) {
 // stages i and 7 - i): its 41 overlapped pairs (9, 10, 11 and 11 on the
 // four rows) are read as their forward and then their backward, and the
 // reader says so.
-TEST(PytorchCsv, OverlappedPairsRunOneAfterTheOther) {
+TEST(PytorchCsv, OverlappedPairsAreReadAsAForwardThatOverlapsItsBackward) {
   const std::string name = "dualpipev_4rank_10mb.csv";
   const Result<ScheduleFile> file = read_schedule_csv(pytorch_artifact(name), name);
   ASSERT_TRUE(file.ok()) << file.error().message;
-  EXPECT_THAT(
-      file->notes,
-      ElementsAre(name + ": its 41 overlapped forward-backward pairs (OVERLAP_F_B) run one after "
-                         "the other, the forward first: ppsim does not model what their overlap "
-                         "hides yet (issue 13)"));
+  EXPECT_THAT(file->notes, IsEmpty());
   const Schedule& s = file->schedule;
   EXPECT_EQ(s.stage_rank, (std::vector<int>{0, 1, 2, 3, 3, 2, 1, 0}));
   EXPECT_EQ(s.num_microbatches, 10);
-  // Rank 0's 18th cell, "(0F7;7B3)OVERLAP_F_B", is its 18th and 19th actions.
+  // Rank 0's 18th cell, "(0F7;7B3)OVERLAP_F_B", is its 18th and 19th actions,
+  // the forward marked as overlapping the next.
   EXPECT_EQ(to_string(s.programs[0][17]), "0F7");
   EXPECT_EQ(to_string(s.programs[0][18]), "7B3");
+  EXPECT_TRUE(s.programs[0][17].overlaps_next);
+  EXPECT_FALSE(s.programs[0][18].overlaps_next);
+  size_t pairs = 0;
+  for (const auto& program : s.programs) {
+    pairs += std::count_if(program.begin(), program.end(),
+                           [](const Action& a) { return a.overlaps_next; });
+  }
+  EXPECT_EQ(pairs, 41u);  // the file's OVERLAP_F_B cells, counted with grep
   // 8 stages x 10 microbatches, each a forward and a full backward or an
   // I and a W.
   size_t forwards = 0;
@@ -243,19 +248,24 @@ TEST(PytorchCsv, OverlappedPairsRunOneAfterTheOther) {
 }
 
 // ppsim's dualpipev generator builds PyTorch's ScheduleDualPipeV order: rank
-// by rank, action by action, the artifact above with its pairs read as two.
+// by rank, action by action and pair by pair, the artifact above; and
+// written in PyTorch's format it is that file, cell for cell.
 TEST(PytorchCsv, DualPipeVGeneratorBuildsPytorchsOrder) {
   const std::string name = "dualpipev_4rank_10mb.csv";
-  const Result<ScheduleFile> file = read_schedule_csv(pytorch_artifact(name), name);
+  const std::string text = pytorch_artifact(name);
+  const Result<ScheduleFile> file = read_schedule_csv(text, name);
   ASSERT_TRUE(file.ok()) << file.error().message;
   const Result<Schedule> generated = make_schedule(ScheduleKind::kDualPipeV, {4, 10, 2});
   ASSERT_TRUE(generated.ok()) << generated.error().message;
   EXPECT_EQ(generated->stage_rank, file->schedule.stage_rank);
   for (int rank = 0; rank < 4; ++rank) {
-    EXPECT_EQ(program_to_string(generated->programs[rank]),
-              program_to_string(file->schedule.programs[rank]))
-        << "rank " << rank;
+    EXPECT_EQ(generated->programs[rank], file->schedule.programs[rank]) << "rank " << rank;
   }
+  const Result<std::string> written = schedule_to_pytorch_csv(*generated);
+  ASSERT_TRUE(written.ok()) << written.error().message;
+  std::string unix_lines = *written;  // the artifact's rows end in "\n"
+  std::erase(unix_lines, '\r');
+  EXPECT_EQ(unix_lines, text);
 }
 
 // ppsim's interleaved-zb builds PyTorch's ScheduleInterleavedZeroBubble

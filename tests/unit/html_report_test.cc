@@ -12,12 +12,14 @@
 #include <string>
 #include <vector>
 
+#include "schedules/csv.h"
 #include "schedules/generators.h"
 #include "schedules/validate.h"
 #include "sim/core/costs.h"
 #include "sim/engine/engine.h"
 #include "sim/plan/metrics.h"
 #include "sim/report/summary.h"
+#include "sim/report/trace.h"
 
 namespace ppsim {
 namespace {
@@ -153,6 +155,25 @@ class HtmlReport : public ::testing::Test {
   std::vector<std::unique_ptr<SimulatedRun>> runs_;
   ReportInput input_;
 };
+
+// An overlapped pair's two actions name each other: in the Gantt's hover
+// text and in the trace's arguments.
+TEST(OverlappedPairReport, EachActionOfAPairNamesTheOther) {
+  const Schedule s =
+      *schedule_from_csv("0F0,1F0,(0F1;1B0)OVERLAP_F_B,1F1,1B1,0B0,0B1\n", "one-rank.csv");
+  const std::unique_ptr<SimulatedRun> r = run("pairs", s, 0, 1);
+  ReportInput input;
+  input.title = "pairs";
+  input.entries.push_back({r->name, &r->summary, &r->timeline, ""});
+  const std::string html = html_report(input);
+  EXPECT_THAT(html, HasSubstr("<title>0F1 rank 0 iteration 0, overlapped with 1B0: "));
+  EXPECT_THAT(html, HasSubstr("<title>1B0 rank 0 iteration 0, overlapped with 0F1: "));
+  EXPECT_EQ(count(html, "overlapped with"), 2);
+  const std::string trace = chrome_trace_json(r->timeline);
+  EXPECT_THAT(trace, HasSubstr("\"overlapped_with\":\"1B0\""));
+  EXPECT_THAT(trace, HasSubstr("\"overlapped_with\":\"0F1\""));
+  EXPECT_EQ(count(trace, "overlapped_with"), 2);
+}
 
 TEST_F(HtmlReport, IsWellFormedXmlAndSoIsEverySvg) {
   if (!have_xmllint()) GTEST_SKIP() << "xmllint not installed (scripts/setup.sh: libxml2-utils)";

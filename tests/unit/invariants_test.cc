@@ -66,6 +66,9 @@ Case random_case(std::mt19937_64& rng, const std::string& kind) {
     s.activation_bytes = uniform(1, 100);
     // What I leaves for W: less or more than F took (the level may rise at I).
     s.weight_grad_bytes = uniform(0, 100);
+    // What an overlapped pair (dualpipev's) may hide.
+    s.forward_comm = uniform(0, 10) * (s.forward / 10);
+    s.backward_comm = uniform(0, 10) * ((s.backward - s.weight_grad) / 10);
   }
   for (size_t b = 0; b < c.costs.p2p_forward.size(); ++b) {
     c.costs.p2p_forward[b] = uniform(0, 3000) * 100;
@@ -104,6 +107,20 @@ Picos duration(const CostTable& costs, const Schedule& s, const ActionRecord& r)
   return -1;
 }
 
+// An overlapped pair's forward `f` and backward `b` run together: each one's
+// communication hides under the other's compute, as far as it lasts.
+Picos pair_duration(const CostTable& costs, const Schedule& s, const ActionRecord& f,
+                    const ActionRecord& b) {
+  const Picos forward = duration(costs, s, f);
+  const Picos backward = duration(costs, s, b);
+  const Picos forward_comm =
+      costs.stages[f.action.stage * s.num_slices + f.action.slice].forward_comm;
+  const Picos backward_comm =
+      costs.stages[b.action.stage * s.num_slices + b.action.slice].backward_comm;
+  return forward + backward - std::min(forward_comm, backward - backward_comm) -
+         std::min(backward_comm, forward - forward_comm);
+}
+
 void check_invariants(const Case& c, const Timeline& t, const RunOptions& options) {
   const Schedule& s = c.schedule;
   const size_t n = s.num_actions();
@@ -129,8 +146,15 @@ void check_invariants(const Case& c, const Timeline& t, const RunOptions& option
         ASSERT_EQ(r.action, s.programs[rank][pos]);
         ASSERT_EQ(r.rank, rank);
         ASSERT_EQ(r.iteration, it);
-        // Ran once, for exactly its cost.
-        EXPECT_EQ(r.end - r.start, duration(c.costs, s, r));
+        // Ran once, for exactly its cost; an overlapped pair's two records
+        // follow each other and last the pair's time together.
+        if (pos > 0 && s.programs[rank][pos - 1].overlaps_next) {
+          const ActionRecord& f = t.actions[k - 1];
+          EXPECT_EQ(f.end, r.start);
+          EXPECT_EQ(r.end - f.start, pair_duration(c.costs, s, f, r));
+        } else if (!r.action.overlaps_next) {
+          EXPECT_EQ(r.end - r.start, duration(c.costs, s, r));
+        }
         EXPECT_GE(r.start, 0);
         EXPECT_LE(r.end, t.makespan);
         where[{it, static_cast<int>(r.action.kind), r.action.stage, r.action.microbatch,
@@ -217,24 +241,38 @@ void check_invariants(const Case& c, const Timeline& t, const RunOptions& option
     for (int rank = 0; rank < s.num_ranks; ++rank) {
       for (size_t pos = 0; pos < s.programs[rank].size(); ++pos, ++k) {
         const ActionRecord& r = t.actions[k];
+        // When the inputs of the action recorded at `record` are there.
+        const auto inputs_ready = [&](size_t record) {
+          const Action& a = t.actions[record].action;
+          Picos ready = 0;
+          for_each_data_dependency(a, s.num_stages, s.num_slices, is_split, [&](const Action& dep) {
+            const size_t d =
+                where.at({it, static_cast<int>(dep.kind), dep.stage, dep.microbatch, dep.slice});
+            if (t.actions[d].rank == rank) {
+              // A pair hands its outputs on at its end, its backward's.
+              const bool paired = t.actions[d].action.overlaps_next;
+              ready = std::max(ready, t.actions[paired ? d + 1 : d].end);
+              return;
+            }
+            const auto found =
+                transfer_of.find({static_cast<int32_t>(d), static_cast<int32_t>(record)});
+            ASSERT_NE(found, transfer_of.end()) << "no transfer into " << to_string(a);
+            const int boundary = std::min(dep.stage, a.stage) * s.num_slices + dep.slice;
+            const Picos cost = dep.kind == ActionKind::kForward ? c.costs.p2p_forward[boundary]
+                                                                : c.costs.p2p_backward[boundary];
+            EXPECT_EQ(found->second->end - found->second->start, cost);
+            ready = std::max(ready, found->second->end);
+          });
+          return ready;
+        };
+        if (pos > 0 && s.programs[rank][pos - 1].overlaps_next) {
+          // The pair's backward: its inputs were there when the pair began.
+          EXPECT_LE(inputs_ready(k), t.actions[k - 1].start) << to_string(r.action);
+          continue;
+        }
         Picos ready = pos > 0 ? t.actions[k - 1].end : iteration_ready(it, rank);
-        for_each_data_dependency(
-            r.action, s.num_stages, s.num_slices, is_split, [&](const Action& dep) {
-              const size_t d =
-                  where.at({it, static_cast<int>(dep.kind), dep.stage, dep.microbatch, dep.slice});
-              if (t.actions[d].rank == rank) {
-                ready = std::max(ready, t.actions[d].end);
-                return;
-              }
-              const auto found =
-                  transfer_of.find({static_cast<int32_t>(d), static_cast<int32_t>(k)});
-              ASSERT_NE(found, transfer_of.end()) << "no transfer into " << to_string(r.action);
-              const int boundary = std::min(dep.stage, r.action.stage) * s.num_slices + dep.slice;
-              const Picos cost = dep.kind == ActionKind::kForward ? c.costs.p2p_forward[boundary]
-                                                                  : c.costs.p2p_backward[boundary];
-              EXPECT_EQ(found->second->end - found->second->start, cost);
-              ready = std::max(ready, found->second->end);
-            });
+        ready = std::max(ready, inputs_ready(k));
+        if (r.action.overlaps_next) ready = std::max(ready, inputs_ready(k + 1));
         EXPECT_EQ(r.start, ready) << to_string(r.action) << " on rank " << rank << ", iteration "
                                   << it;
       }

@@ -222,6 +222,33 @@ TEST(OpTime, CollectivesAtBusBandwidthForTheirSize) {
   EXPECT_NEAR(transfer_seconds(100e6, nvlink), 3e-6 + 100e6 / 187.2e9, 1e-12);
 }
 
+// What an overlapped pair may hide of a list: its collectives as the list
+// prices them, an all-gather overlapped with the GEMM after it only for what
+// outlasts that GEMM.
+TEST(OpTime, CommunicationIsWhatTheListLeavesOfItsCollectives) {
+  const Link nvlink{3e-6, 300e9 * 0.78, 25e6};  // as above: 100 MB all-reduce 9.768291e-4 s
+  GroupLinks links;
+  links.tensor = nvlink;
+  const OpTimer timer(a100(), DType::kBf16, 8);
+  Op all_reduce;
+  all_reduce.kind = OpKind::kCollective;
+  all_reduce.bytes = 100e6;
+  Op all_gather = all_reduce;
+  all_gather.collective = CollectiveKind::kAllGather;  // half the steps: 4.8841455e-4 s
+  all_gather.overlaps_gemm = true;
+  const Op gemm = gemm_op("product", 1, 4096, 4096, 2048, 2, 2);
+  const double gemm_s = timer.seconds(gemm, links);
+  ASSERT_LT(gemm_s, 4.8841455e-4);  // the all-gather outlasts it
+  OpList ops;
+  ops.add(gemm);
+  ops.add(all_reduce);
+  ops.add(all_gather);
+  ops.add(gemm);
+  const double communication = 9.768291e-4 + (4.8841455e-4 - gemm_s);
+  EXPECT_NEAR(timer.communication_seconds(ops, links), communication, 1e-9);
+  EXPECT_NEAR(timer.seconds(ops, links), 2 * gemm_s + communication, 1e-9);
+}
+
 TEST(OpTime, LaunchGapOnEveryKernel) {
   HardwareSpec hw = a100();
   hw.kernel_launch_us = 5;

@@ -87,12 +87,16 @@ TEST(RuntimeTest, Float32TrainingIsCloseToSequential) {
   EXPECT_LE(error_of(sliced, Precision::kFloat32), kUlps * std::numeric_limits<float>::epsilon());
   EXPECT_LE(error_of(sliced, Precision::kFloat64), kUlps * std::numeric_limits<double>::epsilon());
   EXPECT_EQ(error_of(schedule_of("1f1b", 2, 4), Precision::kFloat32), 0.0);
+  // Overlapped pairs run their forward and backward in turn, each stage's
+  // microbatches still in order.
+  EXPECT_EQ(error_of(schedule_of("dualpipev", 2, 4, 2), Precision::kFloat32), 0.0);
 }
 
 TEST(RuntimeTest, MeasuredTimelineFollowsTheSchedule) {
-  for (const Case& c : {Case{"1f1b", 2, 4, 1, 1}, Case{"zb-v", 2, 4, 2, 1},
-                        Case{"interleaved-1f1b", 2, 4, 2, 1}, Case{"terapipe", 2, 2, 1, 2},
-                        Case{"pipedream", 2, 4, 1, 1}, Case{"pipedream-2bw", 2, 4, 1, 1}}) {
+  for (const Case& c :
+       {Case{"1f1b", 2, 4, 1, 1}, Case{"zb-v", 2, 4, 2, 1}, Case{"interleaved-1f1b", 2, 4, 2, 1},
+        Case{"terapipe", 2, 2, 1, 2}, Case{"pipedream", 2, 4, 1, 1},
+        Case{"pipedream-2bw", 2, 4, 1, 1}, Case{"dualpipev", 2, 4, 2, 1}}) {
     SCOPED_TRACE(c.kind);
     const Schedule schedule = schedule_of(c.kind, c.p, c.m, c.v, c.slices);
     Result<RunResult> run = run_threads(schedule, tiny_model(), three_iterations());

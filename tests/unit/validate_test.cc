@@ -77,6 +77,43 @@ TEST(Validate, TheEngineReportsADeadlockAsValidateWordsIt) {
   EXPECT_EQ(run.message(), error_of(s));
 }
 
+// An overlapped pair starts only when both its actions may: a backward that
+// needs its own pair's forward waits for itself.
+TEST(Validate, AnOverlappedPairThatNeedsItsOwnForwardIsADeadlock) {
+  const Schedule s = two_ranks("0F0,(0F1;0B1)OVERLAP_F_B,0B0", "1F0,1F1,1B0,1B1");
+  EXPECT_EQ(error_of(s),
+            "deadlock in schedule custom: the overlapped pair (0F1;0B1) on rank 0 waits for "
+            "itself: 0B1 needs 0F1's output, and the pair starts only when both may");
+  EXPECT_FALSE(validate_coverage(s).ok());  // the engine refuses it too
+}
+
+// Rank 0's pair (0F1;0B0) waits for 0B0's gradient, 1B0, which rank 1 runs
+// after 1F1, which needs the pair's forward: run one after the other, the
+// same programs have no cycle.
+TEST(Validate, AnOverlappedPairWaitsForItsBackwardsInputs) {
+  const std::string rank1 = "1F0,1F1,1B0,1B1";
+  EXPECT_TRUE(validate(two_ranks("0F0,0F1,0B0,0B1", rank1)).ok());
+  const std::string message = error_of(two_ranks("0F0,(0F1;0B0)OVERLAP_F_B,0B1", rank1));
+  EXPECT_THAT(message, HasSubstr("deadlock"));
+  EXPECT_THAT(message, HasSubstr("0F1 -> 1B0"));  // the forward waits for the gradient
+}
+
+TEST(Validate, AnOverlappedPairIsAForwardAndThenABackward) {
+  Schedule s = two_ranks("0F0,0F1,0B0,0B1", "1F0,1F1,1B0,1B1");
+  s.programs[0][3].overlaps_next = true;  // 0B1, a backward, and the last
+  EXPECT_EQ(error_of(s),
+            "rank 0 runs 0B1 overlapped with the next action, but only a forward pairs with a "
+            "backward (an overlapped pair is F then B or I)");
+  s.programs[0][3].overlaps_next = false;
+  s.programs[0][0].overlaps_next = true;  // 0F0, then 0F1
+  EXPECT_EQ(error_of(s),
+            "rank 0 runs 0F0 overlapped with the next action, but 0F1 is not a backward: an "
+            "overlapped pair is a forward and then a backward (B or I)");
+  s.programs[0][0].overlaps_next = false;
+  s.programs[1][1].overlaps_next = true;  // 1F1, then 1B0: fine
+  EXPECT_TRUE(validate(s).ok()) << validate(s).message();
+}
+
 TEST(Validate, MissingForward) {
   EXPECT_EQ(error_of(two_ranks("0F0,0B0,0B1", "1F0,1F1,1B0,1B1")), "missing 0F1");
 }
