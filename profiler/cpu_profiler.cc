@@ -76,13 +76,13 @@ std::vector<KernelSample> time_block(const ProfileRequest& r, int tokens, int co
     recompute.push_back(recompute_s);
     full.push_back(backward_s);
   }
-  KernelSample forward = summarize_samples("forward", r, tokens, context, f);
+  KernelSample forward = summarize_samples(KernelKind::kForward, r, tokens, context, f);
   forward.activation_bytes = after_forward;
   forward.weight_grad_bytes = after_input;
-  return {std::move(forward), summarize_samples("backward", r, tokens, context, full),
-          summarize_samples("backward_input", r, tokens, context, i),
-          summarize_samples("backward_weight", r, tokens, context, w),
-          summarize_samples("recompute", r, tokens, context, recompute)};
+  return {std::move(forward), summarize_samples(KernelKind::kBackward, r, tokens, context, full),
+          summarize_samples(KernelKind::kBackwardInput, r, tokens, context, i),
+          summarize_samples(KernelKind::kBackwardWeight, r, tokens, context, w),
+          summarize_samples(KernelKind::kRecompute, r, tokens, context, recompute)};
 }
 
 // The two ends of the model for one slice shape, as the runtime's first and
@@ -138,18 +138,21 @@ std::vector<KernelSample> time_ends(const ProfileRequest& r, int tokens, int con
     w.push_back(weight_s);
     full.push_back(backward_s);
   }
-  KernelSample embed_forward = part_sample("forward", "embedding", r, tokens, context, embed_f);
+  KernelSample embed_forward =
+      part_sample(KernelKind::kForward, KernelPart::kEmbedding, r, tokens, context, embed_f);
   embed_forward.weight_grad_bytes = dx.size() * static_cast<int64_t>(sizeof(float));
-  KernelSample head_forward = part_sample("forward", "head", r, tokens, context, f);
+  KernelSample head_forward =
+      part_sample(KernelKind::kForward, KernelPart::kHead, r, tokens, context, f);
   head_forward.activation_bytes = after_forward;
   head_forward.weight_grad_bytes = after_input;
-  return {std::move(embed_forward),
-          part_sample("backward", "embedding", r, tokens, context, embed_w),
-          part_sample("backward_weight", "embedding", r, tokens, context, embed_w),
-          std::move(head_forward),
-          part_sample("backward", "head", r, tokens, context, full),
-          part_sample("backward_input", "head", r, tokens, context, i),
-          part_sample("backward_weight", "head", r, tokens, context, w)};
+  return {
+      std::move(embed_forward),
+      part_sample(KernelKind::kBackward, KernelPart::kEmbedding, r, tokens, context, embed_w),
+      part_sample(KernelKind::kBackwardWeight, KernelPart::kEmbedding, r, tokens, context, embed_w),
+      std::move(head_forward),
+      part_sample(KernelKind::kBackward, KernelPart::kHead, r, tokens, context, full),
+      part_sample(KernelKind::kBackwardInput, KernelPart::kHead, r, tokens, context, i),
+      part_sample(KernelKind::kBackwardWeight, KernelPart::kHead, r, tokens, context, w)};
 }
 
 // A buffer handed to another thread, which copies it into its own memory: the
@@ -242,12 +245,12 @@ Status check_request(const ProfileRequest& r) {
   return {};
 }
 
-KernelSample summarize_samples(std::string kind, const ProfileRequest& r, int tokens, int context,
+KernelSample summarize_samples(KernelKind kind, const ProfileRequest& r, int tokens, int context,
                                std::vector<double> samples) {
   PPSIM_CHECK(!samples.empty());
   std::sort(samples.begin(), samples.end());
   KernelSample s;
-  s.kind = std::move(kind);
+  s.kind = kind;
   s.micro_batch = r.micro_batch;
   s.tokens = tokens;
   s.context = context;
@@ -262,9 +265,9 @@ KernelSample summarize_samples(std::string kind, const ProfileRequest& r, int to
   return s;
 }
 
-KernelSample part_sample(std::string kind, std::string_view part, const ProfileRequest& r,
-                         int tokens, int context, std::vector<double> samples) {
-  KernelSample s = summarize_samples(std::move(kind), r, tokens, context, std::move(samples));
+KernelSample part_sample(KernelKind kind, KernelPart part, const ProfileRequest& r, int tokens,
+                         int context, std::vector<double> samples) {
+  KernelSample s = summarize_samples(kind, r, tokens, context, std::move(samples));
   s.part = part;
   s.vocab = r.vocab;
   s.ffn = s.heads = 0;
@@ -339,7 +342,7 @@ KernelSample time_optimizer_step(const ProfileRequest& r) {
     if (rep >= 0) samples.push_back(seconds_since(t));
   }
   const auto [tokens, context] = r.shapes.front();
-  return summarize_samples(std::string(kOptimizerStepKind), r, tokens, context, samples);
+  return summarize_samples(KernelKind::kOptimizerStep, r, tokens, context, samples);
 }
 
 Result<CostProfile> profile_cpu(const ProfileRequest& r,

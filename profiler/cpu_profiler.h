@@ -54,11 +54,11 @@ Result<CostProfile> profile_cpu(const ProfileRequest& request,
 Status check_request(const ProfileRequest& request);
 // Median, min and max of `samples` (seconds) as one block sample of `kind`
 // at the request's shape, tensor 1. REQUIRES: samples not empty.
-KernelSample summarize_samples(std::string kind, const ProfileRequest& request, int tokens,
+KernelSample summarize_samples(KernelKind kind, const ProfileRequest& request, int tokens,
                                int context, std::vector<double> samples);
 // The same for the embedding or the head: `part` and the request's vocab in
 // place of a block's ffn and heads.
-KernelSample part_sample(std::string kind, std::string_view part, const ProfileRequest& request,
+KernelSample part_sample(KernelKind kind, KernelPart part, const ProfileRequest& request,
                          int tokens, int context, std::vector<double> samples);
 // This host, its CPU, the build and the date, the request's counts, and `tool`.
 ProfileProvenance profile_provenance(const ProfileRequest& request, std::string tool);

@@ -42,19 +42,18 @@ Status cuda_status(cudaError_t e, std::string_view what) {
 // One sample being timed: its kind, part and shape, the tracer's external
 // id of each timed repetition, and the bytes it records (forward only).
 struct Timed {
-  std::string kind;
-  std::string_view part = kBlockPart;
+  KernelKind kind = KernelKind::kForward;
+  KernelPart part = KernelPart::kBlock;
   int tokens = 0, context = 0;
   std::vector<uint64_t> ids;
   int64_t activation_bytes = 0, weight_grad_bytes = 0;
 };
 
 // The samples of a part at one shape, in the CPU profiler's order.
-std::vector<Timed> part_samples(std::string_view part,
-                                std::initializer_list<std::string_view> kinds, int tokens,
-                                int context) {
+std::vector<Timed> part_samples(KernelPart part, std::initializer_list<KernelKind> kinds,
+                                int tokens, int context) {
   std::vector<Timed> out;
-  for (std::string_view kind : kinds) {
+  for (const KernelKind kind : kinds) {
     Timed& t = out.emplace_back();
     t.kind = kind;
     t.part = part;
@@ -122,9 +121,11 @@ Status run_shape(KernelBench& bench, const ProfileRequest& r, const gpu::SliceSh
     gpu::GpuSaved unused;
     PPSIM_GPU_TRY(gpu::forward(ctx, bench.params, *prefix, &*kv, &unused, &y));
   }
-  std::vector<Timed> t = part_samples(
-      kBlockPart, {"forward", "backward", "backward_input", "backward_weight", "recompute"},
-      shape.tokens, shape.context);
+  std::vector<Timed> t =
+      part_samples(KernelPart::kBlock,
+                   {KernelKind::kForward, KernelKind::kBackward, KernelKind::kBackwardInput,
+                    KernelKind::kBackwardWeight, KernelKind::kRecompute},
+                   shape.tokens, shape.context);
   const gpu::GpuBlockParams& p = bench.params;
   for (int rep = -r.warmup; rep < r.repetitions; ++rep) {
     gpu::GpuSaved saved, again;
@@ -177,9 +178,12 @@ Status run_ends(KernelBench& bench, const ProfileRequest& r, int tokens, int con
   Result<gpu::DeviceMatrix> dx = gpu::to_device(ctx, k::Mat<float>::Random(n, r.hidden), storage);
   if (!dx) return dx.error();
   const float scale = 1.0f / static_cast<float>(n);
-  std::vector<Timed> t =
-      part_samples("embedding", {"forward", "backward", "backward_weight"}, tokens, context);
-  for (Timed& s : part_samples("head", {"forward", "backward", "backward_input", "backward_weight"},
+  std::vector<Timed> t = part_samples(
+      KernelPart::kEmbedding,
+      {KernelKind::kForward, KernelKind::kBackward, KernelKind::kBackwardWeight}, tokens, context);
+  for (Timed& s : part_samples(KernelPart::kHead,
+                               {KernelKind::kForward, KernelKind::kBackward,
+                                KernelKind::kBackwardInput, KernelKind::kBackwardWeight},
                                tokens, context)) {
     t.push_back(std::move(s));
   }
@@ -232,8 +236,8 @@ Status run_optimizer_step(KernelBench& bench, const ProfileRequest& r, DType sto
   const gpu::ParamLayout& layout = bench.params.layout;
   Result<gpu::GpuParams> master = gpu::allocate_params(ctx, layout, DType::kFp32);
   if (!master) return master.error();
-  std::vector<Timed> t =
-      part_samples(kBlockPart, {kOptimizerStepKind}, r.shapes[0].first, r.shapes[0].second);
+  std::vector<Timed> t = part_samples(KernelPart::kBlock, {KernelKind::kOptimizerStep},
+                                      r.shapes[0].first, r.shapes[0].second);
   for (int rep = -r.warmup; rep < r.repetitions; ++rep) {
     PPSIM_GPU_TRY(bench.traced(bench.id(t[0], rep), [&] {
       return gpu::sgd_step(ctx, 1e-3f, layout.total, static_cast<float*>(master->data.get()),
@@ -256,12 +260,12 @@ Result<std::vector<KernelSample>> samples_of(const ProfileRequest& r, int tensor
       const auto it = seconds.find(id);
       if (it == seconds.end()) {
         return Error{fmt::format(
-            "profile: the tracer recorded no GPU work for {} {} (tokens {}, context {})", t.part,
-            t.kind, t.tokens, t.context)};
+            "profile: the tracer recorded no GPU work for {} {} (tokens {}, context {})",
+            to_string(t.part), to_string(t.kind), t.tokens, t.context)};
       }
       times.push_back(it->second);
     }
-    KernelSample s = t.part == kBlockPart
+    KernelSample s = t.part == KernelPart::kBlock
                          ? summarize_samples(t.kind, r, t.tokens, t.context, times)
                          : part_sample(t.kind, t.part, r, t.tokens, t.context, times);
     s.tensor = tensor;

@@ -172,7 +172,10 @@ int tool_main(int argc, char** argv) {
   std::cout << fmt::format("{:<26} {:>7} {:>8} {:>12} {:>12} {:>12}\n", "kernel", "tokens",
                            "context", "median", "min", "max");
   for (const ppsim::KernelSample& s : profile->kernels) {
-    const std::string name = s.part == ppsim::kBlockPart ? s.kind : s.part + " " + s.kind;
+    const std::string name =
+        s.part == ppsim::KernelPart::kBlock
+            ? std::string(ppsim::to_string(s.kind))
+            : fmt::format("{} {}", ppsim::to_string(s.part), ppsim::to_string(s.kind));
     std::cout << fmt::format("{:<26} {:>7} {:>8} {:>9.3f} ms {:>9.3f} ms {:>9.3f} ms\n", name,
                              s.tokens, s.context, s.median_s * 1e3, s.min_s * 1e3, s.max_s * 1e3);
   }

@@ -41,7 +41,7 @@ Result<int64_t> measured_bytes(const CostProfile& profile, const KernelShape& sh
                                std::string_view key) {
   std::set<std::pair<int, int>> measured;
   for (const KernelSample& k : profile.kernels) {
-    if (k.kind != "forward" || !shape.matches(k) || k.*field == 0) continue;
+    if (k.kind != KernelKind::kForward || !shape.matches(k) || k.*field == 0) continue;
     if (k.tokens == slice.tokens && k.context == slice.context) return k.*field;
     measured.emplace(k.tokens, k.context);
   }
@@ -50,8 +50,9 @@ Result<int64_t> measured_bytes(const CostProfile& profile, const KernelShape& sh
   for (const auto& [tokens, context] : measured) {
     points.push_back(fmt::format("({}, {})", tokens, context));
   }
-  const std::string what =
-      shape.part == kBlockPart ? "forward" : fmt::format("{} forward", shape.part);
+  const std::string what = shape.part == KernelPart::kBlock
+                               ? "forward"
+                               : fmt::format("{} forward", to_string(shape.part));
   return Error{fmt::format(
       "{} {} was measured at (tokens, context) {} but not at ({}, {}), which this config "
       "needs; bytes are not interpolated, so profile that slice too",
@@ -63,23 +64,24 @@ Result<MeasuredPiece> measured_piece(const CostProfile& profile, const KernelSha
                                      const Slice& slice, Recompute recompute) {
   const int tokens = static_cast<int>(slice.tokens);
   const int context = static_cast<int>(slice.context);
-  auto time = [&](std::string_view kind) -> Result<Picos> {
+  auto time = [&](KernelKind kind) -> Result<Picos> {
     const Result<Interpolated> t = kernel_time(profile, kind, shape, tokens, context);
     if (!t.ok()) return t.error();
     return seconds_to_picos(t->seconds);
   };
   MeasuredPiece piece;
-  for (auto [kind, out_field] : {std::pair{"forward", &MeasuredPiece::forward},
-                                 std::pair{"backward", &MeasuredPiece::backward},
-                                 std::pair{"backward_weight", &MeasuredPiece::weight_grad}}) {
+  for (auto [kind, out_field] :
+       {std::pair{KernelKind::kForward, &MeasuredPiece::forward},
+        std::pair{KernelKind::kBackward, &MeasuredPiece::backward},
+        std::pair{KernelKind::kBackwardWeight, &MeasuredPiece::weight_grad}}) {
     const Result<Picos> t = time(kind);
     if (!t.ok()) return t.error();
     piece.*out_field = *t;
   }
   // A layer runs its forward again before its backward; the embedding and
   // head keep what they need.
-  if (recompute == Recompute::kFull && shape.part == kBlockPart) {
-    const Result<Picos> t = time("recompute");
+  if (recompute == Recompute::kFull && shape.part == KernelPart::kBlock) {
+    const Result<Picos> t = time(KernelKind::kRecompute);
     if (!t.ok()) return t.error();
     piece.backward = duration_plus(piece.backward, *t);
   }
@@ -119,27 +121,28 @@ Result<ProfiledLayers> profiled_layers(const Config& config, const std::vector<S
   ProfiledLayers out;
   // The layer always; the embedding and the head where the profile has any
   // kernel of theirs (it must then have this config's shape).
-  for (const auto& [name, list] :
-       {std::pair{kBlockPart, &out.layer}, std::pair{std::string_view("embedding"), &out.embedding},
-        std::pair{std::string_view("head"), &out.head}}) {
-    const std::string_view part = name;  // a lambda below captures it (clang 14: not a binding)
+  for (const auto& [name, list] : {std::pair{KernelPart::kBlock, &out.layer},
+                                   std::pair{KernelPart::kEmbedding, &out.embedding},
+                                   std::pair{KernelPart::kHead, &out.head}}) {
+    const KernelPart part = name;  // a lambda below captures it (clang 14: not a binding)
     auto* const pieces = list;
-    const bool present =
-        part == kBlockPart || std::any_of(profile.kernels.begin(), profile.kernels.end(),
-                                          [&](const KernelSample& k) { return k.part == part; });
+    const bool present = part == KernelPart::kBlock ||
+                         std::any_of(profile.kernels.begin(), profile.kernels.end(),
+                                     [&](const KernelSample& k) { return k.part == part; });
     if (!present) continue;
     const KernelShape shape =
-        part == kBlockPart ? KernelShape{part, b, model.hidden, model.ffn(), model.heads, 0, t}
-                           : KernelShape{part, b, model.hidden, 0, 0, model.vocab, t};
+        part == KernelPart::kBlock
+            ? KernelShape{part, b, model.hidden, model.ffn(), model.heads, 0, t}
+            : KernelShape{part, b, model.hidden, 0, 0, model.vocab, t};
     for (const Slice& slice : slices) {
       const Result<MeasuredPiece> piece = measured_piece(profile, shape, slice, recompute);
       if (!piece.ok()) return Error{fmt::format("{}: {}", path, piece.error().message)};
       pieces->push_back(*piece);
     }
   }
-  const KernelShape block{kBlockPart, b, model.hidden, model.ffn(), model.heads, 0, t};
+  const KernelShape block{KernelPart::kBlock, b, model.hidden, model.ffn(), model.heads, 0, t};
   for (const KernelSample& k : profile.kernels) {
-    if (k.kind == kOptimizerStepKind && block.matches(k)) {
+    if (k.kind == KernelKind::kOptimizerStep && block.matches(k)) {
       out.block_step = seconds_to_picos(k.median_s);
       break;
     }

@@ -67,14 +67,17 @@ class Reader : public yaml_util::TreeReader {
   CostProfile read(const YAML::Node& root) const;
 
  private:
-  // One of `names`, or an error listing them.
-  template <size_t N>
-  std::string one_of(const Value& value, const std::array<std::string_view, N>& names) const {
-    if (!value.node.IsScalar() ||
-        std::find(names.begin(), names.end(), value.node.Scalar()) == names.end()) {
-      throw_expected(value, fmt::format("one of {}", fmt::join(names, ", ")));
+  // The one of `values` whose name (to_string) the value is, or an error
+  // listing their names.
+  template <typename E, size_t N>
+  E one_of(const Value& value, const std::array<E, N>& values) const {
+    std::vector<std::string_view> names;
+    for (const E e : values) {
+      // ppsim's: TreeReader has a to_string of its own.
+      if (value.node.IsScalar() && value.node.Scalar() == ppsim::to_string(e)) return e;
+      names.push_back(ppsim::to_string(e));
     }
-    return value.node.Scalar();
+    throw_expected(value, fmt::format("one of {}", fmt::join(names, ", ")));
   }
 
   ProfileProvenance read_provenance(const Value& value) const;
@@ -112,8 +115,7 @@ CostProfile Reader::read(const YAML::Node& root) const {
   if (tree.get("provenance").present())
     profile.provenance = read_provenance(tree.get("provenance"));
 
-  std::map<std::tuple<std::string, std::string, int, int, int, int, int, int, int, int>,
-           std::string>
+  std::map<std::tuple<KernelKind, KernelPart, int, int, int, int, int, int, int, int>, std::string>
       shapes;
   for (const Value& element : list(tree.get("kernels"))) {
     KernelSample k = read_kernel(element, version);
@@ -182,14 +184,14 @@ KernelSample Reader::read_kernel(const Value& value, int version) const {
                             "heads", "vocab", "tensor", "median_s", "min_s", "max_s", "repetitions",
                             "activation_bytes", "weight_grad_bytes"});
   KernelSample k;
-  k.kind = one_of(required(m, "kind"), kProfileKinds);
+  k.kind = one_of(required(m, "kind"), kKernelKinds);
   if (m.find("part") != nullptr) k.part = one_of(m.get("part"), kKernelParts);
   k.micro_batch = to_int(required(m, "micro_batch"), 1);
   k.tokens = to_int(required(m, "tokens"), 1);
   k.context = to_int(required(m, "context"), 0);
   k.hidden = to_int(required(m, "hidden"), 1);
   // A block's shape has ffn and heads, the embedding's and head's a vocabulary.
-  const bool block = k.part == kBlockPart;
+  const bool block = k.part == KernelPart::kBlock;
   for (const char* key : {"ffn", "heads", "vocab"}) {
     const bool wanted = block == (std::string_view(key) != "vocab");
     if (wanted) continue;
@@ -198,7 +200,7 @@ KernelSample Reader::read_kernel(const Value& value, int version) const {
           extra->mark, extra->path,
           fmt::format("a {} kernel has no {}: ffn and heads are a block's, vocab the embedding's "
                       "and the head's",
-                      k.part, key));
+                      ppsim::to_string(k.part), key));
     }
   }
   if (block) {
@@ -242,6 +244,36 @@ LinkFit Reader::read_link(const Value& value) const {
 
 }  // namespace
 
+std::string_view to_string(KernelKind kind) {
+  switch (kind) {
+    case KernelKind::kForward:
+      return "forward";
+    case KernelKind::kBackward:
+      return "backward";
+    case KernelKind::kBackwardInput:
+      return "backward_input";
+    case KernelKind::kBackwardWeight:
+      return "backward_weight";
+    case KernelKind::kRecompute:
+      return "recompute";
+    case KernelKind::kOptimizerStep:
+      return "optimizer_step";
+  }
+  return "?";
+}
+
+std::string_view to_string(KernelPart part) {
+  switch (part) {
+    case KernelPart::kBlock:
+      return "block";
+    case KernelPart::kEmbedding:
+      return "embedding";
+    case KernelPart::kHead:
+      return "head";
+  }
+  return "?";
+}
+
 std::string profile_to_yaml(const CostProfile& profile) {
   std::string out = "# ppsim cost profile; the format is described in docs/cost_profile.md\n";
   out += fmt::format("version: {}\n", profile.version);
@@ -256,17 +288,17 @@ std::string profile_to_yaml(const CostProfile& profile) {
   for (const KernelSample& k : profile.kernels) {
     // A block's shape as in version 1; the other parts name themselves and their vocabulary.
     const std::string shape =
-        k.part == kBlockPart
+        k.part == KernelPart::kBlock
             ? fmt::format(
                   "micro_batch: {}, tokens: {}, context: {}, hidden: {}, ffn: {}, heads: {}",
                   k.micro_batch, k.tokens, k.context, k.hidden, k.ffn, k.heads)
             : fmt::format(
                   "part: {}, micro_batch: {}, tokens: {}, context: {}, hidden: {}, vocab: {}",
-                  quoted(k.part), k.micro_batch, k.tokens, k.context, k.hidden, k.vocab);
+                  quoted(to_string(k.part)), k.micro_batch, k.tokens, k.context, k.hidden, k.vocab);
     out += fmt::format(
         "  - {{kind: {}, {}, tensor: {}, median_s: {}, min_s: {}, max_s: {}, repetitions: {}",
-        quoted(k.kind), shape, k.tensor, number(k.median_s), number(k.min_s), number(k.max_s),
-        k.repetitions);
+        quoted(to_string(k.kind)), shape, k.tensor, number(k.median_s), number(k.min_s),
+        number(k.max_s), k.repetitions);
     // Written only when measured: 0 is what a missing key reads as.
     if (k.activation_bytes != 0) out += fmt::format(", activation_bytes: {}", k.activation_bytes);
     if (k.weight_grad_bytes != 0) {

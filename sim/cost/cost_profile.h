@@ -39,22 +39,38 @@ struct ProfileProvenance {
   bool operator==(const ProfileProvenance&) const = default;
 };
 
-// The kinds of kernel a profile can time; per layer, like the stage costs.
-inline constexpr std::array<std::string_view, 5> kKernelKinds = {
-    "forward", "backward", "backward_input", "backward_weight", "recompute"};
-// One block's optimizer step (the update of its weights from its
+// The kinds of kernel a profile can time: per layer, like the stage costs;
+// and one block's optimizer step (the update of its weights from its
 // gradients), which no token count changes: timed once, at a profile's first
 // shape, and looked up whatever the tokens and context.
-inline constexpr std::string_view kOptimizerStepKind = "optimizer_step";
+enum class KernelKind : uint8_t {
+  kForward,
+  kBackward,
+  kBackwardInput,
+  kBackwardWeight,
+  kRecompute,
+  kOptimizerStep,
+};
+// The kinds kernel_time interpolates over tokens and context.
+inline constexpr std::array<KernelKind, 5> kLayerKernelKinds = {
+    KernelKind::kForward, KernelKind::kBackward, KernelKind::kBackwardInput,
+    KernelKind::kBackwardWeight, KernelKind::kRecompute};
 // Every kind a profile's kernels may have.
-inline constexpr std::array<std::string_view, 6> kProfileKinds = {
-    "forward", "backward", "backward_input", "backward_weight", "recompute", kOptimizerStepKind};
+inline constexpr std::array<KernelKind, 6> kKernelKinds = {
+    KernelKind::kForward,        KernelKind::kBackward,  KernelKind::kBackwardInput,
+    KernelKind::kBackwardWeight, KernelKind::kRecompute, KernelKind::kOptimizerStep};
 
 // The parts of a model a kernel stands for: one transformer block (per
 // layer), the first stage's token and position embedding, and the last
 // stage's head (final layer norm, output projection, softmax cross-entropy).
-inline constexpr std::string_view kBlockPart = "block";
-inline constexpr std::array<std::string_view, 3> kKernelParts = {kBlockPart, "embedding", "head"};
+enum class KernelPart : uint8_t { kBlock, kEmbedding, kHead };
+inline constexpr std::array<KernelPart, 3> kKernelParts = {
+    KernelPart::kBlock, KernelPart::kEmbedding, KernelPart::kHead};
+
+// Their names in profile files and messages: "forward", "backward_input",
+// "optimizer_step"; "block", "embedding", "head".
+std::string_view to_string(KernelKind kind);
+std::string_view to_string(KernelPart part);
 
 // One kernel at one shape. `tokens` is the slice length and `context` the
 // earlier tokens its attention reads (0 for a whole sequence), so token-level
@@ -62,7 +78,7 @@ inline constexpr std::array<std::string_view, 3> kKernelParts = {kBlockPart, "em
 // and `heads` (and `vocab` 0); the embedding's and the head's have `vocab`
 // (and `ffn`, `heads` 0).
 struct KernelSample {
-  std::string kind;  // one of kKernelKinds
+  KernelKind kind = KernelKind::kForward;
   int micro_batch = 0, tokens = 0, context = 0, hidden = 0, ffn = 0, heads = 0, tensor = 0;
   double median_s = 0, min_s = 0, max_s = 0;  // over the repetitions: the spread
   int repetitions = 0;
@@ -71,7 +87,7 @@ struct KernelSample {
   // the gradients I left for it). Optional keys, so profiles that lack them
   // and hand-written ones stay valid.
   int64_t activation_bytes = 0, weight_grad_bytes = 0;
-  std::string part = std::string(kBlockPart);  // one of kKernelParts
+  KernelPart part = KernelPart::kBlock;
   int vocab = 0;
 
   bool operator==(const KernelSample&) const = default;
@@ -177,7 +193,7 @@ Result<LinkFit> fit_link(std::string name, std::vector<LinkSample> samples);
 // head's (micro_batch, hidden, vocab, tensor); the fields a part does not
 // have are 0, as in KernelSample.
 struct KernelShape {
-  std::string_view part = kBlockPart;
+  KernelPart part = KernelPart::kBlock;
   int micro_batch = 0, hidden = 0, ffn = 0, heads = 0, vocab = 0, tensor = 0;
 
   bool matches(const KernelSample& k) const;
@@ -189,16 +205,17 @@ struct KernelShape {
 // contexts it blends the two linearly (bilinear on a full grid); outside the
 // measured range it extends the nearest segment linearly (proportionally
 // through the origin when only one token count was measured; the nearest
-// context when only one was) and sets `extrapolated`. Never below zero. Errors: an unknown kind,
-// tokens < 1 or context < 0, and no sample of that kind and shape (naming those there are).
+// context when only one was) and sets `extrapolated`. Never below zero. Errors: the optimizer
+// step (not timed per tokens), tokens < 1 or context < 0, and no sample of that kind and shape
+// (naming those there are).
 struct Interpolated {
   double seconds = 0;
   bool extrapolated = false;
 };
-Result<Interpolated> kernel_time(const CostProfile& profile, std::string_view kind,
+Result<Interpolated> kernel_time(const CostProfile& profile, KernelKind kind,
                                  const KernelShape& shape, int tokens, int context);
-// A block's: the shape {kBlockPart, micro_batch, hidden, ffn, heads, 0, tensor}.
-Result<Interpolated> kernel_time(const CostProfile& profile, std::string_view kind, int micro_batch,
+// A block's: the shape {KernelPart::kBlock, micro_batch, hidden, ffn, heads, 0, tensor}.
+Result<Interpolated> kernel_time(const CostProfile& profile, KernelKind kind, int micro_batch,
                                  int hidden, int ffn, int heads, int tensor, int tokens,
                                  int context);
 

@@ -50,19 +50,20 @@ bool KernelShape::matches(const KernelSample& k) const {
          k.heads == heads && k.vocab == vocab && k.tensor == tensor;
 }
 
-Result<Interpolated> kernel_time(const CostProfile& profile, std::string_view kind, int micro_batch,
+Result<Interpolated> kernel_time(const CostProfile& profile, KernelKind kind, int micro_batch,
                                  int hidden, int ffn, int heads, int tensor, int tokens,
                                  int context) {
   return kernel_time(profile, kind,
-                     KernelShape{kBlockPart, micro_batch, hidden, ffn, heads, 0, tensor}, tokens,
-                     context);
+                     KernelShape{KernelPart::kBlock, micro_batch, hidden, ffn, heads, 0, tensor},
+                     tokens, context);
 }
 
-Result<Interpolated> kernel_time(const CostProfile& profile, std::string_view kind,
+Result<Interpolated> kernel_time(const CostProfile& profile, KernelKind kind,
                                  const KernelShape& wanted, int tokens, int context) {
-  if (std::find(kKernelKinds.begin(), kKernelKinds.end(), kind) == kKernelKinds.end()) {
-    return Error{fmt::format("unknown kernel kind \"{}\", expected one of {}", kind,
-                             fmt::join(kKernelKinds, ", "))};
+  if (kind == KernelKind::kOptimizerStep) {
+    return Error{
+        "the optimizer step is timed once per shape, not over tokens and context: read its "
+        "sample"};
   }
   if (tokens < 1 || context < 0) {
     return Error{
@@ -70,9 +71,10 @@ Result<Interpolated> kernel_time(const CostProfile& profile, std::string_view ki
                     "and context >= 0",
                     tokens, context)};
   }
-  const bool block = wanted.part == kBlockPart;
+  const bool block = wanted.part == KernelPart::kBlock;
   // "forward" for a block, "head forward" for the other parts.
-  const std::string what = block ? std::string(kind) : fmt::format("{} {}", wanted.part, kind);
+  const std::string what = block ? std::string(to_string(kind))
+                                 : fmt::format("{} {}", to_string(wanted.part), to_string(kind));
   auto name = [block](const KernelShape& s) {
     return block ? fmt::format("(micro_batch {}, hidden {}, ffn {}, heads {}, tensor {})",
                                s.micro_batch, s.hidden, s.ffn, s.heads, s.tensor)
@@ -95,11 +97,14 @@ Result<Interpolated> kernel_time(const CostProfile& profile, std::string_view ki
       std::vector<std::string_view> kinds;
       for (const KernelSample& k : profile.kernels) {
         if (k.part != wanted.part) continue;
-        if (std::find(kinds.begin(), kinds.end(), k.kind) == kinds.end()) kinds.push_back(k.kind);
+        if (std::find(kinds.begin(), kinds.end(), to_string(k.kind)) == kinds.end()) {
+          kinds.push_back(to_string(k.kind));
+        }
       }
-      const std::string has = !kinds.empty()            ? fmt::format("{}", fmt::join(kinds, ", "))
-                              : profile.kernels.empty() ? std::string("no kernels")
-                                                        : fmt::format("no {} kernels", wanted.part);
+      const std::string has = !kinds.empty() ? fmt::format("{}", fmt::join(kinds, ", "))
+                              : profile.kernels.empty()
+                                  ? std::string("no kernels")
+                                  : fmt::format("no {} kernels", to_string(wanted.part));
       return Error{fmt::format("no {} kernel in the profile; it has {}", what, has)};
     }
     return Error{fmt::format("no {} kernel of shape {} in the profile; it has {} at {}", what,

@@ -45,16 +45,16 @@ std::vector<Schedule> schedules() {
   return all;
 }
 
-KernelSample kernel(std::string kind, std::string part, int tokens, int context, double s) {
+KernelSample kernel(KernelKind kind, KernelPart part, int tokens, int context, double s) {
   KernelSample k;
-  k.kind = std::move(kind);
-  k.part = std::move(part);
+  k.kind = kind;
+  k.part = part;
   k.micro_batch = 1;
   k.tokens = tokens;
   k.context = context;
   k.hidden = 1024;
   k.tensor = 1;
-  if (k.part == "block") {
+  if (k.part == KernelPart::kBlock) {
     k.ffn = 4096;
     k.heads = 16;
   } else {
@@ -71,16 +71,16 @@ std::vector<CostProfile> profiles() {
   CostProfile v2;
   v2.provenance = {"node-7", "Xeon \"Gold\"", "Release", "2025-01-01T00:00:00Z", "ppsim-profile", 5,
                    1};
-  for (std::string_view kind : kKernelKinds) {
-    v2.kernels.push_back(kernel(std::string(kind), "block", 512, 0, 1e-3));
-    v2.kernels.push_back(kernel(std::string(kind), "block", 512, 512, 2e-3));
+  for (const KernelKind kind : kLayerKernelKinds) {
+    v2.kernels.push_back(kernel(kind, KernelPart::kBlock, 512, 0, 1e-3));
+    v2.kernels.push_back(kernel(kind, KernelPart::kBlock, 512, 512, 2e-3));
   }
   v2.kernels.front().activation_bytes = 1 << 20;
   v2.kernels.front().weight_grad_bytes = 1 << 21;
-  v2.kernels.push_back(kernel(std::string(kOptimizerStepKind), "block", 512, 0, 5e-4));
-  v2.kernels.push_back(kernel("forward", "embedding", 512, 0, 1e-4));
-  v2.kernels.push_back(kernel("forward", "head", 512, 0, 3e-4));
-  v2.kernels.push_back(kernel("backward", "head", 512, 0, 6e-4));
+  v2.kernels.push_back(kernel(KernelKind::kOptimizerStep, KernelPart::kBlock, 512, 0, 5e-4));
+  v2.kernels.push_back(kernel(KernelKind::kForward, KernelPart::kEmbedding, 512, 0, 1e-4));
+  v2.kernels.push_back(kernel(KernelKind::kForward, KernelPart::kHead, 512, 0, 3e-4));
+  v2.kernels.push_back(kernel(KernelKind::kBackward, KernelPart::kHead, 512, 0, 6e-4));
   v2.links = {{"nvlink", 3e-6, 1.8e11, {{65536, 3.5e-6}, {16777216, 9.6e-5}}},
               {"thread-copy", 1e-6, 1e10, {}}};
   Calibration calibration;
@@ -93,8 +93,8 @@ std::vector<CostProfile> profiles() {
   CostProfile v1;  // blocks only, no calibration
   v1.version = 1;
   v1.provenance.tool = "ppsim-profile";
-  v1.kernels = {kernel("forward", "block", 256, 0, 1e-3),
-                kernel("backward", "block", 256, 0, 2e-3)};
+  v1.kernels = {kernel(KernelKind::kForward, KernelPart::kBlock, 256, 0, 1e-3),
+                kernel(KernelKind::kBackward, KernelPart::kBlock, 256, 0, 2e-3)};
   v1.links = {{"nccl", 1e-5, 2e10, {{1024, 1e-5}, {1 << 20, 6e-5}}}};
   return {v2, v1};
 }

@@ -24,8 +24,8 @@ namespace ppsim {
 namespace {
 
 // The sample of `kind` and `part` at a shape, or null.
-const KernelSample* find(const CostProfile& p, std::string_view kind, std::string_view part,
-                         int tokens, int context) {
+const KernelSample* find(const CostProfile& p, KernelKind kind, KernelPart part, int tokens,
+                         int context) {
   const auto it = std::find_if(p.kernels.begin(), p.kernels.end(), [&](const KernelSample& k) {
     return k.kind == kind && k.part == part && k.tokens == tokens && k.context == context;
   });
@@ -63,19 +63,19 @@ TEST(GpuProfilerTest, TimesEveryKindAndFitsTheLinks) {
   EXPECT_NE(p->provenance.tool.find(" SMs;"), std::string::npos) << p->provenance.tool;
 
   // Per shape the block's 5 kinds, the embedding's 3 and the head's 4; one step.
-  ASSERT_EQ(p->kernels.size(), r.shapes.size() * (kKernelKinds.size() + 3 + 4) + 1);
+  ASSERT_EQ(p->kernels.size(), r.shapes.size() * (kLayerKernelKinds.size() + 3 + 4) + 1);
   for (const auto& [tokens, context] : r.shapes) {
     const int64_t n = 2 * tokens;
-    for (std::string_view kind : kKernelKinds) {
-      SCOPED_TRACE(std::string(kind) + " tokens " + std::to_string(tokens));
-      const KernelSample* k = find(*p, kind, kBlockPart, tokens, context);
+    for (const KernelKind kind : kLayerKernelKinds) {
+      SCOPED_TRACE(std::string(to_string(kind)) + " tokens " + std::to_string(tokens));
+      const KernelSample* k = find(*p, kind, KernelPart::kBlock, tokens, context);
       ASSERT_NE(k, nullptr);
       EXPECT_EQ(k->hidden, 64);  // the model's shape, looked up with tensor 2
       EXPECT_EQ(k->ffn, 128);
       EXPECT_EQ(k->heads, 4);
       EXPECT_EQ(k->tensor, 2);
       expect_spread(*k, 3);
-      if (kind == "forward") {
+      if (kind == KernelKind::kForward) {
         // What the block that ran (heads and ffn halved) holds.
         const gpu::SavedFigures figures =
             gpu::saved_figures(gpu::SliceShape{2, tokens, context, 64, 64, 2}, DType::kBf16);
@@ -84,14 +84,16 @@ TEST(GpuProfilerTest, TimesEveryKindAndFitsTheLinks) {
       }
     }
     for (auto [part, kinds] :
-         {std::pair{std::string_view("embedding"),
-                    std::vector<std::string_view>{"forward", "backward", "backward_weight"}},
-          std::pair{std::string_view("head"),
-                    std::vector<std::string_view>{"forward", "backward", "backward_input",
-                                                  "backward_weight"}}}) {
-      for (std::string_view kind : kinds) {
-        SCOPED_TRACE(std::string(part) + " " + std::string(kind) + " tokens " +
-                     std::to_string(tokens));
+         {std::pair{KernelPart::kEmbedding,
+                    std::vector<KernelKind>{KernelKind::kForward, KernelKind::kBackward,
+                                            KernelKind::kBackwardWeight}},
+          std::pair{
+              KernelPart::kHead,
+              std::vector<KernelKind>{KernelKind::kForward, KernelKind::kBackward,
+                                      KernelKind::kBackwardInput, KernelKind::kBackwardWeight}}}) {
+      for (const KernelKind kind : kinds) {
+        SCOPED_TRACE(std::string(to_string(part)) + " " + std::string(to_string(kind)) +
+                     " tokens " + std::to_string(tokens));
         const KernelSample* k = find(*p, kind, part, tokens, context);
         ASSERT_NE(k, nullptr);
         EXPECT_EQ(k->hidden, 64);
@@ -103,11 +105,12 @@ TEST(GpuProfilerTest, TimesEveryKindAndFitsTheLinks) {
       }
     }
     // The embedding holds the input gradient (bf16) until W; the head GpuLossSaved.
-    const KernelSample* embedding = find(*p, "forward", "embedding", tokens, context);
+    const KernelSample* embedding =
+        find(*p, KernelKind::kForward, KernelPart::kEmbedding, tokens, context);
     ASSERT_NE(embedding, nullptr);
     EXPECT_EQ(embedding->activation_bytes, 0);
     EXPECT_EQ(embedding->weight_grad_bytes, n * 64 * 2);
-    const KernelSample* head = find(*p, "forward", "head", tokens, context);
+    const KernelSample* head = find(*p, KernelKind::kForward, KernelPart::kHead, tokens, context);
     ASSERT_NE(head, nullptr);
     const gpu::LossFigures loss = gpu::loss_figures(n, 64, 100, DType::kBf16);
     EXPECT_EQ(head->activation_bytes, loss.after_forward);
@@ -115,8 +118,8 @@ TEST(GpuProfilerTest, TimesEveryKindAndFitsTheLinks) {
   }
   // The step, once, at the first shape: one block's weights.
   const KernelSample& step = p->kernels.back();
-  EXPECT_EQ(step.kind, kOptimizerStepKind);
-  EXPECT_EQ(step.part, kBlockPart);
+  EXPECT_EQ(step.kind, KernelKind::kOptimizerStep);
+  EXPECT_EQ(step.part, KernelPart::kBlock);
   EXPECT_EQ(step.tokens, 16);
   EXPECT_EQ(step.context, 0);
   EXPECT_EQ(step.ffn, 128);
@@ -165,7 +168,7 @@ TEST(GpuProfilerTest, RunsTheKernelsOnAGroupOfSms) {
       profile_gpu(r, o, [&](const std::string& line) { lines.push_back(line); });
   ASSERT_TRUE(p.ok()) << p.error().message;
   EXPECT_NE(p->provenance.tool.find("green context of "), std::string::npos) << p->provenance.tool;
-  EXPECT_EQ(p->kernels.size(), kKernelKinds.size() + 1);
+  EXPECT_EQ(p->kernels.size(), kLayerKernelKinds.size() + 1);
   EXPECT_TRUE(p->links.empty());
   EXPECT_TRUE(std::any_of(lines.begin(), lines.end(), [](const std::string& line) {
     return line.find("kernels on device 0 (") != std::string::npos &&

@@ -30,9 +30,8 @@ std::string error_of(std::string_view text) {
   return profile.error().message;
 }
 
-KernelSample kernel(std::string kind, int tokens, int context, double median_s) {
-  return KernelSample{std::move(kind), 1,        tokens,   context, 1024, 4096, 16, 1,
-                      median_s,        median_s, median_s, 5};
+KernelSample kernel(KernelKind kind, int tokens, int context, double median_s) {
+  return KernelSample{kind, 1, tokens, context, 1024, 4096, 16, 1, median_s, median_s, median_s, 5};
 }
 
 CostProfile sample_profile() {
@@ -47,9 +46,10 @@ CostProfile sample_profile() {
                         3};
   // Doubles with no short decimal form, tiny and huge.
   profile.kernels = {
-      {"forward", 2, 512, 0, 1024, 4096, 16, 2, 0.1, 1.0 / 3.0 * 0.1, 0.30000000000000004, 20},
-      {"backward_weight", 1, 128, 384, 2048, 8192, 32, 8, 1e-5, 5e-324, 123456.789e3, 7},
-      {"recompute", 1, 1, 0, 1, 1, 1, 1, 0, 0, 0, 1},
+      {KernelKind::kForward, 2, 512, 0, 1024, 4096, 16, 2, 0.1, 1.0 / 3.0 * 0.1,
+       0.30000000000000004, 20},
+      {KernelKind::kBackwardWeight, 1, 128, 384, 2048, 8192, 32, 8, 1e-5, 5e-324, 123456.789e3, 7},
+      {KernelKind::kRecompute, 1, 1, 0, 1, 1, 1, 1, 0, 0, 0, 1},
   };
   profile.links = {
       {"p2p nvlink", 2.5e-6, 1.5e11, {{0, 2.5e-6}, {1 << 20, 9.49e-6}, {int64_t{1} << 40, 7.33}}},
@@ -72,7 +72,7 @@ TEST(CostProfileTest, RoundTripIsExact) {
 TEST(CostProfileTest, WritesTheDocumentedLayout) {
   CostProfile profile;
   profile.provenance.tool = "t";
-  profile.kernels = {kernel("forward", 512, 0, 1e-5)};
+  profile.kernels = {kernel(KernelKind::kForward, 512, 0, 1e-5)};
   profile.links = {{"nvlink", 1e-6, 2.5e11, {{1024, 1.0000041e-6}}}};
   EXPECT_EQ(profile_to_yaml(profile), yaml(R"(
 # ppsim cost profile; the format is described in docs/cost_profile.md
@@ -131,7 +131,8 @@ constexpr std::string_view kKernelLine =
 // read back exactly, and 0 when absent.
 TEST(CostProfileTest, MeasuredBytesRoundTripAndAreOptional) {
   CostProfile profile;
-  profile.kernels = {kernel("forward", 512, 0, 1e-5), kernel("backward", 512, 0, 2e-5)};
+  profile.kernels = {kernel(KernelKind::kForward, 512, 0, 1e-5),
+                     kernel(KernelKind::kBackward, 512, 0, 2e-5)};
   profile.kernels[0].activation_bytes = int64_t{1} << 40;
   profile.kernels[0].weight_grad_bytes = 123456789;
   const std::string text = profile_to_yaml(profile);
@@ -240,9 +241,9 @@ TEST(CostProfileTest, RejectsValuesThatCannotBeRight) {
 
 // ---- the embedding and the head (version 2) ----
 
-KernelSample head(std::string kind, int tokens, double median_s) {
-  KernelSample k = kernel(std::move(kind), tokens, 0, median_s);
-  k.part = "head";
+KernelSample head(KernelKind kind, int tokens, double median_s) {
+  KernelSample k = kernel(kind, tokens, 0, median_s);
+  k.part = KernelPart::kHead;
   k.ffn = k.heads = 0;
   k.vocab = 50257;
   return k;
@@ -250,12 +251,13 @@ KernelSample head(std::string kind, int tokens, double median_s) {
 
 TEST(CostProfileTest, EmbeddingAndHeadKernelsRoundTrip) {
   CostProfile profile;
-  profile.kernels = {kernel("forward", 512, 0, 1e-5), head("forward", 512, 2e-5),
-                     head("backward_input", 512, 3e-5)};
+  profile.kernels = {kernel(KernelKind::kForward, 512, 0, 1e-5),
+                     head(KernelKind::kForward, 512, 2e-5),
+                     head(KernelKind::kBackwardInput, 512, 3e-5)};
   profile.kernels[1].activation_bytes = 7;
   profile.kernels[1].weight_grad_bytes = 9;  // more than after F: I may grow memory
-  KernelSample embedding = head("backward_weight", 512, 4e-5);
-  embedding.part = "embedding";
+  KernelSample embedding = head(KernelKind::kBackwardWeight, 512, 4e-5);
+  embedding.part = KernelPart::kEmbedding;
   profile.kernels.push_back(embedding);
   const std::string text = profile_to_yaml(profile);
   // A block is written as in version 1; the other parts name themselves and
@@ -270,10 +272,10 @@ TEST(CostProfileTest, EmbeddingAndHeadKernelsRoundTrip) {
   const Result<CostProfile> read = parse_profile(text, "prof.yaml");
   ASSERT_TRUE(read.ok()) << read.error().message << "\n" << text;
   EXPECT_EQ(*read, profile);
-  EXPECT_EQ(read->kernels[0].part, "block");
-  EXPECT_EQ(read->kernels[3].part, "embedding");
+  EXPECT_EQ(read->kernels[0].part, KernelPart::kBlock);
+  EXPECT_EQ(read->kernels[3].part, KernelPart::kEmbedding);
   // The same kind and tokens in another part is another kernel; in the same part, a repeat.
-  profile.kernels.push_back(head("forward", 512, 2e-5));
+  profile.kernels.push_back(head(KernelKind::kForward, 512, 2e-5));
   const Result<CostProfile> repeated = parse_profile(profile_to_yaml(profile), "prof.yaml");
   ASSERT_FALSE(repeated.ok());
   EXPECT_EQ(repeated.error().message,
@@ -379,14 +381,16 @@ TEST(FitLinkTest, Errors) {
 //   context 1024: 512 -> 2 ms, 1024 -> 5 ms
 CostProfile grid_profile() {
   CostProfile profile;
-  profile.kernels = {kernel("forward", 1024, 0, 3e-3), kernel("forward", 512, 0, 1e-3),
-                     kernel("forward", 512, 1024, 2e-3), kernel("forward", 1024, 1024, 5e-3),
-                     kernel("backward", 512, 0, 4e-3)};
+  profile.kernels = {
+      kernel(KernelKind::kForward, 1024, 0, 3e-3), kernel(KernelKind::kForward, 512, 0, 1e-3),
+      kernel(KernelKind::kForward, 512, 1024, 2e-3), kernel(KernelKind::kForward, 1024, 1024, 5e-3),
+      kernel(KernelKind::kBackward, 512, 0, 4e-3)};
   return profile;
 }
 
 Interpolated forward_at(const CostProfile& profile, int tokens, int context) {
-  Result<Interpolated> t = kernel_time(profile, "forward", 1, 1024, 4096, 16, 1, tokens, context);
+  Result<Interpolated> t =
+      kernel_time(profile, KernelKind::kForward, 1, 1024, 4096, 16, 1, tokens, context);
   EXPECT_TRUE(t.ok()) << t.error().message;
   return t.ok() ? *t : Interpolated{-1, false};
 }
@@ -394,7 +398,7 @@ Interpolated forward_at(const CostProfile& profile, int tokens, int context) {
 TEST(KernelTimeTest, ExactAtMeasuredPoints) {
   CostProfile profile = grid_profile();
   for (const KernelSample& k : profile.kernels) {
-    if (k.kind != "forward") continue;
+    if (k.kind != KernelKind::kForward) continue;
     Interpolated t = forward_at(profile, k.tokens, k.context);
     EXPECT_EQ(t.seconds, k.median_s);
     EXPECT_FALSE(t.extrapolated);
@@ -431,12 +435,14 @@ TEST(KernelTimeTest, ExtrapolationIsFlagged) {
 
 TEST(KernelTimeTest, OneMeasuredPointScalesWithTokens) {
   CostProfile profile = grid_profile();
-  Result<Interpolated> t = kernel_time(profile, "backward", 1, 1024, 4096, 16, 1, 1024, 0);
+  Result<Interpolated> t =
+      kernel_time(profile, KernelKind::kBackward, 1, 1024, 4096, 16, 1, 1024, 0);
   ASSERT_TRUE(t.ok()) << t.error().message;
   EXPECT_DOUBLE_EQ(t->seconds, 8e-3);
   EXPECT_TRUE(t->extrapolated);
   // Only context 0 was measured: it stands for any context, flagged.
-  Result<Interpolated> c = kernel_time(profile, "backward", 1, 1024, 4096, 16, 1, 512, 512);
+  Result<Interpolated> c =
+      kernel_time(profile, KernelKind::kBackward, 1, 1024, 4096, 16, 1, 512, 512);
   ASSERT_TRUE(c.ok()) << c.error().message;
   EXPECT_EQ(c->seconds, 4e-3);
   EXPECT_TRUE(c->extrapolated);
@@ -445,41 +451,45 @@ TEST(KernelTimeTest, OneMeasuredPointScalesWithTokens) {
 TEST(KernelTimeTest, PartsAreLookedUpByTheirOwnShape) {
   CostProfile profile = grid_profile();
   for (int tokens : {512, 1024}) {
-    KernelSample k = head("forward", tokens, tokens * 1e-6);
+    KernelSample k = head(KernelKind::kForward, tokens, tokens * 1e-6);
     profile.kernels.push_back(k);
   }
-  const KernelShape shape{"head", 1, 1024, 0, 0, 50257, 1};
-  Result<Interpolated> t = kernel_time(profile, "forward", shape, 768, 0);
+  const KernelShape shape{KernelPart::kHead, 1, 1024, 0, 0, 50257, 1};
+  Result<Interpolated> t = kernel_time(profile, KernelKind::kForward, shape, 768, 0);
   ASSERT_TRUE(t.ok()) << t.error().message;
   EXPECT_DOUBLE_EQ(t->seconds, 768e-6);  // the head's line, not the block's 2 ms
   EXPECT_FALSE(t->extrapolated);
   KernelShape other = shape;
   other.vocab = 32000;
-  EXPECT_EQ(kernel_time(profile, "forward", other, 512, 0).error().message,
+  EXPECT_EQ(kernel_time(profile, KernelKind::kForward, other, 512, 0).error().message,
             "no head forward kernel of shape (micro_batch 1, hidden 1024, vocab 32000, tensor 1) "
             "in the profile; it has head forward at (micro_batch 1, hidden 1024, vocab 50257, "
             "tensor 1)");
-  EXPECT_EQ(kernel_time(profile, "backward", shape, 512, 0).error().message,
+  EXPECT_EQ(kernel_time(profile, KernelKind::kBackward, shape, 512, 0).error().message,
             "no head backward kernel in the profile; it has forward");
-  other.part = "embedding";
-  EXPECT_EQ(kernel_time(profile, "forward", other, 512, 0).error().message,
+  other.part = KernelPart::kEmbedding;
+  EXPECT_EQ(kernel_time(profile, KernelKind::kForward, other, 512, 0).error().message,
             "no embedding forward kernel in the profile; it has no embedding kernels");
 }
 
 TEST(KernelTimeTest, MissingShapeNamesWhatThereIs) {
   CostProfile profile = grid_profile();
-  EXPECT_EQ(kernel_time(profile, "forward", 2, 1024, 4096, 16, 1, 512, 0).error().message,
-            "no forward kernel of shape (micro_batch 2, hidden 1024, ffn 4096, heads 16, tensor "
-            "1) in the profile; it has forward at (micro_batch 1, hidden 1024, ffn 4096, heads "
-            "16, tensor 1)");
-  EXPECT_EQ(kernel_time(profile, "recompute", 1, 1024, 4096, 16, 1, 512, 0).error().message,
-            "no recompute kernel in the profile; it has forward, backward");
-  EXPECT_EQ(kernel_time(CostProfile{}, "recompute", 1, 1, 1, 1, 1, 1, 0).error().message,
+  EXPECT_EQ(
+      kernel_time(profile, KernelKind::kForward, 2, 1024, 4096, 16, 1, 512, 0).error().message,
+      "no forward kernel of shape (micro_batch 2, hidden 1024, ffn 4096, heads 16, tensor "
+      "1) in the profile; it has forward at (micro_batch 1, hidden 1024, ffn 4096, heads "
+      "16, tensor 1)");
+  EXPECT_EQ(
+      kernel_time(profile, KernelKind::kRecompute, 1, 1024, 4096, 16, 1, 512, 0).error().message,
+      "no recompute kernel in the profile; it has forward, backward");
+  EXPECT_EQ(kernel_time(CostProfile{}, KernelKind::kRecompute, 1, 1, 1, 1, 1, 1, 0).error().message,
             "no recompute kernel in the profile; it has no kernels");
-  EXPECT_EQ(kernel_time(profile, "fwd", 1, 1024, 4096, 16, 1, 512, 0).error().message,
-            "unknown kernel kind \"fwd\", expected one of forward, backward, backward_input, "
-            "backward_weight, recompute");
-  EXPECT_EQ(kernel_time(profile, "forward", 1, 1024, 4096, 16, 1, 0, 0).error().message,
+  EXPECT_EQ(kernel_time(profile, KernelKind::kOptimizerStep, 1, 1024, 4096, 16, 1, 512, 0)
+                .error()
+                .message,
+            "the optimizer step is timed once per shape, not over tokens and context: read its "
+            "sample");
+  EXPECT_EQ(kernel_time(profile, KernelKind::kForward, 1, 1024, 4096, 16, 1, 0, 0).error().message,
             "kernel time of 0 tokens after 0 of context: expected tokens >= 1 and context >= 0");
 }
 

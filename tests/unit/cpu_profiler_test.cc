@@ -34,10 +34,10 @@ TEST(CpuProfiler, EveryKernelAtEveryShapeWithItsSpread) {
   ASSERT_TRUE(p.ok()) << p.error().message;
   EXPECT_EQ(calls, 3);
   // Every kind at both shapes, and one block's optimizer step once, at the first.
-  ASSERT_EQ(p->kernels.size(), 2u * kKernelKinds.size() + 1);
-  EXPECT_EQ(p->kernels.back().kind, kOptimizerStepKind);
+  ASSERT_EQ(p->kernels.size(), 2u * kLayerKernelKinds.size() + 1);
+  EXPECT_EQ(p->kernels.back().kind, KernelKind::kOptimizerStep);
   EXPECT_EQ(p->kernels.back().tokens, 4);
-  EXPECT_EQ(p->kernels.back().part, kBlockPart);
+  EXPECT_EQ(p->kernels.back().part, KernelPart::kBlock);
   for (const KernelSample& s : p->kernels) {
     EXPECT_EQ(s.repetitions, 3);
     EXPECT_LE(s.min_s, s.median_s);
@@ -64,7 +64,7 @@ TEST(CpuProfiler, NoLinkSizesMeansKernelsOnly) {
   const Result<CostProfile> p = profile_cpu(r, [&](int, int total) { last_total = total; });
   ASSERT_TRUE(p.ok()) << p.error().message;
   EXPECT_EQ(last_total, 2);  // the two shapes, no sweep
-  EXPECT_EQ(p->kernels.size(), 2u * kKernelKinds.size() + 1);
+  EXPECT_EQ(p->kernels.size(), 2u * kLayerKernelKinds.size() + 1);
   EXPECT_TRUE(p->links.empty());
 }
 
@@ -77,20 +77,20 @@ TEST(CpuProfiler, WithAVocabularyTheEmbeddingAndHeadToo) {
   r.vocab = 11;
   const Result<CostProfile> p = profile_cpu(r);
   ASSERT_TRUE(p.ok()) << p.error().message;
-  ASSERT_EQ(p->kernels.size(), 2u * (kKernelKinds.size() + 3 + 4) + 1);
+  ASSERT_EQ(p->kernels.size(), 2u * (kLayerKernelKinds.size() + 3 + 4) + 1);
   for (const auto& [tokens, context] : r.shapes) {
     const int64_t n = 2 * tokens;  // micro_batch 2
     int embedding = 0, head = 0;
     for (const KernelSample& s : p->kernels) {
-      if (s.tokens != tokens || s.context != context || s.part == "block") continue;
+      if (s.tokens != tokens || s.context != context || s.part == KernelPart::kBlock) continue;
       EXPECT_EQ(s.vocab, 11);
       EXPECT_EQ(s.ffn, 0);
       EXPECT_EQ(s.heads, 0);
       EXPECT_LE(s.min_s, s.median_s);
       EXPECT_LE(s.median_s, s.max_s);
-      ++(s.part == "embedding" ? embedding : head);
-      if (s.kind != "forward") continue;
-      if (s.part == "embedding") {
+      ++(s.part == KernelPart::kEmbedding ? embedding : head);
+      if (s.kind != KernelKind::kForward) continue;
+      if (s.part == KernelPart::kEmbedding) {
         // Nothing after F; the input gradient, n x hidden fp32, from I to W.
         EXPECT_EQ(s.activation_bytes, 0);
         EXPECT_EQ(s.weight_grad_bytes, 4 * n * 8);

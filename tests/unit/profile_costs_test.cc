@@ -359,7 +359,8 @@ TEST_F(ProfileCosts, SlicesInterpolateBetweenMeasuredTokenCounts) {
     // Exactly what kernel_time gives, per layer rounded to picoseconds.
     const CostProfile profile = *load_profile((dir / "prof.yaml").string());
     EXPECT_EQ(table->stages[s * 2 + 1].forward,
-              2 * seconds_to_picos(kernel_time(profile, "forward", 1, 8, 16, 2, 1, 8, 8)->seconds));
+              2 * seconds_to_picos(
+                      kernel_time(profile, KernelKind::kForward, 1, 8, 16, 2, 1, 8, 8)->seconds));
   }
   // No bytes in this profile: the model's, per slice.
   EXPECT_GT(table->stages[0].activation_bytes, 0);
@@ -497,9 +498,9 @@ TEST_F(ProfileCosts, EndToEndCpuProfileDrivesTheSimulation) {
   const KernelSample* backward = nullptr;
   const KernelSample* step = nullptr;
   for (const KernelSample& k : profile->kernels) {
-    if (k.kind == "forward") forward = &k;
-    if (k.kind == "backward") backward = &k;
-    if (k.kind == kOptimizerStepKind) step = &k;
+    if (k.kind == KernelKind::kForward) forward = &k;
+    if (k.kind == KernelKind::kBackward) backward = &k;
+    if (k.kind == KernelKind::kOptimizerStep) step = &k;
   }
   ASSERT_NE(forward, nullptr);
   ASSERT_NE(backward, nullptr);
