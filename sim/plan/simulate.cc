@@ -198,7 +198,8 @@ Result<Simulation> simulate(const Config& config, Engine* shared_engine,
   RunOptions options;
   options.synchronous_step = config.training.optimizer_step == OptimizerStep::kSynchronous;
   options.blocking_sends = config.training.blocking_p2p;
-  options.iterations = is_asynchronous(config.schedule.kind) ? 1 : 2;
+  // Post-validated runs start at 4 iterations: the loop below needs three periods.
+  options.iterations = is_asynchronous(config.schedule.kind) ? 1 : options.synchronous_step ? 2 : 4;
   options.record = keep == Keep::kTimeline || is_asynchronous(config.schedule.kind);
   const auto replay = [&]() -> Status {
     const int64_t actions = static_cast<int64_t>(sim.schedule.num_actions()) * options.iterations;
@@ -217,12 +218,13 @@ Result<Simulation> simulate(const Config& config, Engine* shared_engine,
   if (is_asynchronous(config.schedule.kind)) {
     batches_as_iterations(config.num_microbatches(), &sim.timeline);
   } else if (!options.synchronous_step) {
-    for (options.iterations = 4;; options.iterations *= 2) {
-      if (Status st = replay(); !st) return Error{st.message()};
+    while (true) {
       const auto& end = sim.timeline.iteration_end;
       const size_t n = end.size();
       settled = end[n - 1] - end[n - 2] == end[n - 2] - end[n - 3];
       if (settled || options.iterations >= kMaxIterations) break;
+      options.iterations *= 2;
+      if (Status st = replay(); !st) return Error{st.message()};
     }
   }
   sim.summary = summarize(config, sim.schedule.name, sim.timeline, sim.costs.stage_weight_bytes);
