@@ -362,13 +362,15 @@ ParallelSpec Loader::read_parallel(const Section& s) const {
     const Field field = s.get("layers_per_stage");
     if (!field.node.IsSequence() || field.node.size() == 0) {
       throw_expected(field,
-                     "a list of positive integers, the layers of each stage (pipeline x "
+                     "a list of integers >= 0, the layers of each stage (pipeline x "
                      "virtual_stages of them)");
     }
     for (size_t i = 0; i < field.node.size(); ++i) {
       const Field item{fmt::format("{}[{}]", field.path, i), field.node[i], field.mark(),
                        field.file};
-      parallel.layers_per_stage.push_back(to_int(item, 1, kMaxLayers));
+      // 0: a stage with no transformer layer (the embedding or the head
+      // alone, or a padding chunk, as Megatron-LM's no-op layer).
+      parallel.layers_per_stage.push_back(to_int(item, 0, kMaxLayers));
     }
   }
   return parallel;

@@ -189,10 +189,11 @@ void Loader::check_cross_fields(const Config& config, const Sections& tree) cons
   }
   if (config.model) {
     int64_t stages = int64_t{par.pipeline} * par.virtual_stages;
-    if (config.model->layers < stages) {
-      throw_expected(
-          tree.model.get("layers"),
-          fmt::format("at least pipeline x virtual_stages = {} (a layer per stage)", stages));
+    if (config.model->layers < stages && par.layers_per_stage.empty()) {
+      throw_expected(tree.model.get("layers"),
+                     fmt::format("at least pipeline x virtual_stages = {} (a layer per stage; "
+                                 "parallel.layers_per_stage may leave stages empty)",
+                                 stages));
     }
     if (config.model->heads % par.tensor != 0) {
       throw_expected(tree.model.get("heads"),

@@ -155,8 +155,9 @@ Error in_source(const Config& config, const Status& status) {
 namespace cost_model_internal {
 
 // The layers of each stage: the config's explicit split (checked again here:
-// a Config need not come from the loader), else the even one.
-// REQUIRES: config.model, with at least as many layers as stages.
+// a Config need not come from the loader; a stage may have none), else the
+// even one.
+// REQUIRES: config.model; without an explicit split, at least as many layers as stages.
 Result<std::vector<int>> stage_layers(const Config& config) {
   const int num_stages = config.num_stages();
   const std::vector<int>& given = config.parallel.layers_per_stage;
@@ -167,9 +168,9 @@ Result<std::vector<int>> stage_layers(const Config& config) {
   }
   int64_t sum = 0;
   for (int layers : given) {
-    if (layers < 1) {
+    if (layers < 0) {
       return Error{"parallel.layers_per_stage has a stage of " + std::to_string(layers) +
-                   " layers; every stage needs at least one"};
+                   " layers; expected 0 or more"};
     }
     sum += layers;
   }
@@ -233,11 +234,12 @@ Result<CostTable> build_cost_table(const Config& config, const std::vector<int>&
   CostTable table = uniform_costs(num_stages, config.parallel.pipeline, 0, 0, 0, 0, k);
   if (config.model) {
     if (Status s = check_moe(config); !s.ok()) return in_source(config, s);
-    if (config.model->layers < num_stages) {
+    if (config.model->layers < num_stages && config.parallel.layers_per_stage.empty()) {
       return in_source(
           config, Error{"model.layers (" + std::to_string(config.model->layers) +
                         ") is fewer than the pipeline stages p * v (" + std::to_string(num_stages) +
-                        "); every stage needs at least one layer"});
+                        "); every stage needs at least one layer unless "
+                        "parallel.layers_per_stage leaves some empty"});
     }
     std::vector<Slice> slices;
     if (slice_lengths.empty()) {

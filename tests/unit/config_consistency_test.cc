@@ -78,7 +78,7 @@ TEST(ConfigTest, LayersCoverEveryStage) {
   text.replace(text.find("layers: 24"), 10, "layers: 3");
   EXPECT_EQ(error_of(text),
             "test.yaml:2:11: model.layers: expected at least pipeline x virtual_stages = 4 (a "
-            "layer per stage), got \"3\"");
+            "layer per stage; parallel.layers_per_stage may leave stages empty), got \"3\"");
 }
 
 }  // namespace

@@ -277,16 +277,17 @@ TEST(PartitionConfig, RejectsSplitsThatDoNotFit) {
             "test.yaml:16:21: parallel.layers_per_stage: expected entries summing to "
             "model.layers (24), got \"[6, 6, 6, 5]\"");
   EXPECT_EQ(
-      error_of("[6, 0, 12, 6]"),
-      "test.yaml:16:25: parallel.layers_per_stage[1]: expected an integer from 1 to 16384, got "
-      "\"0\"");
+      error_of("[6, -1, 13, 6]"),
+      "test.yaml:16:25: parallel.layers_per_stage[1]: expected an integer from 0 to 16384, got "
+      "\"-1\"");
   EXPECT_EQ(
       error_of("[6, six, 12, 6]"),
-      "test.yaml:16:25: parallel.layers_per_stage[1]: expected an integer from 1 to 16384, got "
+      "test.yaml:16:25: parallel.layers_per_stage[1]: expected an integer from 0 to 16384, got "
       "\"six\"");
   EXPECT_EQ(error_of("24"),
-            "test.yaml:16:21: parallel.layers_per_stage: expected a list of positive integers, "
+            "test.yaml:16:21: parallel.layers_per_stage: expected a list of integers >= 0, "
             "the layers of each stage (pipeline x virtual_stages of them), got \"24\"");
+  EXPECT_EQ(error_of("[6, 0, 12, 6]"), "(no error)");  // an empty stage
   // With virtual stages the list has p * v entries.
   Result<Config> config = parse_config(yaml(kGpt13b), "test.yaml",
                                        {{"parallel.virtual_stages", "2"},
@@ -347,6 +348,43 @@ TEST(PartitionConfig, CostTableUsesExplicitSplit) {
   EXPECT_EQ(table.static_bytes[2], 16 * 7 * layer_parameters(model));
   // An asynchronous schedule's weight version: the stage's parameters in bf16.
   EXPECT_EQ(table.stage_weight_bytes[2], 2 * 7 * layer_parameters(model));
+}
+
+// A stage without layers (Megatron-LM's padding chunk, a no-op layer): the
+// first holds the embedding alone, a middle one nothing, the last the head
+// alone; and only an explicit split may have fewer layers than stages.
+TEST(PartitionConfig, AnEmptyStageHoldsOnlyItsEnds) {
+  const CostTable empty_ends = table_ok(config_ok("[0, 12, 12, 0]"));
+  const CostTable one_each = table_ok(config_ok("[1, 11, 11, 1]"));
+  const CostTable empty_middle = table_ok(config_ok("[8, 0, 8, 8]"));
+  // Stage 0 of [1, 11, 11, 1] is the embedding and one layer; one layer's
+  // time is an 8-layer middle stage's over 8, exactly (a stage's time is a
+  // sum of equal layer times in picoseconds).
+  const Picos layer = empty_middle.stages[2].forward / 8;
+  ASSERT_EQ(empty_middle.stages[2].forward, 8 * layer);
+  EXPECT_EQ(empty_ends.stages[0].forward, one_each.stages[0].forward - layer);
+  EXPECT_GT(empty_ends.stages[0].forward, 0);  // the embedding
+  EXPECT_GT(empty_ends.stages[3].forward, 0);  // the logits and loss
+  EXPECT_EQ(empty_middle.stages[1].forward, 0);
+  EXPECT_EQ(empty_middle.stages[1].backward, 0);
+  EXPECT_EQ(empty_middle.stages[1].activation_bytes, 0);
+  EXPECT_EQ(empty_middle.static_bytes[1], 0);  // rank 1 holds stage 1 alone: no weights
+  // Its neighbours still hand their activations across it.
+  EXPECT_GT(empty_middle.p2p_forward[0], 0);
+  EXPECT_GT(empty_middle.p2p_forward[1], 0);
+
+  Result<Config> fewer_layers_than_stages =
+      parse_config(yaml(kGpt13b), "test.yaml",
+                   {{"parallel.virtual_stages", "7"},
+                    {"parallel.layers_per_stage",
+                     "[0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1"
+                     ", 1, 0, 0, 0]"}});
+  EXPECT_TRUE(fewer_layers_than_stages.ok()) << fewer_layers_than_stages.error().message;
+  Result<Config> no_split =
+      parse_config(yaml(kGpt13b), "test.yaml", {{"parallel.virtual_stages", "7"}});
+  ASSERT_FALSE(no_split.ok());
+  EXPECT_THAT(no_split.error().message,
+              ::testing::HasSubstr("parallel.layers_per_stage may leave stages empty"));
 }
 
 TEST(PartitionConfig, CostTableRejectsABadSplitMadeInCode) {
