@@ -19,9 +19,14 @@ size_t Schedule::num_actions() const {
 
 std::string program_to_string(const std::vector<Action>& program) {
   std::string out;
-  for (const Action& a : program) {
+  for (size_t i = 0; i < program.size(); ++i) {
     if (!out.empty()) out += ' ';
-    out += to_string(a);
+    if (program[i].overlaps_next && i + 1 < program.size()) {
+      out += '(' + to_string(program[i]) + ';' + to_string(program[i + 1]) + ')';
+      ++i;
+    } else {
+      out += to_string(program[i]);
+    }
   }
   return out;
 }

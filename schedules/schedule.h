@@ -25,7 +25,8 @@ struct Schedule {
   size_t num_actions() const;
 };
 
-// Text form of one rank's program: "0F0 0F1 0B0 ...".
+// Text form of one rank's program: "0F0 0F1 0B0 ...", an overlapped pair
+// as "(0F7;7B3)" (Action::overlaps_next).
 std::string program_to_string(const std::vector<Action>& program);
 
 }  // namespace ppsim

@@ -236,6 +236,8 @@ TEST(PytorchCsv, OverlappedPairsAreReadAsAForwardThatOverlapsItsBackward) {
                            [](const Action& a) { return a.overlaps_next; });
   }
   EXPECT_EQ(pairs, 41u);  // the file's OVERLAP_F_B cells, counted with grep
+  // The program's text writes the pair as PyTorch's cell does, without the suffix.
+  EXPECT_THAT(program_to_string(s.programs[0]), HasSubstr(" 7F3 (0F7;7B3) (7F4;0B0) "));
   // 8 stages x 10 microbatches, each a forward and a full backward or an
   // I and a W.
   size_t forwards = 0;
