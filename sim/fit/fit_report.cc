@@ -43,6 +43,7 @@ void write_summary(JsonWriter& w, const ErrorSummary& s) {
 void write_row_identity(JsonWriter& w, const MeasuredRun& run) {
   w.field("label", run.label).field("config", run.config).field("line", run.line);
   if (!run.source.empty()) w.field("source", run.source);
+  if (!run.group.empty()) w.field("group", run.group);
 }
 
 std::string parameter_status_text(const ParameterResult& p) {
@@ -117,10 +118,18 @@ std::string format_predictions(const MeasuredRuns& runs, const std::vector<RowPr
     errors.push_back(r.error());
   }
   const ErrorSummary s = summarize_errors(errors);
+  out += fmt::format(
+      "{} rows: mean |error| {}, max |error| {}; error = (predicted - measured) / measured\n",
+      rows.size(), percent(s.mean_abs), percent(s.max_abs));
+  const OrderAgreement order = order_agreement(rows);
+  if (order.groups == 0) return out;
   return out + fmt::format(
-                   "{} rows: mean |error| {}, max |error| {}; error = (predicted - measured) / "
-                   "measured\n",
-                   rows.size(), percent(s.mean_abs), percent(s.max_abs));
+                   "order within groups: {} of {} pairs ordered as measured ({}); {} of {} groups "
+                   "entirely in the measured order\n",
+                   order.concordant, order.pairs,
+                   order.pairs > 0 ? percent(static_cast<double>(order.concordant) / order.pairs)
+                                   : std::string("-"),
+                   order.groups_in_order, order.groups);
 }
 
 std::string predictions_json(const MeasuredRuns& runs, const std::vector<RowPrediction>& rows) {
@@ -137,6 +146,12 @@ std::string predictions_json(const MeasuredRuns& runs, const std::vector<RowPred
   }
   const ErrorSummary s = summarize_errors(errors);
   w.end_array().field("mean_abs_error", s.mean_abs).field("max_abs_error", s.max_abs);
+  const OrderAgreement order = order_agreement(rows);
+  if (order.groups > 0) {
+    w.key("order").begin_object().field("groups", order.groups);
+    w.field("groups_in_order", order.groups_in_order).field("pairs", order.pairs);
+    w.field("concordant_pairs", order.concordant).end_object();
+  }
   w.end_object();
   return out + "\n";
 }

@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <utility>
@@ -130,7 +131,7 @@ class CsvSplitter {
   int line_ = 1;
 };
 
-enum class Column { kConfig, kIterationTime, kLabel, kSource };
+enum class Column { kConfig, kIterationTime, kLabel, kSource, kGroup };
 
 struct ColumnName {
   const char* name;
@@ -139,10 +140,9 @@ struct ColumnName {
 };
 
 constexpr ColumnName kColumns[] = {
-    {"config", Column::kConfig, true},
-    {"iteration_time_s", Column::kIterationTime, true},
-    {"label", Column::kLabel, false},
-    {"source", Column::kSource, false},
+    {"config", Column::kConfig, true}, {"iteration_time_s", Column::kIterationTime, true},
+    {"label", Column::kLabel, false},  {"source", Column::kSource, false},
+    {"group", Column::kGroup, false},
 };
 
 std::string column_list() {
@@ -220,6 +220,9 @@ Result<MeasuredRun> read_row(const CsvRecord& record, const std::vector<Column>&
         break;
       case Column::kSource:
         run.source = text;
+        break;
+      case Column::kGroup:
+        run.group = text;
         break;
     }
   }
@@ -319,6 +322,33 @@ ErrorSummary summarize_errors(const std::vector<double>& errors) {
   }
   summary.mean_abs /= static_cast<double>(errors.size());
   return summary;
+}
+
+OrderAgreement order_agreement(const std::vector<RowPrediction>& rows) {
+  std::map<std::string, std::vector<const RowPrediction*>> groups;
+  for (const RowPrediction& row : rows) {
+    if (!row.run->group.empty()) groups[row.run->group].push_back(&row);
+  }
+  OrderAgreement agreement;
+  for (const auto& [name, members] : groups) {
+    if (members.size() < 2) continue;
+    ++agreement.groups;
+    bool in_order = true;
+    for (size_t i = 0; i < members.size(); ++i) {
+      for (size_t j = i + 1; j < members.size(); ++j) {
+        const double measured =
+            members[i]->run->iteration_time_s - members[j]->run->iteration_time_s;
+        if (measured == 0) continue;
+        const double predicted = members[i]->predicted_s - members[j]->predicted_s;
+        ++agreement.pairs;
+        const bool concordant = (measured > 0 && predicted > 0) || (measured < 0 && predicted < 0);
+        agreement.concordant += concordant;
+        in_order &= concordant;
+      }
+    }
+    agreement.groups_in_order += in_order;
+  }
+  return agreement;
 }
 
 Result<std::vector<RowPrediction>> predict_runs(const MeasuredRuns& runs,

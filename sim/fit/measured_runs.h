@@ -8,8 +8,10 @@
 //
 // Columns, in any order: `config` (a YAML config, relative to the CSV's
 // folder) and `iteration_time_s` (the measured steady-state iteration, > 0)
-// are required; `label` (default: the config as written) and `source` (where
-// the number came from, for people) are optional. A field may be quoted
+// are required; `label` (default: the config as written), `source` (where
+// the number came from, for people) and `group` (rows of one workload on one
+// machine that differ in layout or schedule, whose order the prediction
+// should keep: order_agreement) are optional. A field may be quoted
 // ("a, b"; "" inside quotes is one "), and a quoted field may span lines.
 // Blank lines are skipped. Every error names file:line, and an unknown or
 // repeated column its name.
@@ -33,6 +35,7 @@ struct MeasuredRun {
   double iteration_time_s = 0;
   std::string label;  // as given, else `config`
   std::string source;
+  std::string group;  // empty: in no group
 };
 
 struct MeasuredRuns {
@@ -82,6 +85,20 @@ struct RowPrediction {
 
   double error() const { return relative_error(predicted_s, run->iteration_time_s); }
 };
+
+// How well the predictions order the rows of each group (MeasuredRun::group)
+// as they were measured: every pair of rows of one group with different
+// measured times is concordant when the prediction orders it the same way (a
+// predicted tie is not); a group of two or more rows is in order when all
+// its pairs are. What a layout search needs from the model, more than small
+// errors.
+struct OrderAgreement {
+  int groups = 0;  // of two or more rows
+  int groups_in_order = 0;
+  int pairs = 0;  // with different measured times
+  int concordant = 0;
+};
+OrderAgreement order_agreement(const std::vector<RowPrediction>& rows);
 
 // Predicts every row (the measured-runs file without -o). Errors name the row.
 Result<std::vector<RowPrediction>> predict_runs(const MeasuredRuns& runs,

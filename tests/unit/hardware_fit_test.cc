@@ -95,7 +95,7 @@ TEST(MeasuredRunsCsv, MissingColumnIsAnError) {
 TEST(MeasuredRunsCsv, UnknownOrRepeatedColumnIsAnErrorNamingIt) {
   EXPECT_EQ(parse_error("config,iteration_time_s,notes\na.yaml,1,x\n"),
             "dir/runs.csv:1: unknown column \"notes\"; the columns are config, "
-            "iteration_time_s, label, source");
+            "iteration_time_s, label, source, group");
   EXPECT_EQ(parse_error("config,iteration_time_s,config\na.yaml,1,b.yaml\n"),
             "dir/runs.csv:1: column \"config\" appears twice");
 }
@@ -126,6 +126,37 @@ TEST(MeasuredRunsCsv, MalformedRecordsAreErrorsNamingTheLine) {
   EXPECT_EQ(parse_error(""),
             "dir/runs.csv: empty; expected a header line such as "
             "\"config,iteration_time_s,label\"");
+}
+
+// Rows of a group are ordered by the prediction as measured, pair by pair.
+// Group a: measured 1, 2, 3 and predicted 1.5, 1.2, 4.0: (a1, a2) reversed,
+// (a1, a3) and (a2, a3) kept; group b: measured 5 > 4, predicted 3 > 2, kept;
+// c has one row (no pair); d's two rows were measured equal (no pair, but a
+// group of two in order); the ungrouped row counts nowhere.
+TEST(MeasuredRunsCsv, OrderWithinGroupsCountsConcordantPairs) {
+  Result<MeasuredRuns> runs = parse_measured_runs(
+      "config,iteration_time_s,group\n"
+      "a1.yaml,1,a\na2.yaml,2,a\na3.yaml,3,a\n"
+      "b1.yaml,5,b\nb2.yaml,4,b\n"
+      "c1.yaml,1,c\n"
+      "d1.yaml,2,d\nd2.yaml,2,d\n"
+      "x.yaml,9,\n",
+      "dir/runs.csv");
+  ASSERT_TRUE(runs.ok()) << runs.error().message;
+  EXPECT_EQ(runs->runs[0].group, "a");
+  EXPECT_EQ(runs->runs[8].group, "");
+  const std::vector<double> predicted = {1.5, 1.2, 4.0, 3.0, 2.0, 7.0, 1.0, 3.0, 1.0};
+  std::vector<RowPrediction> rows;
+  for (size_t i = 0; i < predicted.size(); ++i) rows.push_back({&runs->runs[i], predicted[i]});
+  const OrderAgreement order = order_agreement(rows);
+  EXPECT_EQ(order.groups, 3);           // a, b, d
+  EXPECT_EQ(order.groups_in_order, 2);  // b, d
+  EXPECT_EQ(order.pairs, 4);            // a's three, b's one
+  EXPECT_EQ(order.concordant, 3);
+  // The report says so under the errors.
+  EXPECT_THAT(format_predictions(*runs, rows),
+              ::testing::HasSubstr("order within groups: 3 of 4 pairs ordered as measured "
+                                   "(75.0%); 2 of 3 groups entirely in the measured order\n"));
 }
 
 TEST(MeasuredRunsCsv, ConfigErrorsNameTheRow) {
