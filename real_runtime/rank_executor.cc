@@ -14,6 +14,14 @@ namespace {
 // Whether the schedule steps inside its programs (see steps_in_programs).
 Result<bool> check_schedule(const Schedule& schedule) {
   if (Status st = validate(schedule); !st) return Error{st.message()};
+  if (schedule.num_chains > 1) {
+    // Its stage p+k would need stage k's weights, kept equal by summing the
+    // two copies' gradients: not built.
+    return Error{fmt::format(
+        "schedule {}: the runtime runs one chain of stages, not {} (DualPipe holds the model "
+        "twice); simulate it instead",
+        schedule.name, schedule.num_chains)};
+  }
   return steps_in_programs(schedule);
 }
 

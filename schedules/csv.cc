@@ -337,8 +337,21 @@ std::string older_spelling_note(const Rows& rows, std::string_view source) {
       fmt::join(readings, ", and "));
 }
 
+// Two chains (Schedule::num_chains) when the first half of the microbatches
+// runs only on the first half of the stages and the second half only on
+// the second, as in a written DualPipe schedule; else one.
+int chains_of(const Schedule& s) {
+  if (s.num_stages % 2 != 0 || s.num_microbatches % 2 != 0) return 1;
+  for (const auto& program : s.programs) {
+    for (const Action& a : program) {
+      if ((2 * a.stage < s.num_stages) != (2 * a.microbatch < s.num_microbatches)) return 1;
+    }
+  }
+  return 2;
+}
+
 // The schedule of `rows`: sizes from the largest indices, each stage on the
-// rank of its forwards.
+// rank of its forwards, its chains from where its microbatches run.
 Result<Schedule> schedule_of(Rows rows, std::string_view source) {
   Schedule s;
   s.name = "custom";
@@ -354,6 +367,7 @@ Result<Schedule> schedule_of(Rows rows, std::string_view source) {
   const Status size =
       check_schedule_size(s.num_ranks, s.num_stages, s.num_microbatches, s.num_slices);
   if (!size) return Error{fmt::format("{}: {}", source, size.message())};
+  s.num_chains = chains_of(s);
   s.stage_rank.assign(s.num_stages, -1);
   for (int rank = 0; rank < s.num_ranks; ++rank) {
     for (const Action& a : s.programs[rank]) {

@@ -30,4 +30,17 @@ namespace ppsim {
 // Needs v == 2 and m >= 2p.
 Result<Schedule> make_dualpipev(const ScheduleParams& params);
 
+// DualPipe, bidirectional, in the order of DeepSeek's reference
+// implementation (dualpipe/dualpipe.py, DualPipe.step): the model cut into
+// p stages held twice, so that half of the microbatches (0..m/2-1) enter at
+// rank 0 and flow through stages 0..p-1 on ranks 0..p-1, and the other half
+// (m/2..m-1) enter at rank p-1 and flow through stages p..2p-1 on ranks
+// p-1..0 (Schedule::num_chains = 2; stage p+k holds stage k's layers). Rank
+// r owns stages r and 2p-1-r, as in DualPipeV, and runs DualPipeV's eight
+// steps for a V of p/2 ranks and m/2 microbatches as rank min(r, p-1-r) of
+// it, its down stage the one of the direction that enters nearer it (stage
+// r on the first half of the ranks, 2p-1-r on the second).
+// Needs v == 2, p and m even and m >= 2p.
+Result<Schedule> make_dualpipe(const ScheduleParams& params);
+
 }  // namespace ppsim

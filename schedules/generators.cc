@@ -110,6 +110,7 @@ std::optional<int> fixed_virtual_stages(ScheduleKind kind) {
     case ScheduleKind::kCustom:
       return std::nullopt;
     case ScheduleKind::kZbV:
+    case ScheduleKind::kDualPipe:
     case ScheduleKind::kDualPipeV:
       return 2;
     case ScheduleKind::kGpipe:
@@ -262,6 +263,8 @@ Result<Schedule> make_schedule(ScheduleKind kind, const ScheduleParams& params) 
       return make_zb_h2(params);
     case ScheduleKind::kZbV:
       return make_zb_v(params);
+    case ScheduleKind::kDualPipe:
+      return make_dualpipe(params);
     case ScheduleKind::kDualPipeV:
       return make_dualpipev(params);
     case ScheduleKind::kLoopedBfs:

@@ -16,13 +16,24 @@ struct Schedule {
   int num_ranks = 0;
   int num_stages = 0;
   int num_microbatches = 0;
-  int num_slices = 1;                         // token slices per microbatch (TeraPipe); 1 otherwise
+  int num_slices = 1;  // token slices per microbatch (TeraPipe); 1 otherwise
+  // The stages form `num_chains` equal runs of consecutive ids, and the
+  // microbatches as many equal runs: microbatch run c enters at the first
+  // stage of chain c and computes its loss at that chain's last. One chain
+  // in every schedule but DualPipe's two (one entering at each end of the
+  // ranks); the chains hold the same layers.
+  int num_chains = 1;
   std::vector<int> stage_rank;                // stage -> owning rank
   std::vector<std::vector<Action>> programs;  // rank -> program, in execution order
 
   // True when backward is split into I and W actions (zero-bubble families).
   bool split_backward() const;
   size_t num_actions() const;
+  int stages_per_chain() const { return num_stages / num_chains; }
+  int chain_of_stage(int stage) const { return stage / stages_per_chain(); }
+  int chain_of_microbatch(int microbatch) const {
+    return microbatch / (num_microbatches / num_chains);
+  }
 };
 
 // Text form of one rank's program: "0F0 0F1 0B0 ...", an overlapped pair

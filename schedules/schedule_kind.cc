@@ -19,6 +19,7 @@ constexpr std::array kKindNames = {
     KindName{ScheduleKind::kZbH1, "zb-h1"},
     KindName{ScheduleKind::kZbH2, "zb-h2"},
     KindName{ScheduleKind::kZbV, "zb-v"},
+    KindName{ScheduleKind::kDualPipe, "dualpipe"},
     KindName{ScheduleKind::kDualPipeV, "dualpipev"},
     KindName{ScheduleKind::kLoopedBfs, "looped-bfs"},
     KindName{ScheduleKind::kInterleavedZb, "interleaved-zb"},

@@ -20,6 +20,7 @@ enum class ScheduleKind : uint8_t {
   kZbH1,
   kZbH2,
   kZbV,
+  kDualPipe,
   kDualPipeV,
   kLoopedBfs,
   kInterleavedZb,

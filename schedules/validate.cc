@@ -26,6 +26,12 @@ Status check_shape(const Schedule& s) {
   if (s.num_slices < 1) {
     return Error{fmt::format("schedule {}: needs at least one slice per microbatch", s.name)};
   }
+  if (s.num_chains < 1 || s.num_stages % s.num_chains != 0 ||
+      s.num_microbatches % s.num_chains != 0) {
+    return Error{fmt::format(
+        "schedule {}: {} chains of stages do not divide its {} stages and {} microbatches", s.name,
+        s.num_chains, s.num_stages, s.num_microbatches)};
+  }
   for (int stage = 0; stage < s.num_stages; ++stage) {
     if (s.stage_rank[stage] < 0 || s.stage_rank[stage] >= s.num_ranks) {
       return Error{fmt::format("schedule {}: stage {} is owned by rank {}, not one of 0..{}",
@@ -99,8 +105,8 @@ Status check_pair(const Schedule& s, int rank, size_t pos) {
   return {};
 }
 
-// Each action once, on the owning rank, and each (stage, microbatch) with a
-// forward and exactly one form of backward.
+// Each action once, on the owning rank, and each (stage, microbatch) of the
+// microbatch's chain with a forward and exactly one form of backward.
 Status check_coverage(const Schedule& s, ActionIndex& index) {
   int node = 0;
   for (int rank = 0; rank < s.num_ranks; ++rank) {
@@ -117,6 +123,13 @@ Status check_coverage(const Schedule& s, ActionIndex& index) {
         return Error{fmt::format("rank {} runs {}, but stage {} belongs to rank {}", rank,
                                  to_string(a), a.stage, s.stage_rank[a.stage])};
       }
+      if (s.chain_of_stage(a.stage) != s.chain_of_microbatch(a.microbatch)) {
+        const int chain = s.chain_of_microbatch(a.microbatch);
+        return Error{fmt::format(
+            "rank {} runs {}, but microbatch {} passes through stages {}..{} only (chain {} of {})",
+            rank, to_string(a), a.microbatch, chain * s.stages_per_chain(),
+            (chain + 1) * s.stages_per_chain() - 1, chain, s.num_chains)};
+      }
       int32_t& slot = index[a];
       if (slot >= 0) return Error{fmt::format("{} appears more than once", to_string(a))};
       slot = node++;
@@ -127,6 +140,7 @@ Status check_coverage(const Schedule& s, ActionIndex& index) {
   }
   for (int stage = 0; stage < s.num_stages; ++stage) {
     for (int mb = 0; mb < s.num_microbatches; ++mb) {
+      if (s.chain_of_microbatch(mb) != s.chain_of_stage(stage)) continue;
       for (int slice = 0; slice < s.num_slices; ++slice) {
         if (Status st = check_one(index, Action{ActionKind::kForward, stage, mb, slice}); !st) {
           return st;
@@ -151,9 +165,11 @@ Graph build_wait_graph(const Schedule& s, const ActionIndex& index) {
       const int node = index[program[pos]];
       if (pos > 0) boost::add_edge(node, index[program[pos - 1]], g);
       const auto wait_for = [&](const Action& dep) { boost::add_edge(node, index[dep], g); };
-      for_each_data_dependency(program[pos], s.num_stages, s.num_slices, is_split, wait_for);
+      for_each_data_dependency(program[pos], s.stages_per_chain(), s.num_slices, is_split,
+                               wait_for);
       if (program[pos].overlaps_next) {
-        for_each_data_dependency(program[pos + 1], s.num_stages, s.num_slices, is_split, wait_for);
+        for_each_data_dependency(program[pos + 1], s.stages_per_chain(), s.num_slices, is_split,
+                                 wait_for);
       }
     }
   }

@@ -3,7 +3,8 @@
 // the rank that owns the stage, and the programs cannot deadlock.
 //
 // Dependencies are derived, never stored: F(mb,s) needs F(mb,s-1); B or I
-// (mb,s) needs the input gradient of (mb,s+1) and F(mb,s); W(mb,s) needs
+// (mb,s) needs the input gradient of (mb,s+1) and F(mb,s) (within the
+// microbatch's chain of stages, Schedule::num_chains); W(mb,s) needs
 // I(mb,s); a step S(mb,s) needs the weight gradient of (mb,s); and each
 // program runs in order. With token slices, slice j of a
 // stage also needs slice j-1's forward on that stage (its keys and values:
@@ -30,9 +31,11 @@ Status validate_coverage(const Schedule& schedule);
 // tells whether that backward runs as I + W (else as one B), so that mixed
 // schedules resolve who sends a gradient. The single statement of the rules:
 // the validator and the engine both derive their graphs from it.
+// `stages_per_chain`: Schedule::stages_per_chain(); a chain's first stage
+// takes the input and its last computes the loss.
 // REQUIRES: action.stage in [0, num_stages), action.slice in [0, num_slices).
 template <typename IsSplit, typename Visit>
-void for_each_data_dependency(const Action& action, int num_stages, int num_slices,
+void for_each_data_dependency(const Action& action, int stages_per_chain, int num_slices,
                               IsSplit is_split, Visit visit) {
   const int s = action.stage;
   const int mb = action.microbatch;
@@ -43,13 +46,13 @@ void for_each_data_dependency(const Action& action, int num_stages, int num_slic
   };
   switch (action.kind) {
     case ActionKind::kForward:
-      if (s > 0) visit(Action{ActionKind::kForward, s - 1, mb, j});
+      if (s % stages_per_chain > 0) visit(Action{ActionKind::kForward, s - 1, mb, j});
       if (j > 0) visit(Action{ActionKind::kForward, s, mb, j - 1});
       break;
     case ActionKind::kBackward:
     case ActionKind::kBackwardInput:
       visit(Action{ActionKind::kForward, s, mb, j});
-      if (s + 1 < num_stages) visit(gradient_of(s + 1, j));
+      if ((s + 1) % stages_per_chain > 0) visit(gradient_of(s + 1, j));
       if (j + 1 < num_slices) visit(gradient_of(s, j + 1));
       break;
     case ActionKind::kBackwardWeight:

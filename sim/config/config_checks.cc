@@ -188,12 +188,12 @@ void Loader::check_cross_fields(const Config& config, const Sections& tree) cons
                     size.message()));
   }
   if (config.model) {
-    int64_t stages = int64_t{par.pipeline} * par.virtual_stages;
-    if (config.model->layers < stages && par.layers_per_stage.empty()) {
+    if (config.model->layers < config.model_stages() && par.layers_per_stage.empty()) {
       throw_expected(tree.model.get("layers"),
-                     fmt::format("at least pipeline x virtual_stages = {} (a layer per stage; "
+                     fmt::format("at least {} = {} (a layer per stage; "
                                  "parallel.layers_per_stage may leave stages empty)",
-                                 stages));
+                                 config.model_stages_formula("pipeline x virtual_stages"),
+                                 config.model_stages()));
     }
     if (config.model->heads % par.tensor != 0) {
       throw_expected(tree.model.get("heads"),
@@ -214,10 +214,9 @@ void Loader::check_cross_fields(const Config& config, const Sections& tree) cons
     if (!config.model) {
       throw_error(split.key_mark, split.path, "only with a model: it splits model.layers");
     }
-    const int64_t stages = int64_t{par.pipeline} * par.virtual_stages;
-    if (static_cast<int64_t>(par.layers_per_stage.size()) != stages) {
-      throw_expected(split,
-                     fmt::format("{} entries, one per stage (pipeline x virtual_stages)", stages));
+    if (static_cast<int64_t>(par.layers_per_stage.size()) != config.model_stages()) {
+      throw_expected(split, fmt::format("{} entries, one per stage ({})", config.model_stages(),
+                                        config.model_stages_formula("pipeline x virtual_stages")));
     }
     int64_t sum = 0;
     for (int layers : par.layers_per_stage) sum += layers;

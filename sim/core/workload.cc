@@ -77,4 +77,10 @@ double HardwareSpec::peak_tflops(DType dtype) const {
   return 0;
 }
 
+std::string Config::model_stages_formula(std::string_view p_times_v) const {
+  std::string formula(p_times_v);
+  if (num_chains() > 1) formula += " / 2 (DualPipe holds the model twice)";
+  return formula;
+}
+
 }  // namespace ppsim

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "schedules/schedule_kind.h"
@@ -290,6 +291,18 @@ struct Config {
   std::string profile_link;
 
   int num_stages() const { return parallel.pipeline * parallel.virtual_stages; }
+  // DualPipe holds the model twice, one chain of stages per direction
+  // (Schedule::num_chains); every other schedule once.
+  int num_chains() const { return schedule.kind == ScheduleKind::kDualPipe ? 2 : 1; }
+  // The stages one copy of the model is cut into: p * v / num_chains().
+  // Stage s holds the layers of stage s % model_stages() of that cut.
+  int model_stages() const { return num_stages() / num_chains(); }
+  // Stage s takes its chain's input (the embedding) / computes its loss (the logits).
+  bool first_of_chain(int s) const { return s % model_stages() == 0; }
+  bool last_of_chain(int s) const { return s % model_stages() == model_stages() - 1; }
+  // How model_stages() follows from the layout, for messages: `p_times_v`
+  // (e.g. "p * v"), with " / 2 (DualPipe holds the model twice)" for two chains.
+  std::string model_stages_formula(std::string_view p_times_v) const;
   // m = global_batch / (micro_batch * data); the loader checks divisibility.
   int num_microbatches() const {
     return training.global_batch / (training.micro_batch * parallel.data);

@@ -154,17 +154,19 @@ Error in_source(const Config& config, const Status& status) {
 
 namespace cost_model_internal {
 
-// The layers of each stage: the config's explicit split (checked again here:
-// a Config need not come from the loader; a stage may have none), else the
-// even one.
-// REQUIRES: config.model; without an explicit split, at least as many layers as stages.
-Result<std::vector<int>> stage_layers(const Config& config) {
-  const int num_stages = config.num_stages();
+namespace {
+
+// The cut of one copy of the model (Config::model_stages): the config's
+// explicit split (checked again here: a Config need not come from the
+// loader; a stage may have none), else the even one.
+Result<std::vector<int>> model_cut(const Config& config) {
+  const int num_stages = config.model_stages();
   const std::vector<int>& given = config.parallel.layers_per_stage;
   if (given.empty()) return layers_per_stage(config.model->layers, num_stages);
   if (static_cast<int>(given.size()) != num_stages) {
     return Error{"parallel.layers_per_stage has " + std::to_string(given.size()) +
-                 " entries; it needs one per stage, p * v = " + std::to_string(num_stages)};
+                 " entries; it needs one per stage, " + config.model_stages_formula("p * v") +
+                 " = " + std::to_string(num_stages)};
   }
   int64_t sum = 0;
   for (int layers : given) {
@@ -179,6 +181,20 @@ Result<std::vector<int>> stage_layers(const Config& config) {
                  " layers, but model.layers = " + std::to_string(config.model->layers)};
   }
   return given;
+}
+
+}  // namespace
+
+// The cut, once per chain.
+Result<std::vector<int>> stage_layers(const Config& config) {
+  Result<std::vector<int>> cut = model_cut(config);
+  if (!cut.ok() || config.num_chains() == 1) return cut;
+  std::vector<int> layers;
+  layers.reserve(config.num_stages());
+  for (int chain = 0; chain < config.num_chains(); ++chain) {
+    layers.insert(layers.end(), cut->begin(), cut->end());
+  }
+  return layers;
 }
 
 }  // namespace cost_model_internal
@@ -234,12 +250,13 @@ Result<CostTable> build_cost_table(const Config& config, const std::vector<int>&
   CostTable table = uniform_costs(num_stages, config.parallel.pipeline, 0, 0, 0, 0, k);
   if (config.model) {
     if (Status s = check_moe(config); !s.ok()) return in_source(config, s);
-    if (config.model->layers < num_stages && config.parallel.layers_per_stage.empty()) {
-      return in_source(
-          config, Error{"model.layers (" + std::to_string(config.model->layers) +
-                        ") is fewer than the pipeline stages p * v (" + std::to_string(num_stages) +
-                        "); every stage needs at least one layer unless "
-                        "parallel.layers_per_stage leaves some empty"});
+    if (config.model->layers < config.model_stages() && config.parallel.layers_per_stage.empty()) {
+      return in_source(config, Error{"model.layers (" + std::to_string(config.model->layers) +
+                                     ") is fewer than the pipeline stages " +
+                                     config.model_stages_formula("p * v") + " (" +
+                                     std::to_string(config.model_stages()) +
+                                     "); every stage needs at least one layer unless "
+                                     "parallel.layers_per_stage leaves some empty"});
     }
     std::vector<Slice> slices;
     if (slice_lengths.empty()) {

@@ -62,9 +62,12 @@ inline Slice rank_sequence(const ModelSpec& model, const ParallelSpec& parallel)
 inline int moe_layers_between(const ModelSpec& model, int first, int end) {
   return model.moe ? std::max(0, end - std::max(first, model.moe->dense_layers)) : 0;
 }
+// A stage's first layer counts from its chain's first stage: each chain
+// holds model.layers (stage_layers).
 inline int stage_moe_layers(const ModelSpec& model, const std::vector<int>& layers, int stage) {
   int first = 0;
   for (int s = 0; s < stage; ++s) first += layers[s];
+  first %= model.layers;
   return moe_layers_between(model, first, first + layers[stage]);
 }
 // stage_moe_layers of every stage, in one pass.
@@ -74,7 +77,7 @@ inline std::vector<int> moe_layers_per_stage(const ModelSpec& model,
   int first = 0;
   for (size_t s = 0; s < layers.size(); ++s) {
     moe[s] = moe_layers_between(model, first, first + layers[s]);
-    first += layers[s];
+    first = (first + layers[s]) % model.layers;  // the next chain starts again
   }
   return moe;
 }
@@ -234,6 +237,10 @@ Status fill_times(const Config& config, const std::vector<int>& layers,
                   CostTable& table, const ProfiledLayers* measured = nullptr);
 
 // cost_model.cc
+// The layers of each stage: the model's cut over Config::model_stages()
+// (parallel.layers_per_stage, else even), repeated for each chain.
+// REQUIRES: config.model; without an explicit split, at least as many layers
+// as the cut has stages.
 Result<std::vector<int>> stage_layers(const Config& config);
 
 }  // namespace cost_model_internal

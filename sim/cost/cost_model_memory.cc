@@ -207,13 +207,13 @@ RankParameters stage_parameters(const Config& config, const std::vector<int>& la
     params.dense += moe * (moe_layer_parameters(model, false) - routed_expert_parameters(model));
   }
   const int64_t word_embedding = static_cast<int64_t>(model.vocab) * model.hidden;
-  const int last = config.num_stages() - 1;
-  if (stage == 0) params.dense += input_embedding_parameters(model);
-  if (stage == last) {
+  if (config.first_of_chain(stage)) params.dense += input_embedding_parameters(model);
+  if (config.last_of_chain(stage)) {
     params.dense += norm_parameters(model);
     // Untied: the output layer's own matrix. Tied: Megatron keeps a copy of
     // the word embedding on the last stage when that is another rank.
-    const bool copy = stage != 0 && stage_rank[last] != stage_rank[0];
+    const int first = stage - (config.model_stages() - 1);
+    const bool copy = stage != first && stage_rank[stage] != stage_rank[first];
     if (!model.tie_embeddings || copy) params.dense += word_embedding;
   }
   return params;

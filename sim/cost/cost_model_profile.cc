@@ -197,8 +197,9 @@ void apply_profile(const Config& config, const std::vector<int>& layers,
         cost.weight_grad = duration_times(layer.weight_grad, layers[s]);
       }
       // The model counts neither the embedding's nor the head's bytes.
-      for (const MeasuredPiece* piece : {s == 0 ? profiled.embedding_at(j) : nullptr,
-                                         s == last ? profiled.head_at(j) : nullptr}) {
+      for (const MeasuredPiece* piece :
+           {config.first_of_chain(s) ? profiled.embedding_at(j) : nullptr,
+            config.last_of_chain(s) ? profiled.head_at(j) : nullptr}) {
         if (piece == nullptr) continue;
         cost.activation_bytes += piece->activation_bytes;
         cost.weight_grad_bytes += piece->weight_grad_bytes;

@@ -157,8 +157,8 @@ Result<StagePieces> stage_pieces(const Config& config, const std::vector<int>& l
   StagePieces pieces;
   pieces.layers = layers[s];
   pieces.moe_layers = stage_moe_layers(*config.model, layers, s);
-  pieces.embedding = s == 0;
-  pieces.logits = s == config.num_stages() - 1;
+  pieces.embedding = config.first_of_chain(s);
+  pieces.logits = config.last_of_chain(s);
   const Result<GroupLinks> links = group_links(config, placement, stage_rank[s]);
   if (!links.ok()) return links.error();
   pieces.links = *links;

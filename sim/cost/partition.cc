@@ -133,12 +133,12 @@ Result<std::vector<int>> balanced_layers(const Config& config) {
     return Error{where + "balancing the layer split needs a model: there are no layers to split"};
   }
   const int layers = config.model->layers;
-  const int stages = config.num_stages();
+  const int stages = config.model_stages();
   if (stages < 1 || layers < stages) {
     return Error{fmt::format(
-        "{}model.layers ({}) is fewer than the pipeline stages p * v ({}); every stage needs at "
+        "{}model.layers ({}) is fewer than the pipeline stages {} ({}); every stage needs at "
         "least one layer",
-        where, layers, stages)};
+        where, layers, config.model_stages_formula("p * v"), stages)};
   }
   if (!config.hardware) return layers_per_stage(layers, stages);
   const Result<PieceTimes> times = piece_times(config);

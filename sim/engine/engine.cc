@@ -150,17 +150,18 @@ void Engine::build(const Schedule& s, const CostTable& costs) {
   for (int rank = 0; rank < num_ranks_; ++rank) {
     for (const Action& a : s.programs[rank]) {
       const int32_t consumer = index_[a];
-      for_each_data_dependency(a, s.num_stages, s.num_slices, is_split, [&](const Action& dep) {
-        const int32_t producer = index_[dep];
-        PPSIM_CHECK(producer >= 0);
-        Node& p = nodes_[producer];
-        int k = 0;
-        while (k < 3 && p.out[k] >= 0) ++k;
-        PPSIM_CHECK(k < 3);
-        p.out[k] = consumer;
-        ++nodes_[consumer].pending;
-        if (p.rank != rank) add_link(p.rank, rank);
-      });
+      for_each_data_dependency(a, s.stages_per_chain(), s.num_slices, is_split,
+                               [&](const Action& dep) {
+                                 const int32_t producer = index_[dep];
+                                 PPSIM_CHECK(producer >= 0);
+                                 Node& p = nodes_[producer];
+                                 int k = 0;
+                                 while (k < 3 && p.out[k] >= 0) ++k;
+                                 PPSIM_CHECK(k < 3);
+                                 p.out[k] = consumer;
+                                 ++nodes_[consumer].pending;
+                                 if (p.rank != rank) add_link(p.rank, rank);
+                               });
     }
   }
   index_links();

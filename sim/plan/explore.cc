@@ -28,7 +28,8 @@ Layout stage_layout(ScheduleKind kind, int p, int v) {
     return {stage_layout(ScheduleKind::k1f1b, p, v).stage_rank,
             uniform_forms(p * v, BackwardForm::kSplit)};
   }
-  const Result<Schedule> s = make_schedule(kind, {p, p, v, 1, p});
+  // 2p microbatches: what DualPipe and DualPipeV need at least.
+  const Result<Schedule> s = make_schedule(kind, {p, 2 * p, v, 1, p});
   if (!s.ok()) {
     return {interleaved_stage_rank(p * v, p), uniform_forms(p * v, BackwardForm::kWhole)};
   }
@@ -36,7 +37,8 @@ Layout stage_layout(ScheduleKind kind, int p, int v) {
 }
 
 // No schedule can finish an iteration before its busiest rank has done its
-// own forwards and backwards (its compute is sequential).
+// own forwards and backwards (its compute is sequential); with DualPipe's
+// two chains each stage sees half of the microbatches.
 double compute_lower_bound(const Config& c, const CostTable& costs,
                            const std::vector<int>& stage_rank) {
   std::vector<Picos> work(c.parallel.pipeline, 0);
@@ -46,7 +48,8 @@ double compute_lower_bound(const Config& c, const CostTable& costs,
       work[stage_rank[s]] += sc.forward + sc.backward;
     }
   }
-  return picos_to_seconds(*std::max_element(work.begin(), work.end())) * c.num_microbatches();
+  return picos_to_seconds(*std::max_element(work.begin(), work.end())) * c.num_microbatches() /
+         c.num_chains();
 }
 
 int64_t max_static_bytes(const CostTable& costs) {

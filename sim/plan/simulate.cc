@@ -122,6 +122,14 @@ Result<Schedule> schedule_for(const Config& config, int slices, const Calibratio
     Result<ScheduleFile> file = load_schedule_csv(config.schedule.file, config);
     if (!file) return file.error();
     if (notes != nullptr) *notes = std::move(file->notes);
+    if (file->schedule.num_chains > 1) {
+      // Config::num_chains() follows schedule.kind: the cost model would cut
+      // the model over all the file's stages as one chain.
+      return Error{fmt::format(
+          "{}: schedule.file {} runs its microbatches through {} chains of stages (DualPipe's "
+          "shape); ppsim prices two chains only for schedule.kind: dualpipe",
+          config.source, config.schedule.file, file->schedule.num_chains)};
+    }
     return std::move(file->schedule);
   }
   if (config.schedule.kind == ScheduleKind::kZbAuto) return make_zb_auto_for(config, calibration);

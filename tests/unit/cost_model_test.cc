@@ -179,6 +179,45 @@ TEST(StaticBytes, EmbeddingOnFirstAndTiedCopyOnLast) {
   EXPECT_EQ(build_ok(untied).static_bytes, (std::vector<int64_t>{16 * (2792 + 128)}));
 }
 
+// DualPipe holds the model twice, one chain of stages per direction: stage
+// p+k is stage k of the same cut (its layers, times and bytes; the first
+// stage of each chain takes the embedding, the last the logits), so each
+// rank's static bytes are those of 1F1B's two ranks on the same cut: rank
+// r holds stage r of one chain and stage p-1-r of the other.
+TEST(DualPipeCosts, EachChainHoldsTheWholeModel) {
+  const Config one = make_config(gpt3(4), 2, 1, 1, round_hardware(8, 1));
+  Config dual = one;
+  dual.schedule.kind = ScheduleKind::kDualPipe;
+  dual.parallel.virtual_stages = 2;
+  const Result<CostTable> single = build_cost_table(one, {0, 1});
+  const Result<CostTable> both = build_cost_table(dual, {0, 1, 1, 0});
+  ASSERT_TRUE(single.ok() && both.ok());
+  for (int k = 0; k < 2; ++k) {
+    for (const int stage : {k, 2 + k}) {
+      const StageCost& got = both->stages[stage];
+      const StageCost& cut = single->stages[k];
+      EXPECT_EQ(got.forward, cut.forward) << "stage " << stage;
+      EXPECT_EQ(got.backward, cut.backward) << "stage " << stage;
+      EXPECT_EQ(got.weight_grad, cut.weight_grad) << "stage " << stage;
+      EXPECT_EQ(got.activation_bytes, cut.activation_bytes) << "stage " << stage;
+    }
+  }
+  // The ends differ from the middle: the embedding and the logits are priced.
+  EXPECT_NE(single->stages[0].forward, single->stages[1].forward);
+  const int64_t two_stages = single->static_bytes[0] + single->static_bytes[1];
+  EXPECT_EQ(both->static_bytes, (std::vector<int64_t>{two_stages, two_stages}));
+  // A split of the cut names its stages: p * v / 2 of them.
+  dual.parallel.layers_per_stage = {1, 1, 1, 1};
+  const Result<CostTable> bad = build_cost_table(dual, {0, 1, 1, 0});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.error().message,
+              HasSubstr("it needs one per stage, p * v / 2 (DualPipe holds the model twice) = 2"));
+  dual.parallel.layers_per_stage = {3, 1};
+  const Result<CostTable> uneven = build_cost_table(dual, {0, 1, 1, 0});
+  ASSERT_TRUE(uneven.ok()) << uneven.error().message;
+  EXPECT_GT(uneven->stages[2].forward, uneven->stages[3].forward);  // 3 layers and the embedding
+}
+
 TEST(ActivationBytes, PerStageIsLayersTimesPerLayer) {
   Config c = make_config(gpt3(10), 4, 8, 1);
   const CostTable table = build_ok(c);

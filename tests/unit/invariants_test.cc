@@ -24,12 +24,14 @@ struct Case {
 
 Case random_case(std::mt19937_64& rng, const std::string& kind) {
   auto uniform = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
-  const int p = uniform(1, 8);
+  const bool dualpipe = kind == "dualpipe";  // even p and m, m >= 2p
+  const int p = dualpipe ? 2 * uniform(1, 4) : uniform(1, 8);
   // The pseudo-kinds below are 1F1B-shaped.
   const ScheduleKind named = schedule_kind_named(kind).value_or(ScheduleKind::k1f1b);
   const int v = fixed_virtual_stages(named).value_or(uniform(1, 3));
   const int m = kind == "interleaved-1f1b" || kind == "interleaved-zb" ? p * uniform(1, 4)
                 : kind == "dualpipev" ? 2 * p + uniform(0, 8)  // at least one per stage
+                : dualpipe            ? 2 * (p + uniform(0, 4))
                                       : uniform(1, 12);
   // "1f1b-split": 1F1B with each backward split into I then W right away,
   // mixing the split form into a schedule no generator makes.
@@ -242,24 +244,26 @@ void check_invariants(const Case& c, const Timeline& t, const RunOptions& option
         const auto inputs_ready = [&](size_t record) {
           const Action& a = t.actions[record].action;
           Picos ready = 0;
-          for_each_data_dependency(a, s.num_stages, s.num_slices, is_split, [&](const Action& dep) {
-            const size_t d =
-                where.at({it, static_cast<int>(dep.kind), dep.stage, dep.microbatch, dep.slice});
-            if (t.actions[d].rank == rank) {
-              // A pair hands its outputs on at its end, its backward's.
-              const bool paired = t.actions[d].action.overlaps_next;
-              ready = std::max(ready, t.actions[paired ? d + 1 : d].end);
-              return;
-            }
-            const auto found =
-                transfer_of.find({static_cast<int32_t>(d), static_cast<int32_t>(record)});
-            ASSERT_NE(found, transfer_of.end()) << "no transfer into " << to_string(a);
-            const int boundary = std::min(dep.stage, a.stage) * s.num_slices + dep.slice;
-            const Picos cost = dep.kind == ActionKind::kForward ? c.costs.p2p_forward[boundary]
-                                                                : c.costs.p2p_backward[boundary];
-            EXPECT_EQ(found->second->end - found->second->start, cost);
-            ready = std::max(ready, found->second->end);
-          });
+          for_each_data_dependency(
+              a, s.stages_per_chain(), s.num_slices, is_split, [&](const Action& dep) {
+                const size_t d = where.at(
+                    {it, static_cast<int>(dep.kind), dep.stage, dep.microbatch, dep.slice});
+                if (t.actions[d].rank == rank) {
+                  // A pair hands its outputs on at its end, its backward's.
+                  const bool paired = t.actions[d].action.overlaps_next;
+                  ready = std::max(ready, t.actions[paired ? d + 1 : d].end);
+                  return;
+                }
+                const auto found =
+                    transfer_of.find({static_cast<int32_t>(d), static_cast<int32_t>(record)});
+                ASSERT_NE(found, transfer_of.end()) << "no transfer into " << to_string(a);
+                const int boundary = std::min(dep.stage, a.stage) * s.num_slices + dep.slice;
+                const Picos cost = dep.kind == ActionKind::kForward
+                                       ? c.costs.p2p_forward[boundary]
+                                       : c.costs.p2p_backward[boundary];
+                EXPECT_EQ(found->second->end - found->second->start, cost);
+                ready = std::max(ready, found->second->end);
+              });
           return ready;
         };
         if (pos > 0 && s.programs[rank][pos - 1].overlaps_next) {

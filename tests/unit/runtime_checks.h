@@ -175,17 +175,18 @@ inline void expect_well_formed(const Schedule& schedule, const Timeline& t, int 
   };
   for (size_t c = 0; c < t.actions.size(); ++c) {
     const ActionRecord& rec = t.actions[c];
-    for_each_data_dependency(
-        rec.action, schedule.num_stages, schedule.num_slices, is_split, [&](const Action& dep) {
-          const int p = index.at(
-              {rec.iteration, static_cast<int>(dep.kind), dep.stage, dep.microbatch, dep.slice});
-          EXPECT_GE(rec.start, t.actions[p].end);
-          if (t.actions[p].rank == rec.rank) return;
-          ++cross_rank;
-          auto x = transfers.find({p, static_cast<int>(c)});
-          ASSERT_NE(x, transfers.end()) << to_string(dep) << " -> " << to_string(rec.action);
-          EXPECT_GE(rec.start, x->second->end);
-        });
+    for_each_data_dependency(rec.action, schedule.stages_per_chain(), schedule.num_slices, is_split,
+                             [&](const Action& dep) {
+                               const int p = index.at({rec.iteration, static_cast<int>(dep.kind),
+                                                       dep.stage, dep.microbatch, dep.slice});
+                               EXPECT_GE(rec.start, t.actions[p].end);
+                               if (t.actions[p].rank == rec.rank) return;
+                               ++cross_rank;
+                               auto x = transfers.find({p, static_cast<int>(c)});
+                               ASSERT_NE(x, transfers.end())
+                                   << to_string(dep) << " -> " << to_string(rec.action);
+                               EXPECT_GE(rec.start, x->second->end);
+                             });
   }
   EXPECT_EQ(cross_rank, t.transfers.size());
 }

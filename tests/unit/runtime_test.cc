@@ -147,6 +147,12 @@ TEST(RuntimeTest, RejectsWhatItCannotRun) {
   ASSERT_FALSE(uneven.ok());
   EXPECT_THAT(uneven.error().message, HasSubstr("split evenly"));
 
+  // DualPipe's second chain would need the first's weights, kept equal.
+  Result<RunResult> two_chains =
+      run_threads(schedule_of("dualpipe", 2, 4, 2), tiny_model(), settings);
+  ASSERT_FALSE(two_chains.ok());
+  EXPECT_THAT(two_chains.error().message, HasSubstr("the runtime runs one chain of stages, not 2"));
+
   settings.fail_at = FailAt{0, "not an action", 0};
   Result<RunResult> unknown = run_threads(schedule_of("1f1b", 2, 4), tiny_model(), settings);
   ASSERT_FALSE(unknown.ok());

@@ -33,6 +33,7 @@ TEST(Validate, AcceptsEveryGeneratedSchedule) {
     for (int p : {1, 2, 3, 4}) {
       for (int v : {1, 2, 3}) {
         if (fixed_virtual_stages(kind).value_or(v) != v) continue;
+        if (kind == ScheduleKind::kDualPipe && p % 2 != 0) continue;  // half from each end
         const Result<Schedule> s = make_schedule(kind, {p, 2 * p, v, 2, 2 * p});
         ASSERT_TRUE(s.ok()) << s.error().message;
         EXPECT_TRUE(validate(*s).ok()) << kind << " p=" << p << ": " << validate(*s).message();
