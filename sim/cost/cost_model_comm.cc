@@ -231,6 +231,49 @@ Status fill_p2p_times(const Config& config, const std::vector<int>& stage_rank,
   return Status();
 }
 
+// A rank's gradient reduction before any overlap: over its data-parallel
+// group (the routed experts' over their own copies), and with DualPipe's
+// two copies of the model (rank r's stages are rank p-1-r's of the other
+// chain) the sum of each pair of copies, tied embedding included (both
+// ends sit on ranks 0 and p-1): an all-reduce between the two ranks,
+// bucketed into the backward as the data-parallel reduction is.
+Result<DataParallelSync> rank_gradient_sync(const Config& config, const Placement& placement,
+                                            const RankParameters& held, int r) {
+  const HardwareSpec& hw = *config.hardware;
+  const OpShape shape = OpShape::of(config);
+  const int d = config.parallel.weight_replicas();
+  const int expert_d = d / config.parallel.expert;
+  const int zero = config.training.zero_stage;
+  const auto dense = static_cast<double>(held.dense);
+  const auto experts = static_cast<double>(held.expert);
+  DataParallelSync sync;
+  if (d > 1) {
+    const Result<Link> link =
+        group_link(hw, placement.data_groups_in_node(r), placement.data_members_per_node(r));
+    if (!link.ok()) return link.error();
+    sync = data_parallel_sync(dense * shape.grad_bytes, dense * dtype_bytes(config.model->dtype), d,
+                              zero, *link);
+    if (experts > 0 && expert_d > 1) {
+      const Result<Link> expert_link = group_link(hw, placement.data_groups_in_node(r),
+                                                  placement.expert_data_members_per_node(r));
+      if (!expert_link.ok()) return expert_link.error();
+      const DataParallelSync expert_sync =
+          data_parallel_sync(experts * shape.grad_bytes, experts * dtype_bytes(config.model->dtype),
+                             expert_d, zero, *expert_link);
+      sync.reduce_s += expert_sync.reduce_s;
+      sync.gather_s += expert_sync.gather_s;
+    }
+  }
+  if (config.num_chains() > 1) {
+    const int mirror = config.parallel.pipeline - 1 - r;
+    const Result<Link> link = group_link(hw, placement.ranks_share_nodes(r, mirror), 1);
+    if (!link.ok()) return link.error();
+    sync.reduce_s += collective_seconds(CollectiveKind::kAllReduce,
+                                        (dense + experts) * shape.grad_bytes, 2, *link);
+  }
+  return sync;
+}
+
 // End-of-iteration work per rank: gradient reduction (what of it the
 // backward does not hide) and the optimizer step.
 Status fill_rank_times(const Config& config, const std::vector<int>& layers,
@@ -249,32 +292,16 @@ Status fill_rank_times(const Config& config, const std::vector<int>& layers,
     const RankParameters held = rank_parameters(config, layers, stage_rank, r);
     const auto dense = static_cast<double>(held.dense);
     const auto experts = static_cast<double>(held.expert);
-    double sync_s = 0;
-    if (d > 1) {
-      const Result<Link> link =
-          group_link(hw, placement.data_groups_in_node(r), placement.data_members_per_node(r));
-      if (!link.ok()) return link.error();
-      DataParallelSync sync = data_parallel_sync(dense * shape.grad_bytes,
-                                                 dense * dtype_bytes(model.dtype), d, zero, *link);
-      // The routed experts' gradients are summed over their own copies.
-      if (experts > 0 && expert_d > 1) {
-        const Result<Link> expert_link = group_link(hw, placement.data_groups_in_node(r),
-                                                    placement.expert_data_members_per_node(r));
-        if (!expert_link.ok()) return expert_link.error();
-        const DataParallelSync expert_sync =
-            data_parallel_sync(experts * shape.grad_bytes, experts * dtype_bytes(model.dtype),
-                               expert_d, zero, *expert_link);
-        sync.reduce_s += expert_sync.reduce_s;
-        sync.gather_s += expert_sync.gather_s;
-      }
-      if (config.training.overlap_grad_reduce) {
-        sync.reduce_s = std::max(
-            0.0, sync.reduce_s - rank_microbatch_s(table, stage_rank, r, &StageCost::backward));
-        sync.gather_s = std::max(
-            0.0, sync.gather_s - rank_microbatch_s(table, stage_rank, r, &StageCost::forward));
-      }
-      sync_s += sync.reduce_s + sync.gather_s;
+    Result<DataParallelSync> reduced = rank_gradient_sync(config, placement, held, r);
+    if (!reduced.ok()) return reduced.error();
+    DataParallelSync sync = *reduced;
+    if (config.training.overlap_grad_reduce) {
+      sync.reduce_s = std::max(
+          0.0, sync.reduce_s - rank_microbatch_s(table, stage_rank, r, &StageCost::backward));
+      sync.gather_s = std::max(
+          0.0, sync.gather_s - rank_microbatch_s(table, stage_rank, r, &StageCost::forward));
     }
+    double sync_s = sync.reduce_s + sync.gather_s;
     // The tied word embedding's two copies sum their gradients.
     if (model.tie_embeddings && last != first && (r == first || r == last)) {
       const Result<Link> link = group_link(hw, placement.ranks_share_nodes(first, last), 1);

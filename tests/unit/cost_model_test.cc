@@ -502,6 +502,21 @@ TEST(GradSync, TiedEmbeddingBetweenFirstAndLastRank) {
   EXPECT_EQ(build_ok(c).grad_sync, (std::vector<Picos>{0, 0}));
 }
 
+// DualPipe holds the model twice: rank 0's stages 0 and 3 are rank 1's
+// stages 2 and 1 of the other chain, and the two copies sum their
+// gradients. Each rank holds a layer with the embedding (872 + 128 + 32)
+// and a layer with the final norm and the tied copy (872 + 128 + 16): 2048
+// fp32 gradients, 8192 bytes, all-reduced by two ranks: 2 alpha + 8192 / beta.
+TEST(GradSync, DualPipesCopiesSumTheirGradients) {
+  Config c = make_config(tiny(2), 2, 1, 1, round_hardware(8, 1));
+  c.schedule.kind = ScheduleKind::kDualPipe;
+  c.parallel.virtual_stages = 2;
+  const Result<CostTable> table = build_cost_table(c, {0, 1, 1, 0});
+  ASSERT_TRUE(table.ok()) << table.error().message;
+  EXPECT_EQ(table->static_bytes, (std::vector<int64_t>{16 * 2048, 16 * 2048}));
+  EXPECT_EQ(table->grad_sync, (std::vector<Picos>{2081920, 2081920}));
+}
+
 TEST(OptimizerStep, AdamBytesOverHbm) {
   // 960 parameters per GPU, bf16 with fp32 gradients: per parameter updated,
   // the norm's read 4, Adam 28, the master copy 4 + 2; per parameter, the
