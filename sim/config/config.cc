@@ -192,7 +192,7 @@ std::vector<std::string> preset_names(const std::string& dir) {
 
 // `s` holds the config's keys and its preset's (with_preset), so a value
 // from either is read, and named in errors, the same way.
-ModelSpec Loader::read_model(const Section& s) const {
+ModelSpec Loader::read_model(const Map& s) const {
   ModelSpec model;
   read_model_shape(s, model);
   read_model_block(s, model);
@@ -202,8 +202,7 @@ ModelSpec Loader::read_model(const Section& s) const {
 }
 
 // `model` (with kv_heads) holds the section `s` it came from.
-MlaSpec Loader::read_mla(const Section& s, const Section& model_section,
-                         const ModelSpec& model) const {
+MlaSpec Loader::read_mla(const Map& s, const Map& model_section, const ModelSpec& model) const {
   MlaSpec mla;
   read_int(s, "q_lora_rank", mla.q_lora_rank, 0, kMaxHidden);
   mla.kv_lora_rank = to_int(s.get("kv_lora_rank"), 1, kMaxHidden);
@@ -219,7 +218,7 @@ MlaSpec Loader::read_mla(const Section& s, const Section& model_section,
   return mla;
 }
 
-MoeSpec Loader::read_moe(const Section& s, const ModelSpec& model) const {
+MoeSpec Loader::read_moe(const Map& s, const ModelSpec& model) const {
   MoeSpec moe;
   moe.experts = to_int(s.get("experts"), 1, kMaxExperts);
   moe.top_k = to_int(s.get("top_k"), 1, moe.experts);
@@ -230,7 +229,7 @@ MoeSpec Loader::read_moe(const Section& s, const ModelSpec& model) const {
     moe.capacity_factor = to_number(s.get("capacity_factor"), Bound::kPositive);
   }
   if (s.has("imbalance")) {
-    const Field field = s.get("imbalance");
+    const Value field = s.get("imbalance");
     moe.imbalance = to_number(field, Bound::kPositive);
     if (moe.imbalance < 1 || moe.imbalance > moe.experts) {
       throw_expected(field, fmt::format("1 to experts ({}): the busiest expert's tokens over the "
@@ -241,7 +240,7 @@ MoeSpec Loader::read_moe(const Section& s, const ModelSpec& model) const {
   return moe;
 }
 
-void Loader::read_model_shape(const Section& s, ModelSpec& model) const {
+void Loader::read_model_shape(const Map& s, ModelSpec& model) const {
   model.layers = to_int(s.get("layers"), 1, kMaxLayers);
   model.hidden = to_int(s.get("hidden"), 1, kMaxHidden);
   read_int(s, "ffn_hidden", model.ffn_hidden, 0, kMaxFfnHidden);
@@ -264,7 +263,7 @@ void Loader::read_model_shape(const Section& s, ModelSpec& model) const {
 
 // The block's variant: the defaults are GPT-3's, so that a config without
 // these keys keeps its meaning.
-void Loader::read_model_block(const Section& s, ModelSpec& model) const {
+void Loader::read_model_block(const Map& s, ModelSpec& model) const {
   if (s.has("dtype")) model.dtype = to_enum(s.get("dtype"), kDTypes);
   if (s.has("mlp")) model.mlp = to_enum(s.get("mlp"), kMlps);
   if (s.has("norm")) model.norm = to_enum(s.get("norm"), kNorms);
@@ -275,15 +274,15 @@ void Loader::read_model_block(const Section& s, ModelSpec& model) const {
   if (s.has("dropout")) model.dropout = to_number(s.get("dropout"), Bound::kProbability);
 }
 
-void Loader::read_hardware_fields(const Section& s, HardwareSpec& hardware) const {
+void Loader::read_hardware_fields(const Map& s, HardwareSpec& hardware) const {
   if (s.has("name")) {
-    Field name = s.get("name");
+    Value name = s.get("name");
     if (!name.node.IsScalar()) throw_expected(name, "a name");
     hardware.name = name.node.Scalar();
   }
   for (const HardwareNumber& number : kHardwareNumbers) {
     if (!s.has(number.key)) continue;
-    const Field field = s.get(number.key);
+    const Value field = s.get(number.key);
     const double value = to_number(field, number.bound);
     if (value < number.plausible_min || value > number.plausible_max) {
       throw_expected(field, fmt::format("{:g} to {:g} {} (is it in another unit?)",
@@ -293,7 +292,7 @@ void Loader::read_hardware_fields(const Section& s, HardwareSpec& hardware) cons
   }
 }
 
-std::string Loader::preset_file(const Field& field, const std::string& dir) const {
+std::string Loader::preset_file(const Value& field, const std::string& dir) const {
   if (!field.present() || !field.node.IsScalar() || field.node.Scalar().empty()) {
     throw_expected(field, "a preset's name or the path of a YAML file");
   }
@@ -318,17 +317,17 @@ std::string Loader::preset_file(const Field& field, const std::string& dir) cons
   return fmt::format("{}/{}.yaml", dir, value);
 }
 
-Section Loader::with_preset(Section s, const std::string& dir,
-                            const std::vector<std::string_view>& keys) const {
+Map Loader::with_preset(Map s, const std::string& dir,
+                        const std::vector<std::string_view>& keys) const {
   if (!s.has("preset")) return s;
   const std::string file = preset_file(s.get("preset"), dir);
-  const Field root{s.field().path, parse_yaml(read_file(file), file), YAML::Mark(), file};
+  const Value root{s.self().path, parse_yaml(read_file(file), file), YAML::Mark(), file};
   s.add_missing(section(root, keys));
   return s;
 }
 
 // `s` holds the config's keys and its preset's (with_preset).
-HardwareSpec Loader::read_hardware(const Section& s) const {
+HardwareSpec Loader::read_hardware(const Map& s) const {
   HardwareSpec hardware;
   hardware.name = s.has("preset") ? preset_label(s.get("preset").node.Scalar()) : "custom";
   read_hardware_fields(s, hardware);
@@ -345,7 +344,7 @@ HardwareSpec Loader::read_hardware(const Section& s) const {
   return hardware;
 }
 
-ParallelSpec Loader::read_parallel(const Section& s) const {
+ParallelSpec Loader::read_parallel(const Map& s) const {
   ParallelSpec parallel;
   read_int(s, "pipeline", parallel.pipeline, 1, static_cast<int>(kMaxRanks));
   read_int(s, "tensor", parallel.tensor, 1, kMaxGroup);
@@ -359,14 +358,14 @@ ParallelSpec Loader::read_parallel(const Section& s) const {
   // Only the values here; their count and sum are checked against the model
   // with the other cross-field checks.
   if (s.has("layers_per_stage")) {
-    const Field field = s.get("layers_per_stage");
+    const Value field = s.get("layers_per_stage");
     if (!field.node.IsSequence() || field.node.size() == 0) {
       throw_expected(field,
                      "a list of integers >= 0, the layers of each stage (pipeline x "
                      "virtual_stages of them)");
     }
     for (size_t i = 0; i < field.node.size(); ++i) {
-      const Field item{fmt::format("{}[{}]", field.path, i), field.node[i], field.mark(),
+      const Value item{fmt::format("{}[{}]", field.path, i), field.node[i], field.mark(),
                        field.file};
       // 0: a stage with no transformer layer (the embedding or the head
       // alone, or a padding chunk, as Megatron-LM's no-op layer).
@@ -376,7 +375,7 @@ ParallelSpec Loader::read_parallel(const Section& s) const {
   return parallel;
 }
 
-TrainingSpec Loader::read_training(const Section& s) const {
+TrainingSpec Loader::read_training(const Map& s) const {
   TrainingSpec training;
   // Required: a default batch size would silently decide the bubble fraction.
   training.global_batch = to_int(s.get("global_batch"), 1, kMaxGlobalBatch);
@@ -392,7 +391,7 @@ TrainingSpec Loader::read_training(const Section& s) const {
   return training;
 }
 
-FixedCosts Loader::read_fixed(const Section& s, const ParallelSpec& parallel) const {
+FixedCosts Loader::read_fixed(const Map& s, const ParallelSpec& parallel) const {
   FixedCosts fixed;
   int64_t stages = int64_t{parallel.pipeline} * parallel.virtual_stages;
   for (const FixedList& list : kFixedLists) {
@@ -414,8 +413,8 @@ FixedCosts Loader::read_fixed(const Section& s, const ParallelSpec& parallel) co
 }
 
 // A custom schedule's CSV (see to_existing_file for relative paths).
-std::string Loader::read_schedule_file(const Section& s, ScheduleKind kind) const {
-  const Field file = s.get("file");
+std::string Loader::read_schedule_file(const Map& s, ScheduleKind kind) const {
+  const Value file = s.get("file");
   if (kind != ScheduleKind::kCustom) {
     if (s.has("file")) throw_error(file.key_mark, file.path, "only for schedule.kind custom");
     return "";
@@ -426,11 +425,11 @@ std::string Loader::read_schedule_file(const Section& s, ScheduleKind kind) cons
 
 // Token slicing, for terapipe only: either a number of equal slices or the
 // optimal cut, never a silent default.
-void Loader::read_slicing(const Section& s, ScheduleSpec& schedule) const {
+void Loader::read_slicing(const Map& s, ScheduleSpec& schedule) const {
   const bool token_level = schedule.kind == ScheduleKind::kTeraPipe;
   for (const char* key : {"slices", "slicing", "slice_granularity"}) {
     if (!token_level && s.has(key)) {
-      const Field field = s.get(key);
+      const Value field = s.get(key);
       throw_error(field.key_mark, field.path, "only for schedule.kind terapipe");
     }
   }
@@ -443,7 +442,7 @@ void Loader::read_slicing(const Section& s, ScheduleSpec& schedule) const {
                    "a number of token slices per microbatch (or schedule.slicing: optimal)");
   }
   if (schedule.slicing == SlicingMethod::kOptimal && s.has("slices")) {
-    const Field field = s.get("slices");
+    const Value field = s.get("slices");
     throw_error(field.key_mark, field.path,
                 "not with schedule.slicing: optimal, which chooses the cut");
   }
@@ -451,7 +450,7 @@ void Loader::read_slicing(const Section& s, ScheduleSpec& schedule) const {
 
 Config Loader::load(YAML::Node root) const {
   if (root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
-  Field top_field{"", root, YAML::Mark(), ""};
+  Value top_field{"", root, YAML::Mark(), ""};
   std::vector<std::string_view> top_keys = {"model",    "hardware", "parallel",
                                             "training", "schedule", "costs"};
   if (search_ != nullptr) top_keys.push_back("search");
@@ -459,8 +458,8 @@ Config Loader::load(YAML::Node root) const {
     throw_expected(top_field, fmt::format("a map with keys {}", fmt::join(top_keys, ", ")));
   }
   for (const ConfigOverride& flag : overrides_) apply(root, flag);
-  Section top = section(top_field, top_keys);
-  Section costs = section(top.get("costs"), {"fixed", "profile", "link"});
+  Map top = section(top_field, top_keys);
+  Map costs = section(top.get("costs"), {"fixed", "profile", "link"});
   Sections tree{
       .model = with_preset(section(top.get("model"), model_keys(true)), model_preset_dir(),
                            model_keys(false)),
@@ -489,7 +488,7 @@ Config Loader::load(YAML::Node root) const {
   }
   if (tree.schedule.has("memory_limit_gib")) {
     if (config.schedule.kind != ScheduleKind::kZbAuto) {
-      const Field field = tree.schedule.get("memory_limit_gib");
+      const Value field = tree.schedule.get("memory_limit_gib");
       throw_error(field.key_mark, field.path, "only for schedule.kind zb-auto");
     }
     config.schedule.memory_limit_gib =
@@ -506,7 +505,7 @@ Config Loader::load(YAML::Node root) const {
         to_existing_file(costs.get("profile"), "the path of a cost profile (docs/cost_profile.md)");
   }
   if (costs.has("link")) {
-    const Field link = costs.get("link");
+    const Value link = costs.get("link");
     if (!link.node.IsScalar() || link.node.Scalar().empty()) {
       throw_expected(link, "the name of one of the profile's links (such as nccl)");
     }
@@ -525,10 +524,10 @@ Config Loader::load(YAML::Node root) const {
 
 }  // namespace config_internal
 
-using config_internal::ConfigError;
 using config_internal::Loader;
 using config_internal::parse_yaml;
 using config_internal::read_file;
+using config_internal::ReadError;
 using config_internal::valid_path;
 
 Result<ConfigOverride> parse_override(std::string_view text) {
@@ -553,7 +552,7 @@ Result<Config> parse_config(std::string_view yaml_text, std::string_view source,
                             const std::vector<ConfigOverride>& overrides) {
   try {
     return Loader(source, overrides).load(parse_yaml(std::string(yaml_text), std::string(source)));
-  } catch (const ConfigError& e) {
+  } catch (const ReadError& e) {
     return Error{e.message};
   } catch (const std::exception& e) {  // yaml-cpp's own, or allocation: never a crash
     return Error{fmt::format("{}: {}", source, e.what())};
@@ -564,7 +563,7 @@ Result<Config> load_config(const std::string& path, const std::vector<ConfigOver
   std::string text;
   try {
     text = read_file(path);
-  } catch (const ConfigError& e) {
+  } catch (const ReadError& e) {
     return Error{e.message};
   }
   return parse_config(text, path, overrides);
@@ -576,7 +575,7 @@ Result<Sweep> parse_sweep(std::string_view yaml_text, std::string_view source,
   try {
     sweep.base = Loader(source, overrides, &sweep.search)
                      .load(parse_yaml(std::string(yaml_text), std::string(source)));
-  } catch (const ConfigError& e) {
+  } catch (const ReadError& e) {
     return Error{e.message};
   } catch (const std::exception& e) {
     return Error{fmt::format("{}: {}", source, e.what())};
@@ -588,7 +587,7 @@ Result<Sweep> load_sweep(const std::string& path, const std::vector<ConfigOverri
   std::string text;
   try {
     text = read_file(path);
-  } catch (const ConfigError& e) {
+  } catch (const ReadError& e) {
     return Error{e.message};
   }
   return parse_sweep(text, path, overrides);

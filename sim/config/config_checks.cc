@@ -44,7 +44,7 @@ std::string context_misfit(int cp, const ModelSpec& model) {
 // Expert parallelism as Megatron-Core places it: the EP GPUs of an expert
 // group are data-parallel (or context) ranks, each holding experts / EP.
 void Loader::check_expert(const Config& config, const Sections& tree) const {
-  const Field expert = tree.parallel.get("expert");
+  const Value expert = tree.parallel.get("expert");
   const int ep = config.parallel.expert;
   if (!config.model || !config.model->moe) {
     throw_error(expert.key_mark, expert.path,
@@ -68,7 +68,7 @@ void Loader::check_expert(const Config& config, const Sections& tree) const {
 // chunks, and the ring exchange inside the fused attention kernel
 // (Transformer Engine), which token slices do not combine with.
 void Loader::check_context(const Config& config, const Sections& tree) const {
-  const Field context = tree.parallel.get("context");
+  const Value context = tree.parallel.get("context");
   const int cp = config.parallel.context;
   if (config.schedule.kind == ScheduleKind::kTeraPipe) {
     throw_error(
@@ -105,44 +105,44 @@ void Loader::check_cross_fields(const Config& config, const Sections& tree) cons
                    fmt::format("a divisor of model.seq_len ({})", config.model->seq_len));
   }
   if (!config.model && (config.fixed.forward_s.empty() || config.fixed.backward_s.empty())) {
-    throw_error(tree.fixed.field().key_mark, "model",
+    throw_error(tree.fixed.self().key_mark, "model",
                 "required unless costs.fixed gives forward_s and backward_s");
   }
   // A profile times the layers by itself; the embedding, logits, transfers
   // and end-of-iteration work are then 0 (docs/cost_model.md, costs.profile).
   if (config.model && !config.hardware && config.profile_path.empty()) {
-    throw_error(tree.hardware.field().key_mark, "hardware",
+    throw_error(tree.hardware.self().key_mark, "hardware",
                 "required when model is given, unless costs.profile gives the layer times");
   }
   if (!config.profile_link.empty() && config.profile_path.empty()) {
-    const Field link = tree.costs.get("link");
+    const Value link = tree.costs.get("link");
     throw_error(link.key_mark, link.path, "needs costs.profile: the link is one of the profile's");
   }
   if (!config.profile_path.empty() && !config.model) {
-    const Field profile = tree.costs.get("profile");
+    const Value profile = tree.costs.get("profile");
     throw_error(profile.key_mark, profile.path,
                 "needs a model: the profile's kernels are looked up by the model's shape");
   }
   if (sched.slicing == SlicingMethod::kOptimal && config.model && !config.hardware) {
-    const Field slicing = tree.schedule.get("slicing");
+    const Value slicing = tree.schedule.get("slicing");
     throw_error(slicing.key_mark, slicing.path,
                 "optimal needs hardware: the cut is chosen with the analytic model's times");
   }
   if (par.p2p_scatter_gather && !config.profile_path.empty()) {
-    const Field scatter = tree.parallel.get("p2p_scatter_gather");
+    const Value scatter = tree.parallel.get("p2p_scatter_gather");
     throw_error(scatter.key_mark, scatter.path,
                 "needs the analytic model: a profile's link is a measured transfer of the whole "
                 "activation, not its pieces and their all-gather");
   }
   if (par.tp_comm_overlap && !par.sequence_parallel) {
-    const Field overlap = tree.parallel.get("tp_comm_overlap");
+    const Value overlap = tree.parallel.get("tp_comm_overlap");
     throw_error(
         overlap.key_mark, overlap.path,
         "needs parallel.sequence_parallel: the overlapped collectives are its all-gathers and "
         "reduce-scatters (as Megatron's --tp-comm-overlap)");
   }
   if (config.model && moe_lacks_sequence_parallel(*config.model, par)) {
-    const Field tensor = tree.parallel.get("tensor");
+    const Value tensor = tree.parallel.get("tensor");
     throw_error(
         tensor.mark(), tensor.path,
         fmt::format("{} with model.moe needs parallel.sequence_parallel: true: the experts' "
@@ -157,7 +157,7 @@ void Loader::check_cross_fields(const Config& config, const Sections& tree) cons
       const std::string context =
           par.context > 1 ? fmt::format(" x context {}", par.context) : std::string();
       throw_error(
-          tree.parallel.field().key_mark, "parallel",
+          tree.parallel.self().key_mark, "parallel",
           fmt::format("pipeline {} x tensor {}{} x data {} = {} GPUs, but hardware has {} nodes "
                       "x {} = {}",
                       par.pipeline, par.tensor, context, par.data, gpus, hw.nodes, hw.gpus_per_node,
@@ -170,7 +170,7 @@ void Loader::check_cross_fields(const Config& config, const Sections& tree) cons
   }
   int64_t samples_per_microbatch = int64_t{config.training.micro_batch} * par.data;
   if (config.training.global_batch % samples_per_microbatch != 0) {
-    Field global_batch = tree.training.get("global_batch");
+    Value global_batch = tree.training.get("global_batch");
     throw_error(global_batch.mark(), global_batch.path,
                 fmt::format("{} is not divisible by micro_batch {} x data {}",
                             config.training.global_batch, config.training.micro_batch, par.data));
@@ -182,7 +182,7 @@ void Loader::check_cross_fields(const Config& config, const Sections& tree) cons
                                           std::max(1, sched.slices));
   if (!size) {
     throw_error(
-        tree.parallel.field().key_mark, "parallel",
+        tree.parallel.self().key_mark, "parallel",
         fmt::format("{} (stages: pipeline x virtual_stages; microbatches: "
                     "training.global_batch / (micro_batch x data); slices: schedule.slices)",
                     size.message()));
@@ -210,7 +210,7 @@ void Loader::check_cross_fields(const Config& config, const Sections& tree) cons
   if (par.context > 1) check_context(config, tree);
   if (par.expert > 1) check_expert(config, tree);
   if (!par.layers_per_stage.empty()) {
-    const Field split = tree.parallel.get("layers_per_stage");
+    const Value split = tree.parallel.get("layers_per_stage");
     if (!config.model) {
       throw_error(split.key_mark, split.path, "only with a model: it splits model.layers");
     }

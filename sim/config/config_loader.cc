@@ -37,18 +37,7 @@ std::vector<std::string> split_path(std::string_view path) {
   }
 }
 
-template <typename T>
-bool parse_whole(const std::string& text, T& value) {
-  const char* end = text.data() + text.size();
-  auto [ptr, ec] = std::from_chars(text.data(), end, value);
-  return ec == std::errc() && ptr == end;
-}
-
 }  // namespace
-
-std::string got(const Field& field) {
-  return field.present() ? fmt::format("got \"{}\"", render(field.node)) : "got nothing";
-}
 
 bool is_under(std::string_view path, std::string_view prefix) {
   if (prefix.empty() || !path.starts_with(prefix)) return false;
@@ -62,13 +51,13 @@ bool valid_path(std::string_view path) {
 
 YAML::Node parse_yaml(const std::string& text, const std::string& source) {
   Result<YAML::Node> root = yaml_util::load_document(text, source);
-  if (!root) throw ConfigError{root.error().message};
+  if (!root) throw ReadError{root.error().message};
   return *root;
 }
 
 std::string read_file(const std::string& path) {
   Result<std::string> text = read_text_file(path, kMaxYamlFileBytes);
-  if (!text) throw ConfigError{text.error().message};
+  if (!text) throw ReadError{text.error().message};
   return std::move(*text);
 }
 
@@ -100,7 +89,7 @@ std::string Loader::location(const YAML::Mark& mark, const std::string& path,
 
 void Loader::apply(YAML::Node& root, const ConfigOverride& flag) const {
   auto fail_set = [&](std::string_view what) {
-    throw ConfigError{fmt::format("{}: {}", set_flag(flag), what)};
+    throw ReadError{fmt::format("{}: {}", set_flag(flag), what)};
   };
   if (!valid_path(flag.path)) fail_set("expected key.path=value with no empty key");
   YAML::Node value;
@@ -124,84 +113,26 @@ void Loader::apply(YAML::Node& root, const ConfigOverride& flag) const {
   node[parts.back()] = value;
 }
 
-Section Loader::section(const Field& field, const std::vector<std::string_view>& keys) const {
-  Section section(field);
-  if (!field.present()) return section;
-  std::string allowed = fmt::format("{}", fmt::join(keys, ", "));
-  if (!field.node.IsMap()) throw_expected(field, fmt::format("a map with keys {}", allowed));
-  for (auto it = field.node.begin(); it != field.node.end(); ++it) {
-    std::string key = render(it->first);
-    Field entry{section.child_path(key), it->second, it->first.Mark(), field.file};
-    if (!it->first.IsScalar() || std::find(keys.begin(), keys.end(), key) == keys.end()) {
-      throw_error(entry.key_mark, entry.path,
-                  fmt::format("unknown key, expected one of {}", allowed), entry.file);
-    }
-    if (section.find(key) != nullptr) {
-      throw_error(entry.key_mark, entry.path, "duplicate key", entry.file);
-    }
-    section.add(std::move(entry));
-  }
-  return section;
+Map Loader::section(const Value& field, const std::vector<std::string_view>& keys) const {
+  return map(field, keys, /*absent_is_empty=*/true);
 }
 
-Section Loader::nested_section(const Section& s, std::string_view key,
-                               const std::vector<std::string_view>& keys) const {
-  Section nested = section(s.get(key), keys);
-  if (const Field* preset = s.shadowed(key)) nested.add_missing(section(*preset, keys));
+Map Loader::nested_section(const Map& s, std::string_view key,
+                           const std::vector<std::string_view>& keys) const {
+  Map nested = section(s.get(key), keys);
+  if (const Value* preset = s.shadowed(key)) nested.add_missing(section(*preset, keys));
   return nested;
 }
 
-int Loader::to_int(const Field& field, int min, int max) const {
-  int value = 0;
-  if (!field.present() || !field.node.IsScalar() || !parse_whole(field.node.Scalar(), value) ||
-      value < min || value > max) {
-    std::string expected = max != INT_MAX ? fmt::format("an integer from {} to {}", min, max)
-                           : min == 1     ? "a positive integer"
-                                          : fmt::format("an integer >= {}", min);
-    throw_expected(field, expected);
-  }
-  return value;
-}
-
-void Loader::read_int(const Section& s, std::string_view key, int& out, int min, int max) const {
+void Loader::read_int(const Map& s, std::string_view key, int& out, int min, int max) const {
   if (s.has(key)) out = to_int(s.get(key), min, max);
 }
 
-bool Loader::to_bool(const Field& field) const {
-  bool value = false;
-  if (!field.present() || !field.node.IsScalar() ||
-      !YAML::convert<bool>::decode(field.node, value)) {
-    throw_expected(field, "true or false");
-  }
-  return value;
-}
-
-void Loader::read_bool(const Section& s, std::string_view key, bool& out) const {
+void Loader::read_bool(const Map& s, std::string_view key, bool& out) const {
   if (s.has(key)) out = to_bool(s.get(key));
 }
 
-double Loader::to_number(const Field& field, Bound bound) const {
-  double value = 0;
-  bool ok = field.present() && field.node.IsScalar() && parse_whole(field.node.Scalar(), value) &&
-            std::isfinite(value);
-  switch (bound) {
-    case Bound::kNonNegative:
-      if (!ok || value < 0) throw_expected(field, "a number >= 0");
-      break;
-    case Bound::kPositive:
-      if (!ok || value <= 0) throw_expected(field, "a positive number");
-      break;
-    case Bound::kFraction:
-      if (!ok || value <= 0 || value > 1) throw_expected(field, "a number in (0, 1]");
-      break;
-    case Bound::kProbability:
-      if (!ok || value < 0 || value >= 1) throw_expected(field, "a number in [0, 1)");
-      break;
-  }
-  return value;
-}
-
-std::vector<double> Loader::to_numbers(const Field& field, int64_t stages, double max) const {
+std::vector<double> Loader::to_numbers(const Value& field, int64_t stages, double max) const {
   if (!field.node.IsSequence()) return {to_number_at_most(field, max)};
   if (field.node.size() != 1 && static_cast<int64_t>(field.node.size()) != stages) {
     throw_error(
@@ -211,13 +142,13 @@ std::vector<double> Loader::to_numbers(const Field& field, int64_t stages, doubl
   }
   std::vector<double> values;
   for (size_t i = 0; i < field.node.size(); ++i) {
-    Field element{fmt::format("{}[{}]", field.path, i), field.node[i], field.mark(), field.file};
+    Value element{fmt::format("{}[{}]", field.path, i), field.node[i], field.mark(), field.file};
     values.push_back(to_number_at_most(element, max));
   }
   return values;
 }
 
-double Loader::to_number_at_most(const Field& field, double max) const {
+double Loader::to_number_at_most(const Value& field, double max) const {
   const double value = to_number(field, Bound::kNonNegative);
   if (value > max) {
     throw_expected(field, fmt::format("a number from 0 to {:g}, the most ppsim simulates", max));
@@ -225,18 +156,10 @@ double Loader::to_number_at_most(const Field& field, double max) const {
   return value;
 }
 
-size_t Loader::to_choice(const Field& field, const std::vector<std::string>& choices) const {
-  if (field.present() && field.node.IsScalar()) {
-    auto it = std::find(choices.begin(), choices.end(), field.node.Scalar());
-    if (it != choices.end()) return it - choices.begin();
-  }
-  throw_expected(field, fmt::format("one of {}", fmt::join(choices, ", ")));
-}
-
 // A path written in the file is relative to the config's folder, so that a
 // config and the files it names move together; one given with --set is
 // relative to the working directory, where the command was typed.
-std::filesystem::path Loader::resolve_path(const Field& field) const {
+std::filesystem::path Loader::resolve_path(const Value& field) const {
   std::filesystem::path path = field.node.Scalar();
   if (path.is_absolute()) return path;
   if (!field.file.empty()) return std::filesystem::path(field.file).parent_path() / path;
@@ -246,7 +169,7 @@ std::filesystem::path Loader::resolve_path(const Field& field) const {
   return from_flag ? path : std::filesystem::path(source_).parent_path() / path;
 }
 
-std::string Loader::to_existing_file(const Field& field, std::string_view expected) const {
+std::string Loader::to_existing_file(const Value& field, std::string_view expected) const {
   if (!field.present() || !field.node.IsScalar() || field.node.Scalar().empty()) {
     throw_expected(field, expected);
   }
@@ -258,13 +181,13 @@ std::string Loader::to_existing_file(const Field& field, std::string_view expect
   return path.string();
 }
 
-std::vector<int> Loader::to_ints(const Field& field, int min, int max) const {
+std::vector<int> Loader::to_ints(const Value& field, int min, int max) const {
   if (!field.node.IsSequence() || field.node.size() == 0) {
     throw_expected(field, "a non-empty list of integers");
   }
   std::vector<int> values;
   for (size_t i = 0; i < field.node.size(); ++i) {
-    const Field item{fmt::format("{}[{}]", field.path, i), field.node[i], field.key_mark,
+    const Value item{fmt::format("{}[{}]", field.path, i), field.node[i], field.key_mark,
                      field.file};
     values.push_back(to_int(item, min, max));
   }

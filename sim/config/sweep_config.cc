@@ -25,14 +25,14 @@ std::vector<int> powers_of_two(int limit) {
 
 // Expert-parallel degrees: each must split the model's experts; whether it
 // also divides a layout's data x context ranks is the explorer's to skip.
-void Loader::read_search_expert(const Section& s, const Config& config) const {
+void Loader::read_search_expert(const Map& s, const Config& config) const {
   SearchSpace& out = *search_;
   out.expert = {config.parallel.expert};
   if (!s.has("expert")) return;
-  const Field field = s.get("expert");
+  const Value field = s.get("expert");
   out.expert = to_ints(field, 1, INT_MAX);
   for (size_t i = 0; i < out.expert.size(); ++i) {
-    const Field item{fmt::format("{}[{}]", field.path, i), field.node[i], field.key_mark,
+    const Value item{fmt::format("{}[{}]", field.path, i), field.node[i], field.key_mark,
                      field.file};
     const int ep = out.expert[i];
     if (ep == 1) continue;
@@ -48,9 +48,9 @@ void Loader::read_search_expert(const Section& s, const Config& config) const {
   }
 }
 
-void Loader::read_search(const Section& s, const Config& config) const {
+void Loader::read_search(const Map& s, const Config& config) const {
   if (!config.model || !config.hardware) {
-    throw_error(s.field().key_mark, config.model ? "hardware" : "model",
+    throw_error(s.self().key_mark, config.model ? "hardware" : "model",
                 "required in a sweep: the explorer times and sizes every candidate with the model");
   }
   SearchSpace& out = *search_;
@@ -61,13 +61,13 @@ void Loader::read_search(const Section& s, const Config& config) const {
                                : powers_of_two(config.hardware->gpus_per_node);
   out.context = {config.parallel.context};
   if (s.has("context")) {
-    const Field field = s.get("context");
+    const Value field = s.get("context");
     out.context = to_ints(field, 1, INT_MAX);
     for (size_t i = 0; i < out.context.size(); ++i) {
       const std::string misfit =
           out.context[i] > 1 ? context_misfit(out.context[i], *config.model) : std::string();
       if (!misfit.empty()) {
-        const Field item{fmt::format("{}[{}]", field.path, i), field.node[i], field.key_mark,
+        const Value item{fmt::format("{}[{}]", field.path, i), field.node[i], field.key_mark,
                          field.file};
         throw_error(item.mark(), item.path, fmt::format("{} {}", out.context[i], misfit));
       }
@@ -83,7 +83,7 @@ void Loader::read_search(const Section& s, const Config& config) const {
   out.schedule = {ScheduleKind::k1f1b, ScheduleKind::kInterleaved1f1b, ScheduleKind::kZbH1,
                   ScheduleKind::kZbV};
   if (s.has("schedule")) {
-    const Field field = s.get("schedule");
+    const Value field = s.get("schedule");
     if (!field.node.IsSequence() || field.node.size() == 0) {
       throw_expected(field, "a non-empty list of schedule kinds");
     }
@@ -92,20 +92,20 @@ void Loader::read_search(const Section& s, const Config& config) const {
     const std::vector<ScheduleKind> kinds(config_schedule_kinds().begin(),
                                           config_schedule_kinds().end() - 1);
     for (size_t i = 0; i < field.node.size(); ++i) {
-      const Field item{fmt::format("{}[{}]", field.path, i), field.node[i], field.key_mark,
+      const Value item{fmt::format("{}[{}]", field.path, i), field.node[i], field.key_mark,
                        field.file};
       out.schedule.push_back(to_enum(item, kinds));
     }
   }
   out.recompute = {Recompute::kNone, Recompute::kSelective, Recompute::kFull};
   if (s.has("recompute")) {
-    const Field field = s.get("recompute");
+    const Value field = s.get("recompute");
     if (!field.node.IsSequence() || field.node.size() == 0) {
       throw_expected(field, "a non-empty list of none, selective, full");
     }
     out.recompute.clear();
     for (size_t i = 0; i < field.node.size(); ++i) {
-      const Field item{fmt::format("{}[{}]", field.path, i), field.node[i], field.key_mark,
+      const Value item{fmt::format("{}[{}]", field.path, i), field.node[i], field.key_mark,
                        field.file};
       out.recompute.push_back(to_enum(item, kRecomputes));
     }

@@ -1,10 +1,14 @@
-// The core of sim/'s hand-walking readers of machine-written files (cost
-// profiles, validate's runs files): a Value (a node with its key path and
-// mark), a Map (a map whose keys have been checked against those allowed) and
-// a TreeReader whose checks turn a node into a value or throw a ReadError
-// naming file:line:column and the key path. `read_document` is where the
-// throwing stops: it parses the text and turns every failure into an Error.
-// Internal to sim/: nothing outside includes it, so no YAML::Node leaks.
+// The one YAML walker of sim/: every reader that walks a YAML (or JSON)
+// tree by hand — the config loader (config_loader.h), cost profiles,
+// validate's runs files — reads it through a Value (a node with its key path,
+// the mark of its key and the file it came from), a Map (a map whose keys
+// have been checked against those allowed) and a TreeReader, whose checks
+// turn a value into a number, a string, a choice ... or throw a ReadError
+// naming file:line:column and the key path. The tree is walked by hand
+// rather than through YAML::convert<> so that every error can say where.
+// `read_document` is where the throwing stops for the machine-written files;
+// the config loader catches in config.cc. Internal to sim/: nothing outside
+// includes it, so no YAML::Node leaks.
 #pragma once
 
 #include <fmt/format.h>
@@ -13,6 +17,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -24,19 +29,22 @@
 
 namespace ppsim::yaml_util {
 
-// The walker throws to unwind from deep in the tree; read_document is the one
-// place that catches, and turns it into an Error.
+// The walker throws to unwind from deep in the tree; read_document (and the
+// config loader's entry points) catch it and turn it into an Error.
 struct ReadError {
   std::string message;
 };
 
-// A value in the tree with its key path, and where to point when it is wrong.
+// A value in the tree, with its key path and where to point when it is wrong.
 struct Value {
   std::string path;
-  YAML::Node node;  // undefined when the key is absent
-  YAML::Mark mark;  // its own, or its map's when absent or null
+  YAML::Node node;      // undefined or null when the key is absent
+  YAML::Mark key_mark;  // of its key; of the enclosing map's key when absent
+  std::string file;     // a config preset's file it came from; empty: the document itself
 
   bool present() const { return node.IsDefined() && !node.IsNull(); }
+  // A null value's own mark points at whatever token follows it.
+  YAML::Mark mark() const { return present() ? node.Mark() : key_mark; }
 };
 
 inline std::string child_path(std::string_view path, std::string_view key) {
@@ -50,63 +58,120 @@ bool parse_whole(const std::string& text, T& value) {
   return ec == std::errc() && ptr == end;
 }
 
-// The entries of a map whose keys have been checked against those allowed.
-struct Map {
-  Value self;
-  std::vector<std::pair<std::string, Value>> entries;
+// "got \"...\"" as the user wrote the value, or "got nothing".
+inline std::string got(const Value& value) {
+  return value.present() ? fmt::format("got \"{}\"", render(value.node)) : "got nothing";
+}
 
-  const Value* find(std::string_view key) const {
-    for (const auto& [name, value] : entries) {
-      if (name == key) return &value;
-    }
-    return nullptr;
-  }
+// The entries of a map whose keys have been checked against those allowed.
+class Map {
+ public:
+  explicit Map(Value self) : self_(std::move(self)) {}
+
+  const Value& self() const { return self_; }
+  bool present() const { return self_.present(); }
+  // Given, even if empty: an empty value for a key is an error, not its default.
+  bool has(std::string_view key) const { return find(key) != nullptr; }
+  const Value* find(std::string_view key) const { return find_path(child_path(key)); }
   Value get(std::string_view key) const {
-    const Value* value = find(key);
-    return value != nullptr ? *value : Value{child_path(self.path, key), YAML::Node(), self.mark};
+    const Value* entry = find(key);
+    return entry != nullptr ? *entry
+                            : Value{child_path(key), YAML::Node(), self_.key_mark, self_.file};
   }
+  std::string child_path(std::string_view key) const {
+    return yaml_util::child_path(self_.path, key);
+  }
+  void add(Value entry) { entries_.push_back(std::move(entry)); }
+  // Adds the entries of `defaults` (a preset's, read under the same path)
+  // whose keys this map does not give; of those it gives, keeps the preset's
+  // maps (shadowed), so that a nested map such as model.moe can take the
+  // keys it does not give from the preset's.
+  void add_missing(const Map& defaults) {
+    for (const Value& entry : defaults.entries_) {
+      if (find_path(entry.path) == nullptr) {
+        entries_.push_back(entry);
+      } else if (entry.node.IsMap()) {
+        shadowed_.push_back(entry);
+      }
+    }
+  }
+  // The preset's map at `key` that this map's own `key` replaced; null
+  // where there is none.
+  const Value* shadowed(std::string_view key) const {
+    const std::string path = child_path(key);
+    auto it = std::find_if(shadowed_.begin(), shadowed_.end(),
+                           [&](const Value& entry) { return entry.path == path; });
+    return it == shadowed_.end() ? nullptr : &*it;
+  }
+
+ private:
+  const Value* find_path(std::string_view path) const {
+    auto it = std::find_if(entries_.begin(), entries_.end(),
+                           [&](const Value& entry) { return entry.path == path; });
+    return it == entries_.end() ? nullptr : &*it;
+  }
+
+  Value self_;
+  std::vector<Value> entries_;
+  std::vector<Value> shadowed_;
 };
+
+// kFraction: (0, 1], an efficiency; kProbability: [0, 1), a dropout rate.
+enum class Bound { kNonNegative, kPositive, kFraction, kProbability };
 
 // The checks every reader shares; a reader of one format derives from it.
 class TreeReader {
  public:
   explicit TreeReader(std::string_view source) : source_(source) {}
+  virtual ~TreeReader() = default;
 
  protected:
-  [[noreturn]] void throw_error(const YAML::Mark& mark, std::string_view path,
-                                std::string_view what) const {
-    std::string where =
-        mark.is_null() ? source_ : fmt::format("{}:{}:{}", source_, mark.line + 1, mark.column + 1);
+  // Where a value is, for an error: source:line:column, or the preset
+  // file's for a value that came from one. A reader whose values may come
+  // from elsewhere (the config loader's --set flags) says so here.
+  virtual std::string location(const YAML::Mark& mark, const std::string& /*path*/,
+                               const std::string& file) const {
+    const std::string& where = file.empty() ? source_ : file;
+    return mark.is_null() ? where : fmt::format("{}:{}:{}", where, mark.line + 1, mark.column + 1);
+  }
+  [[noreturn]] void throw_error(const YAML::Mark& mark, const std::string& path,
+                                std::string_view what, const std::string& file = "") const {
+    const std::string where = location(mark, path, file);
     throw ReadError{path.empty() ? fmt::format("{}: {}", where, what)
                                  : fmt::format("{}: {}: {}", where, path, what)};
   }
   [[noreturn]] void throw_expected(const Value& value, std::string_view expected) const {
-    std::string got =
-        value.present() ? fmt::format("got \"{}\"", render(value.node)) : "got nothing";
-    throw_error(value.mark, value.path, fmt::format("expected {}, {}", expected, got));
+    throw_error(value.mark(), value.path, fmt::format("expected {}, {}", expected, got(value)),
+                value.file);
   }
 
-  Map map(const Value& value, const std::vector<std::string_view>& keys) const {
-    Map map{value, {}};
-    std::string allowed = fmt::format("{}", fmt::join(keys, ", "));
+  // The entries of `value`, a map with no key but `keys`; an absent value is
+  // an empty map when `absent_is_empty`, else an error.
+  Map map(const Value& value, const std::vector<std::string_view>& keys,
+          bool absent_is_empty = false) const {
+    Map map(value);
+    if (absent_is_empty && !value.present()) return map;
+    const std::string allowed = fmt::format("{}", fmt::join(keys, ", "));
     if (!value.node.IsMap()) throw_expected(value, fmt::format("a map with keys {}", allowed));
     for (auto it = value.node.begin(); it != value.node.end(); ++it) {
-      std::string key = render(it->first);
-      std::string path = child_path(value.path, key);
+      const std::string key = render(it->first);
+      Value entry{map.child_path(key), it->second, it->first.Mark(), value.file};
       if (!it->first.IsScalar() || std::find(keys.begin(), keys.end(), key) == keys.end()) {
-        throw_error(it->first.Mark(), path,
-                    fmt::format("unknown key, expected one of {}", allowed));
+        throw_error(entry.key_mark, entry.path,
+                    fmt::format("unknown key, expected one of {}", allowed), entry.file);
       }
-      if (map.find(key) != nullptr) throw_error(it->first.Mark(), path, "duplicate key");
-      // A null value's own mark points at whatever follows it; its key's does not.
-      YAML::Mark mark = it->second.IsNull() ? it->first.Mark() : it->second.Mark();
-      map.entries.emplace_back(key, Value{path, it->second, mark});
+      if (map.find(key) != nullptr) {
+        throw_error(entry.key_mark, entry.path, "duplicate key", entry.file);
+      }
+      map.add(std::move(entry));
     }
     return map;
   }
   Value required(const Map& map, std::string_view key) const {
     const Value* value = map.find(key);
-    if (value == nullptr) throw_error(map.self.mark, child_path(map.self.path, key), "missing");
+    if (value == nullptr) {
+      throw_error(map.self().mark(), map.child_path(key), "missing", map.self().file);
+    }
     return *value;
   }
   // The elements of a list; an absent or empty value is an empty list.
@@ -115,30 +180,43 @@ class TreeReader {
     if (!value.present()) return elements;
     if (!value.node.IsSequence()) throw_expected(value, "a list");
     for (size_t i = 0; i < value.node.size(); ++i) {
-      YAML::Node element = value.node[i];
-      elements.push_back(Value{fmt::format("{}[{}]", value.path, i), element,
-                               element.IsNull() ? value.mark : element.Mark()});
+      elements.push_back(
+          Value{fmt::format("{}[{}]", value.path, i), value.node[i], value.mark(), value.file});
     }
     return elements;
   }
 
   template <typename Int>
-  Int to_int(const Value& value, Int min) const {
+  Int to_int(const Value& value, Int min, Int max = std::numeric_limits<Int>::max()) const {
     Int result = 0;
     if (!value.present() || !value.node.IsScalar() || !parse_whole(value.node.Scalar(), result) ||
-        result < min) {
-      throw_expected(value, min == 1   ? std::string("a positive integer")
-                            : min == 0 ? std::string("an integer >= 0")
-                                       : std::string("an integer"));
+        result < min || result > max) {
+      throw_expected(value, max != std::numeric_limits<Int>::max()
+                                ? fmt::format("an integer from {} to {}", min, max)
+                            : min == 1 ? std::string("a positive integer")
+                            : min == std::numeric_limits<Int>::lowest()
+                                ? std::string("an integer")
+                                : fmt::format("an integer >= {}", min));
     }
     return result;
   }
-  double to_number(const Value& value, bool positive = false) const {
+  double to_number(const Value& value, Bound bound = Bound::kNonNegative) const {
     double result = 0;
-    bool ok = value.present() && value.node.IsScalar() &&
-              parse_whole(value.node.Scalar(), result) && std::isfinite(result);
-    if (!ok || result < 0 || (positive && result == 0)) {
-      throw_expected(value, positive ? "a positive number" : "a number >= 0");
+    const bool ok = value.present() && value.node.IsScalar() &&
+                    parse_whole(value.node.Scalar(), result) && std::isfinite(result);
+    switch (bound) {
+      case Bound::kNonNegative:
+        if (!ok || result < 0) throw_expected(value, "a number >= 0");
+        break;
+      case Bound::kPositive:
+        if (!ok || result <= 0) throw_expected(value, "a positive number");
+        break;
+      case Bound::kFraction:
+        if (!ok || result <= 0 || result > 1) throw_expected(value, "a number in (0, 1]");
+        break;
+      case Bound::kProbability:
+        if (!ok || result < 0 || result >= 1) throw_expected(value, "a number in [0, 1)");
+        break;
     }
     return result;
   }
@@ -147,6 +225,22 @@ class TreeReader {
       throw_expected(value, non_empty ? "a non-empty string" : "a string");
     }
     return value.node.Scalar();
+  }
+  bool to_bool(const Value& value) const {
+    bool result = false;
+    if (!value.present() || !value.node.IsScalar() ||
+        !YAML::convert<bool>::decode(value.node, result)) {
+      throw_expected(value, "true or false");
+    }
+    return result;
+  }
+  // The index of the value among `choices`.
+  size_t to_choice(const Value& value, const std::vector<std::string>& choices) const {
+    if (value.present() && value.node.IsScalar()) {
+      auto it = std::find(choices.begin(), choices.end(), value.node.Scalar());
+      if (it != choices.end()) return it - choices.begin();
+    }
+    throw_expected(value, fmt::format("one of {}", fmt::join(choices, ", ")));
   }
 
   std::string source_;

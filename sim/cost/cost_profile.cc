@@ -56,6 +56,7 @@ std::string quoted(std::string_view text) {
 
 // ---- Reading ----
 
+using yaml_util::Bound;
 using yaml_util::Map;
 using yaml_util::render;
 using yaml_util::Value;
@@ -88,18 +89,17 @@ class Reader : public yaml_util::TreeReader {
 
 CostProfile Reader::read(const YAML::Node& root) const {
   Value top{"", root, root.Mark()};
-  if (!top.present()) throw_error(top.mark, "version", "missing");  // an empty file
+  if (!top.present()) throw_error(top.mark(), "version", "missing");  // an empty file
   // The version first: a newer file is "upgrade ppsim", not a list of unknown keys.
   int version = 0;
   if (root.IsMap()) {
     for (auto it = root.begin(); it != root.end(); ++it) {
       if (!it->first.IsScalar() || it->first.Scalar() != "version") continue;
-      Value value{"version", it->second,
-                  it->second.IsNull() ? it->first.Mark() : it->second.Mark()};
+      Value value{"version", it->second, it->first.Mark()};
       version = to_int(value, INT_MIN);
       if (version < kOldestProfileVersion || version > kProfileVersion) {
         throw_error(
-            value.mark, value.path,
+            value.mark(), value.path,
             fmt::format("unsupported profile version {}; this build reads versions {} to {}",
                         version, kOldestProfileVersion, kProfileVersion));
       }
@@ -123,7 +123,8 @@ CostProfile Reader::read(const YAML::Node& root) const {
                                            k.hidden, k.ffn, k.heads, k.vocab, k.tensor},
                                           element.path);
     if (!fresh)
-      throw_error(element.mark, element.path, fmt::format("same kind and shape as {}", it->second));
+      throw_error(element.mark(), element.path,
+                  fmt::format("same kind and shape as {}", it->second));
     profile.kernels.push_back(std::move(k));
   }
 
@@ -131,7 +132,8 @@ CostProfile Reader::read(const YAML::Node& root) const {
   for (const Value& element : list(tree.get("links"))) {
     LinkFit link = read_link(element);
     auto [it, fresh] = names.try_emplace(link.name, element.path);
-    if (!fresh) throw_error(element.mark, element.path, fmt::format("same name as {}", it->second));
+    if (!fresh)
+      throw_error(element.mark(), element.path, fmt::format("same name as {}", it->second));
     profile.links.push_back(std::move(link));
   }
   if (tree.get("calibration").present()) {
@@ -155,7 +157,7 @@ Calibration Reader::read_calibration(const Value& value) const {
   if (const Value* given = m.find("link")) {
     Map l = map(*given, {"latency_s", "bandwidth_Bps"});
     c.link = LinkCalibration{to_number(required(l, "latency_s")),
-                             to_number(required(l, "bandwidth_Bps"), /*positive=*/true)};
+                             to_number(required(l, "bandwidth_Bps"), Bound::kPositive)};
   }
   return c;
 }
@@ -197,7 +199,7 @@ KernelSample Reader::read_kernel(const Value& value, int version) const {
     if (wanted) continue;
     if (const Value* extra = m.find(key)) {
       throw_error(
-          extra->mark, extra->path,
+          extra->mark(), extra->path,
           fmt::format("a {} kernel has no {}: ffn and heads are a block's, vocab the embedding's "
                       "and the head's",
                       ppsim::to_string(k.part), key));
@@ -221,7 +223,7 @@ KernelSample Reader::read_kernel(const Value& value, int version) const {
     k.weight_grad_bytes = to_int<int64_t>(m.get("weight_grad_bytes"), 0);
   }
   if (!(k.min_s <= k.median_s && k.median_s <= k.max_s)) {
-    throw_error(value.mark, value.path,
+    throw_error(value.mark(), value.path,
                 fmt::format("expected min_s <= median_s <= max_s, got {}, {}, {}", number(k.min_s),
                             number(k.median_s), number(k.max_s)));
   }
@@ -233,7 +235,7 @@ LinkFit Reader::read_link(const Value& value) const {
   LinkFit link;
   link.name = to_string(required(m, "name"), /*non_empty=*/true);
   link.latency_s = to_number(required(m, "latency_s"));
-  link.bandwidth_Bps = to_number(required(m, "bandwidth_Bps"), /*positive=*/true);
+  link.bandwidth_Bps = to_number(required(m, "bandwidth_Bps"), Bound::kPositive);
   for (const Value& element : list(m.get("samples"))) {
     Map s = map(element, {"bytes", "seconds"});
     link.samples.push_back(

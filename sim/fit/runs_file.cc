@@ -34,7 +34,7 @@ class Reader : public yaml_util::TreeReader {
     if (!root.IsMap() || !root["format"] || !root["format"].IsScalar() ||
         root["format"].Scalar() != kFormat) {
       throw_error(
-          top.mark, "format",
+          top.mark(), "format",
           fmt::format("expected \"{}\": not a runs file (ppsim validate --runs-out writes one)",
                       kFormat));
     }
@@ -75,7 +75,7 @@ class Reader : public yaml_util::TreeReader {
       pair.measured_s = to_number(required(a, "measured_s"));
       if (pair.index != static_cast<int32_t>(run.actions.size())) {
         throw_error(
-            element.mark, element.path + ".index",
+            element.mark(), element.path + ".index",
             fmt::format("expected {}: actions are listed in record order", run.actions.size()));
       }
       run.actions.push_back(pair);
