@@ -72,6 +72,19 @@ assert all(d["peak_memory_bytes"] == d["peak_activation_bytes"] for d in s["devi
 assert all(abs(d["busy_s"] - 24.0) < 1e-9 for d in s["devices"])
 PY
 
+# An independent implementation: the plain Python event simulator of
+# tests/bench/python_reference_1f1b.py and ppsim agree on the uneven 1F1B
+# case of docs/benchmarks.md (64 ranks, 1024 microbatches, transfers).
+"$ppsim" simulate tests/bench/uneven64.yaml --json - >"$tmp/uneven.json" 2>"$tmp/stderr"
+if python3 - "$tmp/uneven.json" <<'PY'; then passed=$((passed + 1)); else echo "FAIL python reference"; failures=$((failures + 1)); fi
+import json, subprocess, sys
+s = json.load(open(sys.argv[1]))
+out = subprocess.run([sys.executable, "tests/bench/python_reference_1f1b.py",
+                      "tests/bench/uneven64.yaml"], capture_output=True, text=True, check=True)
+reference = float(out.stdout.split()[1])
+assert abs(s["iteration_time_s"] - reference) <= 1e-9 * reference, (s["iteration_time_s"], reference)
+PY
+
 # Trace: valid JSON with a process per rank and every action once.
 "$ppsim" simulate "$ideal" --trace "$tmp/trace.json" >/dev/null 2>&1
 if python3 - "$tmp/trace.json" <<'PY'; then passed=$((passed + 1)); else echo "FAIL trace"; failures=$((failures + 1)); fi
