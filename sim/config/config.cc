@@ -102,6 +102,8 @@ constexpr HardwareNumber kHardwareNumbers[] = {
      kMaxMicroseconds, "us"},
     {"dropout_rng_gsamples_per_s", &HardwareSpec::dropout_rng_gsamples_per_s, Bound::kNonNegative,
      false, 0, 1e6, "G elements/s"},
+    {"comm_sm_fraction", &HardwareSpec::comm_sm_fraction, Bound::kProbability, false, 0, 1,
+     "of the SMs"},
     {"intra_node_bandwidth_gbps", &HardwareSpec::intra_node_bandwidth_gbps, Bound::kPositive, true,
      kMinGBps, kMaxGBps, "GB/s"},
     {"intra_node_latency_us", &HardwareSpec::intra_node_latency_us, Bound::kNonNegative, false, 0,

@@ -105,6 +105,10 @@ int64_t bytes_to_int(double bytes) {
 Status check_costs(const CostTable& costs, const std::vector<int>& stage_rank, int microbatches) {
   if (Status st = check_stages(costs); !st) return st;
   if (Status st = check_per_rank(costs); !st) return st;
+  if (!(costs.comm_sm_fraction >= 0 && costs.comm_sm_fraction < 1)) {
+    return Error{fmt::format("comm_sm_fraction is {}: a share of the SMs from 0 to below 1",
+                             costs.comm_sm_fraction)};
+  }
   // What a rank can hold at once is at most what all its forwards (and the
   // I that keep more than their F) take in one iteration.
   const int ranks =
@@ -126,9 +130,13 @@ Status check_costs(const CostTable& costs, const std::vector<int>& stage_rank, i
   return {};
 }
 
-Picos overlapped_pair_time(Picos forward, Picos forward_comm, Picos backward, Picos backward_comm) {
-  const Picos hidden = std::min(forward_comm, backward - backward_comm) +
-                       std::min(backward_comm, forward - forward_comm);
+Picos overlapped_pair_time(Picos forward, Picos forward_comm, Picos backward, Picos backward_comm,
+                           double comm_sm_fraction) {
+  const auto saved = [&](Picos comm) {
+    return static_cast<Picos>(std::llround(static_cast<double>(comm) * (1 - comm_sm_fraction)));
+  };
+  const Picos hidden = std::min(saved(forward_comm), backward - backward_comm) +
+                       std::min(saved(backward_comm), forward - forward_comm);
   return forward + backward - hidden;
 }
 

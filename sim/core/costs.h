@@ -55,6 +55,9 @@ struct CostTable {
   // A synchronous step's all-reduce of a scalar (the gradient norm) across
   // the pipeline ranks, after every rank has its gradients.
   Picos pipeline_sync = 0;
+  // The share of the SMs that an overlapped pair's communication holds
+  // (HardwareSpec::comm_sm_fraction; overlapped_pair_time).
+  double comm_sm_fraction = 0;
 
   int num_stages() const { return static_cast<int>(stages.size()) / num_slices; }
 };
@@ -80,10 +83,16 @@ Status check_costs(const CostTable& costs, const std::vector<int>& stage_rank, i
 // An overlapped pair's time (Action::overlaps_next): a forward of time
 // `forward` and a backward (B or I) of time `backward` run together, and each
 // one's communication hides under the other's compute, as far as that
-// compute lasts: forward + backward - min(forward_comm, backward -
-// backward_comm) - min(backward_comm, forward - forward_comm).
-// REQUIRES: 0 <= forward_comm <= forward, 0 <= backward_comm <= backward.
-Picos overlapped_pair_time(Picos forward, Picos forward_comm, Picos backward, Picos backward_comm);
+// compute lasts. While communication kernels hold `comm_sm_fraction` s of
+// the SMs, the compute beside them runs at 1 - s of its speed, so hiding
+// communication c under compute C saves min((1 - s) c, C) instead of
+// min(c, C) (the compute stretched by s c while c lasts, or c outlasting
+// it): forward + backward - min((1 - s) forward_comm, backward -
+// backward_comm) - min((1 - s) backward_comm, forward - forward_comm).
+// REQUIRES: 0 <= forward_comm <= forward, 0 <= backward_comm <= backward,
+// 0 <= comm_sm_fraction < 1.
+Picos overlapped_pair_time(Picos forward, Picos forward_comm, Picos backward, Picos backward_comm,
+                           double comm_sm_fraction);
 
 // Caps forward_comm and backward_comm at the times they are part of, after
 // those times were set by hand or calibrated.

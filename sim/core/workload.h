@@ -142,6 +142,10 @@ struct HardwareSpec {
   // kernel that draws them runs at most this many billion elements per
   // second, however few bytes it moves (0: no limit but the bytes).
   double dropout_rng_gsamples_per_s = 0;
+  // The share of the SMs that communication kernels hold while they run
+  // beside compute (an overlapped pair's exchange under the other action's
+  // compute): that compute runs at 1 - this of its speed meanwhile.
+  double comm_sm_fraction = 0;
   double intra_node_bandwidth_gbps = 0;  // GB/s per GPU per direction (NVLink)
   double intra_node_latency_us = 0;
   double inter_node_bandwidth_gbps = 0;  // GB/s of one NIC per direction

@@ -200,6 +200,7 @@ Status fill_times(const Config& config, const std::vector<int>& layers,
     return s;
   }
   const int k = static_cast<int>(slices.size());
+  table.comm_sm_fraction = config.hardware->comm_sm_fraction;
   if (Status s = fill_p2p_times(config, stage_rank, placement, k, table); !s.ok()) return s;
   return fill_rank_times(config, layers, stage_rank, placement, table);
 }

@@ -286,7 +286,8 @@ void Engine::start_pair(int32_t rank, Picos now) {
   const Picos start = std::max({now, forward.time, backward.time, r.sends_end});
   const Picos f = duration_of(forward);
   const Picos b = duration_of(backward);
-  const Picos pair = overlapped_pair_time(f, comm_of(forward), b, comm_of(backward));
+  const Picos pair =
+      overlapped_pair_time(f, comm_of(forward), b, comm_of(backward), costs_->comm_sm_fraction);
   const Picos end = add_saturated(start, pair);
   if (options_.record) {
     const Picos split =

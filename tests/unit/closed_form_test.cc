@@ -304,6 +304,32 @@ TEST(OverlappedPair, HidesEachOnesCommunicationUnderTheOthersCompute) {
   }
 }
 
+// Communication kernels hold a share s of the SMs (comm_sm_fraction), and
+// the compute they overlap runs at 1 - s of its speed meanwhile: hiding c
+// under compute C saves min((1 - s) c, C). The programs above with s = 1/4:
+// Fc = 4, Bc = 3 give 30 - min(3, 17) - min(2.25, 6) = 24.75; Fc = 4,
+// Bc = 18 still 30 - min(3, 2) - min(13.5, 6) = 22, the compute the limit.
+TEST(OverlappedPair, CommunicationTakesItsShareOfTheSms) {
+  constexpr Picos kUnit = 1'000'000;
+  const Schedule s =
+      *schedule_from_csv("0F0,1F0,(0F1;1B0)OVERLAP_F_B,1F1,1B1,0B0,0B1\n", "one-rank.csv");
+  struct Case {
+    Picos forward_comm, backward_comm, pair_in_quarters;
+  };
+  for (const Case& c : {Case{4, 3, 99}, Case{4, 18, 88}}) {
+    CostTable costs = uniform_costs(2, 1, 10 * kUnit, 20 * kUnit, 0, kStageActivation);
+    costs.comm_sm_fraction = 0.25;
+    for (StageCost& stage : costs.stages) {
+      stage.forward_comm = c.forward_comm * kUnit;
+      stage.backward_comm = c.backward_comm * kUnit;
+    }
+    Timeline t;
+    ASSERT_TRUE(Engine().run(s, costs, &t).ok());
+    EXPECT_EQ(t.makespan, 90 * kUnit + c.pair_in_quarters * kUnit / 4) << c.pair_in_quarters;
+  }
+  EXPECT_EQ(overlapped_pair_time(10, 4, 20, 3, 0), 23);  // s = 0: the formula above
+}
+
 // The pair starts when its backward's input has arrived, and hands its
 // forward's output on only at its end. Rank 0 pairs 0F1 with 0B0; 1B0's
 // gradient arrives at 2f + b + 2c (rank 1 ran 1F0 and 1B0), the pair runs

@@ -221,6 +221,8 @@ constexpr BadValue kBadValues[] = {
      "test.yaml:8:21: hardware.kernel_launch_us: expected a number >= 0, got \"-2\""},
     {"hardware", "  dropout_rng_gsamples_per_s: -1",
      "test.yaml:8:31: hardware.dropout_rng_gsamples_per_s: expected a number >= 0, got \"-1\""},
+    {"hardware", "  comm_sm_fraction: 1",
+     "test.yaml:8:21: hardware.comm_sm_fraction: expected a number in [0, 1), got \"1\""},
     {"hardware", "  p2p_latency_us: -1",
      "test.yaml:8:19: hardware.p2p_latency_us: expected a number >= 0, got \"-1\""},
     {"hardware", "  p2p_bandwidth_gbps: x",

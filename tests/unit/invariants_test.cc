@@ -81,6 +81,7 @@ Case random_case(std::mt19937_64& rng, const std::string& kind) {
     c.costs.optimizer_step[r] = uniform(0, 5) * 1000;
   }
   c.costs.pipeline_sync = uniform(0, 2) * 500;
+  c.costs.comm_sm_fraction = uniform(0, 3) * 0.15;  // the SMs a pair's communication holds
   if (automatic) {
     c.schedule = *make_zb_auto(p, m, c.costs, 100LL * uniform(1, m));  // up to m microbatches
   }
@@ -117,7 +118,7 @@ Picos pair_duration(const CostTable& costs, const Schedule& s, const ActionRecor
   const StageCost& forward = costs.stages[f.action.stage * s.num_slices + f.action.slice];
   const StageCost& backward = costs.stages[b.action.stage * s.num_slices + b.action.slice];
   return overlapped_pair_time(duration(costs, s, f), forward.forward_comm, duration(costs, s, b),
-                              backward.backward_comm);
+                              backward.backward_comm, costs.comm_sm_fraction);
 }
 
 void check_invariants(const Case& c, const Timeline& t, const RunOptions& options) {
