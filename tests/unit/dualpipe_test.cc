@@ -125,6 +125,19 @@ TEST(DualPipe, IdlesNoMoreThanTheReadmesBubble) {
   }
 }
 
+// The README's memory column: PP + 1 chunks of activations on every rank
+// (each chunk one microbatch's through one of a rank's stages), and twice
+// the parameters (cost_model_test.cc, DualPipeCosts).
+TEST(DualPipe, HoldsTheReadmesActivations) {
+  for (const int p : {2, 4, 8}) {
+    const Schedule s = *make_dualpipe({p, 4 * p, 2});
+    const CostTable costs = uniform_costs(2 * p, p, 1'000'000, 2'000'000, 0, 1000);
+    Timeline t;
+    ASSERT_TRUE(Engine().run(s, costs, &t).ok());
+    EXPECT_EQ(t.peak_activation_bytes, std::vector<int64_t>(p, (p + 1) * 1000)) << "p=" << p;
+  }
+}
+
 // From a config: the layout's keys name what DualPipe needs; written to a
 // file, its two chains are not priced as a custom schedule (the cost model
 // would cut the model over all 2p stages).
