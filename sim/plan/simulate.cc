@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <functional>
+
 #include "schedules/csv.h"
 #include "schedules/generators.h"
 #include "schedules/token_slicing.h"
@@ -193,10 +196,12 @@ Result<Simulation> simulate(const Config& config, Engine* shared_engine,
                       config.fixed, sim.costs);
   }
   // With a synchronous step every iteration after the first starts from the
-  // same state (all ranks leave one barrier), so two iterations give the
-  // steady period. Without the barrier iterations overlap and the pipeline
-  // may take a while to settle: double the run until the last two periods
-  // agree.
+  // same state (all ranks leave one barrier, each then runs its own
+  // optimizer step), so two iterations give the steady period, and one when
+  // every rank's step takes as long (the next iteration is then this one
+  // shifted: nothing else outlives the barrier). Without the barrier
+  // iterations overlap and the pipeline may take a while to settle: double
+  // the run until the last two periods agree.
   if (Status st = check_costs(sim.costs, sim.schedule.stage_rank, sim.schedule.num_microbatches);
       !st) {
     return Error{fmt::format("{}: {}", config.source, st.message())};
@@ -207,7 +212,12 @@ Result<Simulation> simulate(const Config& config, Engine* shared_engine,
   options.synchronous_step = config.training.optimizer_step == OptimizerStep::kSynchronous;
   options.blocking_sends = config.training.blocking_p2p;
   // Post-validated runs start at 4 iterations: the loop below needs three periods.
-  options.iterations = is_asynchronous(config.schedule.kind) ? 1 : options.synchronous_step ? 2 : 4;
+  const auto& steps = sim.costs.optimizer_step;
+  const bool even_steps = std::adjacent_find(steps.begin(), steps.end(), std::not_equal_to<>()) ==
+                          steps.end();
+  options.iterations = is_asynchronous(config.schedule.kind) ? 1
+                       : options.synchronous_step            ? (even_steps ? 1 : 2)
+                                                             : 4;
   options.record = keep == Keep::kTimeline || is_asynchronous(config.schedule.kind);
   const auto replay = [&]() -> Status {
     const int64_t actions = static_cast<int64_t>(sim.schedule.num_actions()) * options.iterations;

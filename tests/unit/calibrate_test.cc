@@ -274,7 +274,7 @@ class Synthetic : public calibration_test::TestFolder {
   // The schedule predicted from the profile, and "measured" as the profile
   // calibrated with truth() predicts it, every action and transfer then
   // stretched by a uniform factor in [1 - noise, 1 + noise] (seeded), over
-  // two iterations.
+  // the iterations simulate() replayed.
   RunPair run(const std::string& entry, double noise, std::mt19937& rng) {
     const Config c = config_for_entry(config_, entry);
     const Result<Simulation> predicted = simulate(c);
@@ -288,7 +288,8 @@ class Synthetic : public calibration_test::TestFolder {
     for (ActionRecord& a : measured->timeline.actions) stretch(a.start, a.end);
     for (TransferRecord& x : measured->timeline.transfers) stretch(x.start, x.end);
     const size_t n = predicted->schedule.num_actions();
-    RunPair pair = pair_runs(entry, predicted->timeline, measured->timeline, n, 0, 2);
+    RunPair pair = pair_runs(entry, predicted->timeline, measured->timeline, n, 0,
+                             measured->timeline.iterations);
     pair.predicted_iteration_s = predicted->summary.iteration_time_s;
     pair.measured_iteration_s = measured->summary.iteration_time_s;
     return pair;

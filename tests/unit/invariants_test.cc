@@ -341,6 +341,29 @@ TEST_P(Invariants, ARunWithoutRecordsKeepsWhatTheSummaryReads) {
   }
 }
 
+// With a synchronous step and every rank's optimizer step as long, all ranks
+// start the next iteration together, so one replay is the steady state
+// (simulate() replays one then): the period of three iterations is the
+// first's length, and each iteration's busy time and the peak are the same.
+TEST_P(Invariants, OneSynchronousReplayIsTheSteadyStateWhenStepsAreEven) {
+  std::mt19937_64 rng(13);
+  for (int trial = 0; trial < 20; ++trial) {
+    Case c = random_case(rng, GetParam());
+    if (GetParam() == "pipedream" || GetParam() == "pipedream-2bw") return;  // no flush
+    std::fill(c.costs.optimizer_step.begin(), c.costs.optimizer_step.end(), Picos{7000});
+    Timeline one;
+    Timeline three;
+    ASSERT_TRUE(Engine().run(c.schedule, c.costs, &one, {1, true}).ok());
+    ASSERT_TRUE(Engine().run(c.schedule, c.costs, &three, {3, true}).ok());
+    SCOPED_TRACE("trial " + std::to_string(trial));
+    EXPECT_EQ(one.period(), one.iteration_end[0]);
+    EXPECT_EQ(three.period(), one.iteration_end[0]);
+    EXPECT_EQ(three.iteration_end[0], one.iteration_end[0]);
+    EXPECT_EQ(three.busy_per_iteration(), one.busy_per_iteration());
+    EXPECT_EQ(three.peak_activation_bytes, one.peak_activation_bytes);
+  }
+}
+
 std::vector<std::string> kinds_under_test() {
   std::vector<std::string> kinds;
   for (ScheduleKind kind : generated_schedule_kinds()) kinds.emplace_back(to_string(kind));
