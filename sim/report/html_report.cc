@@ -193,12 +193,13 @@ std::string html_report(const ReportInput& input) {
       "<meta name=\"generator\" content=\"ppsim\"/>\n<title>{}</title>\n<style>{}</style>\n"
       "</head>\n<body>\n<h1>{}</h1>\n",
       esc(title), kStyle, esc(title));
-  fmt::format_to(out,
-                 "<p class=\"meta\">{} run{}. Iteration time is the steady state (between the ends "
-                 "of the last two simulated iterations); bubble = 1 - compute busy time / "
-                 "(ranks &#215; iteration time); peak memory counts static, extra weight versions "
-                 "and activations.</p>\n",
-                 input.entries.size(), input.entries.size() == 1 ? "" : "s");
+  fmt::format_to(
+      out,
+      "<p class=\"meta\">{} run{}. Iteration time is the steady state (the time "
+      "between the ends of two iterations once they repeat); bubble = 1 - compute busy time / "
+      "(ranks &#215; iteration time); peak memory counts static, extra weight versions "
+      "and activations.</p>\n",
+      input.entries.size(), input.entries.size() == 1 ? "" : "s");
 
   fmt::format_to(out, "<h2>Summary</h2>\n");
   summary_table(out, input);
