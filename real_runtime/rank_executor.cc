@@ -22,6 +22,14 @@ Result<bool> check_schedule(const Schedule& schedule) {
         "twice); simulate it instead",
         schedule.name, schedule.num_chains)};
   }
+  if (!schedule.comm_posts.empty()) {
+    // Its transfers leave when their actions end, as the simulator's do for
+    // a compute-only file: the posts would not be what it measures.
+    return Error{fmt::format(
+        "schedule {}: the runtime sends every output when its action ends and does not follow a "
+        "file's SEND/RECV cells; give it the compute-only form of the file",
+        schedule.name)};
+  }
   return steps_in_programs(schedule);
 }
 

@@ -219,7 +219,7 @@ struct Rows {
   std::vector<std::vector<int>> cells;          // per rank, each action's cell, for errors
   std::vector<std::pair<int, size_t>> plain_b;  // (rank, index) of each cell spelled "B"
   int spelled_bw = 0;
-  // Transfer cells, set aside once checked against the actions around them.
+  // Transfer cells, placed once checked against the actions around them.
   struct PlacedTransfer {
     Transfer transfer;
     int rank = 0;
@@ -427,14 +427,18 @@ Status check_no_repeats(const Rows& rows, std::string_view source) {
   return {};
 }
 
-// Each transfer cell against its rank's actions: a send after the action
-// whose output it sends, a receive before the action that needs it.
-Status check_transfers(const Rows& rows, std::string_view source) {
+// Each transfer cell against its rank's actions (a send after the action
+// whose output it sends, a receive before the action that needs it), and
+// where each is posted (Schedule::comm_posts).
+Result<std::vector<std::vector<CommPosts>>> place_transfers(const Rows& rows,
+                                                            std::string_view source) {
   using Key = std::tuple<int, int, bool>;  // stage, microbatch, forward
   std::vector<std::map<Key, size_t>> first_of(rows.programs.size());
   const std::map<Key, size_t> no_actions;
+  std::vector<std::vector<CommPosts>> posts(rows.programs.size());
   for (size_t rank = 0; rank < rows.programs.size(); ++rank) {
     const std::vector<Action>& program = rows.programs[rank];
+    posts[rank].resize(program.size());
     for (size_t i = 0; i < program.size(); ++i) {
       const Action& a = program[i];
       if (a.kind == ActionKind::kForward || sends_input_gradient(a.kind)) {
@@ -468,8 +472,13 @@ Status check_transfers(const Rows& rows, std::string_view source) {
     if (!t.transfer.send && index < t.before) {
       return bad(fmt::format("receives after the {} that needs it, {}", what, action));
     }
+    int32_t& post =
+        t.transfer.send ? posts[t.rank][index].send_after : posts[t.rank][index].recv_after;
+    if (post >= 0)
+      return bad(fmt::format("a second {} for {}", t.transfer.send ? "send" : "receive", action));
+    post = static_cast<int32_t>(t.before);
   }
-  return {};
+  return posts;
 }
 
 }  // namespace
@@ -484,19 +493,23 @@ Result<ScheduleFile> read_schedule_csv(std::string_view text, std::string_view s
       rows->programs[rank][index].kind = ActionKind::kBackwardInput;
     }
   }
+  std::vector<std::vector<CommPosts>> posts;
   if (!rows->transfers.empty()) {
-    if (Status st = check_transfers(*rows, source); !st) return Error{st.message()};
+    Result<std::vector<std::vector<CommPosts>>> placed = place_transfers(*rows, source);
+    if (!placed) return placed.error();
+    posts = std::move(*placed);
     file.notes.push_back(fmt::format(
-        "{}: its {} transfer cells (SEND_F, RECV_F, SEND_B, RECV_B) were checked against the "
-        "actions around them and set aside: ppsim starts each transfer on its link when the "
-        "action that produces it ends, and the action that needs it waits for it, as PyTorch's "
-        "runtime waits for a posted receive",
+        "{}: its {} transfer cells (SEND_F, RECV_F, SEND_B, RECV_B) are simulated where they "
+        "stand: a transfer starts once its rank has posted the send and the receiving rank the "
+        "receive (each after the actions before it in its row), and the action that needs it "
+        "waits for it",
         source, rows->transfers.size()));
   }
   if (Status st = check_no_repeats(*rows, source); !st) return Error{st.message()};
   Result<Schedule> schedule = schedule_of(std::move(*rows), source);
   if (!schedule) return schedule.error();
   file.schedule = std::move(*schedule);
+  file.schedule.comm_posts = std::move(posts);
   return file;
 }
 

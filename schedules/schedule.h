@@ -4,12 +4,28 @@
 // unchanged, so predicted and measured timelines name the same actions.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
 #include "schedules/action.h"
 
 namespace ppsim {
+
+// Where a compute+comms file (PyTorch's `format="compute_comms"`) posts the
+// transfers of one action: `send_after`, the number of its rank's actions
+// done when the SEND of its output to another rank is posted (at least its
+// own position + 1); `recv_after`, the number done when the RECV of its input
+// from another rank is posted (at most its own position). -1: a send posted
+// as the action ends, a receive posted before the iteration starts, as every
+// generated schedule has them. A transfer starts once both are posted (and
+// its link is free).
+struct CommPosts {
+  int32_t send_after = -1;
+  int32_t recv_after = -1;
+
+  friend bool operator==(const CommPosts&, const CommPosts&) = default;
+};
 
 struct Schedule {
   std::string name;  // the generator's kind, e.g. "1f1b"
@@ -25,6 +41,8 @@ struct Schedule {
   int num_chains = 1;
   std::vector<int> stage_rank;                // stage -> owning rank
   std::vector<std::vector<Action>> programs;  // rank -> program, in execution order
+  // Empty, or the shape of `programs`: each action's posted transfers.
+  std::vector<std::vector<CommPosts>> comm_posts;
 
   // True when backward is split into I and W actions (zero-bubble families).
   bool split_backward() const;

@@ -11,6 +11,35 @@
 namespace ppsim {
 namespace {
 
+// Schedule::comm_posts: none, or one entry per action, each send posted
+// after its action and each receive before it.
+Status check_comm_posts(const Schedule& s) {
+  if (s.comm_posts.empty()) return {};
+  if (s.comm_posts.size() != s.programs.size()) {
+    return Error{fmt::format("schedule {}: transfer posts for {} ranks, programs for {}", s.name,
+                             s.comm_posts.size(), s.programs.size())};
+  }
+  for (size_t rank = 0; rank < s.programs.size(); ++rank) {
+    const std::vector<CommPosts>& posts = s.comm_posts[rank];
+    if (posts.size() != s.programs[rank].size()) {
+      return Error{fmt::format("schedule {}: rank {} has transfer posts for {} actions, runs {}",
+                               s.name, rank, posts.size(), s.programs[rank].size())};
+    }
+    const auto size = static_cast<int32_t>(posts.size());
+    for (int32_t pos = 0; pos < size; ++pos) {
+      const CommPosts& p = posts[pos];
+      if ((p.send_after != -1 && (p.send_after <= pos || p.send_after > size)) ||
+          (p.recv_after != -1 && (p.recv_after < 0 || p.recv_after > pos))) {
+        return Error{fmt::format(
+            "schedule {}: rank {} posts the transfers of {} after {} and {} of its actions: a "
+            "send is posted after its action, a receive before it",
+            s.name, rank, to_string(s.programs[rank][pos]), p.send_after, p.recv_after)};
+      }
+    }
+  }
+  return {};
+}
+
 Status check_shape(const Schedule& s) {
   if (s.num_ranks < 1 || static_cast<int>(s.programs.size()) != s.num_ranks) {
     return Error{fmt::format("schedule {}: {} programs for {} ranks", s.name, s.programs.size(),
@@ -32,6 +61,7 @@ Status check_shape(const Schedule& s) {
         "schedule {}: {} chains of stages do not divide its {} stages and {} microbatches", s.name,
         s.num_chains, s.num_stages, s.num_microbatches)};
   }
+  if (Status st = check_comm_posts(s); !st) return st;
   for (int stage = 0; stage < s.num_stages; ++stage) {
     if (s.stage_rank[stage] < 0 || s.stage_rank[stage] >= s.num_ranks) {
       return Error{fmt::format("schedule {}: stage {} is owned by rank {}, not one of 0..{}",
@@ -154,17 +184,35 @@ Status check_coverage(const Schedule& s, ActionIndex& index) {
 using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS>;
 
 // Edges point from an action to what it waits for. The forward of an
-// overlapped pair also waits for what its backward waits for.
+// overlapped pair also waits for what its backward waits for; an action
+// whose input another rank sends only after later actions (comm_posts)
+// waits for those too.
 Graph build_wait_graph(const Schedule& s, const ActionIndex& index) {
   Graph g(s.num_actions());
   const auto is_split = [&](int stage, int mb, int slice) {
     return index.contains({ActionKind::kBackwardInput, stage, mb, slice});
   };
-  for (const auto& program : s.programs) {
+  std::vector<int> first_node(s.num_ranks, 0);  // nodes are numbered rank by rank
+  for (int rank = 1; rank < s.num_ranks; ++rank) {
+    first_node[rank] = first_node[rank - 1] + static_cast<int>(s.programs[rank - 1].size());
+  }
+  // The action after which `dep`'s output is sent: `dep`, or a later one.
+  const auto sent_after = [&](const Action& dep) {
+    const int rank = s.stage_rank[dep.stage];
+    const int node = index[dep];
+    if (s.comm_posts.empty()) return node;
+    const int32_t after = s.comm_posts[rank][node - first_node[rank]].send_after;
+    return after > 0 ? first_node[rank] + after - 1 : node;
+  };
+  for (int rank = 0; rank < s.num_ranks; ++rank) {
+    const std::vector<Action>& program = s.programs[rank];
     for (size_t pos = 0; pos < program.size(); ++pos) {
       const int node = index[program[pos]];
       if (pos > 0) boost::add_edge(node, index[program[pos - 1]], g);
-      const auto wait_for = [&](const Action& dep) { boost::add_edge(node, index[dep], g); };
+      const auto wait_for = [&](const Action& dep) {
+        boost::add_edge(node, index[dep], g);
+        if (s.stage_rank[dep.stage] != rank) boost::add_edge(node, sent_after(dep), g);
+      };
       for_each_data_dependency(program[pos], s.stages_per_chain(), s.num_slices, is_split,
                                wait_for);
       if (program[pos].overlaps_next) {

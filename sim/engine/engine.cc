@@ -165,6 +165,13 @@ void Engine::build(const Schedule& s, const CostTable& costs) {
     }
   }
   index_links();
+  posts_.clear();
+  for (const std::vector<CommPosts>& posts : s.comm_posts) {
+    posts_.insert(posts_.end(), posts.begin(), posts.end());
+  }
+  deferred_.clear();
+  waiting_.resize(num_ranks_);
+  for (std::vector<Waiting>& waiting : waiting_) waiting.clear();
   initial_pending_.resize(n);
   for (size_t i = 0; i < n; ++i) initial_pending_[i] = nodes_[i].pending;
   // Later copies: the same graph, shifted.
@@ -180,6 +187,7 @@ void Engine::build(const Schedule& s, const CostTable& costs) {
 }
 
 void Engine::reset_nodes() {
+  deferred_.clear();  // every transfer of the iteration has started by its barrier
   for (int32_t i = 0; i < nodes_per_iteration_; ++i) {
     nodes_[i].time = 0;
     nodes_[i].pending = initial_pending_[i];
@@ -311,21 +319,69 @@ void Engine::finish_actions(int32_t rank, Picos now) {
   const int32_t count = r.program[r.pos].overlaps_next ? 2 : 1;
   r.pos += count;
   const int32_t copy_base = node_base(r.iteration);
+  uint32_t waits[2] = {0, 0};
   for (int32_t k = 0; k < count; ++k)
-    deliver(rank, copy_base + node_of_[first + k], first + k, now);
+    waits[k] = deliver(rank, copy_base + node_of_[first + k], first + k, now);
   // Only now, with every arrival known (and with blocking sends, the
   // rank's own sends_end): may start this rank's next action, pos having
   // moved past these.
   for (int32_t k = 0; k < count; ++k) {
-    for (const int32_t target : nodes_[copy_base + node_of_[first + k]].out) {
-      if (target < 0) break;
-      Node& consumer = nodes_[target];
+    const int32_t* out = nodes_[copy_base + node_of_[first + k]].out;
+    for (int e = 0; e < 3 && out[e] >= 0; ++e) {
+      if ((waits[k] >> e & 1) != 0) continue;  // woken when its transfer starts
+      Node& consumer = nodes_[out[e]];
       if (--consumer.pending == 0) try_start(consumer.rank, now);
     }
   }
+  if (!posts_.empty()) post(rank, now);
 }
 
-void Engine::deliver(int32_t rank, int32_t node, int32_t program_record, Picos now) {
+// A rank has reached a post when it has done that many actions of the
+// sender's iteration: a receiver still in the one before (its optimizer
+// step after the barrier) has not.
+bool Engine::reached(int32_t rank, int32_t after, int32_t iteration) const {
+  return after < 0 || (ranks_[rank].iteration == iteration && ranks_[rank].pos >= after);
+}
+
+bool Engine::posted(int32_t sender, int32_t program_record, int32_t target) const {
+  const int32_t iteration = ranks_[sender].iteration;
+  const int32_t consumer_record = record_of_[target - node_base(iteration)];
+  return reached(sender, posts_[program_record].send_after, iteration) &&
+         reached(nodes_[target].rank, posts_[consumer_record].recv_after, iteration);
+}
+
+void Engine::defer(int32_t rank, int32_t node, int32_t program_record, int32_t target) {
+  const auto id = static_cast<int32_t>(deferred_.size());
+  deferred_.push_back(Deferred{rank, node, program_record, target});
+  const int32_t iteration = ranks_[rank].iteration;
+  const int32_t send_after = posts_[program_record].send_after;
+  if (!reached(rank, send_after, iteration)) waiting_[rank].push_back(Waiting{send_after, id});
+  const int32_t receiver = nodes_[target].rank;
+  const int32_t recv_after = posts_[record_of_[target - node_base(iteration)]].recv_after;
+  if (!reached(receiver, recv_after, iteration)) {
+    waiting_[receiver].push_back(Waiting{recv_after, id});
+  }
+}
+
+void Engine::post(int32_t rank, Picos now) {
+  std::vector<Waiting>& waiting = waiting_[rank];
+  for (size_t i = 0; i < waiting.size();) {
+    if (waiting[i].after > ranks_[rank].pos) {
+      ++i;
+      continue;
+    }
+    const Deferred d = deferred_[waiting[i].deferred];
+    waiting[i] = waiting.back();
+    waiting.pop_back();
+    // The other side may still be waiting: then its post starts it.
+    if (!posted(d.rank, d.program_record, d.target)) continue;
+    send(d.rank, d.node, d.program_record, d.target, now);
+    Node& consumer = nodes_[d.target];
+    if (--consumer.pending == 0) try_start(consumer.rank, now);
+  }
+}
+
+uint32_t Engine::deliver(int32_t rank, int32_t node, int32_t program_record, Picos now) {
   RankState& r = ranks_[rank];
   const Node& nd = nodes_[node];
   const int64_t freed = freed_bytes(costs_->stages[nd.stage_slice], nd.kind);
@@ -333,30 +389,42 @@ void Engine::deliver(int32_t rank, int32_t node, int32_t program_record, Picos n
   if (freed < 0) {  // an I that leaves more than its F took
     out_->peak_activation_bytes[rank] = std::max(out_->peak_activation_bytes[rank], r.activation);
   }
-  const int32_t iteration_base = r.iteration * nodes_per_iteration_;
-  const int32_t copy_base = node_base(r.iteration);
-  const int32_t record = iteration_base + program_record;
-  for (const int32_t target : nd.out) {
-    if (target < 0) break;
+  uint32_t waits = 0;
+  for (int e = 0; e < 3 && nd.out[e] >= 0; ++e) {
+    const int32_t target = nd.out[e];
     Node& consumer = nodes_[target];
-    Picos arrival = now;
-    if (consumer.rank != rank) {
-      // Across ranks only the stage-to-stage edges travel: F(s) -> F(s+1)
-      // carries an activation, B/I(s+1) -> B/I(s) a gradient.
-      const int boundary = std::min(nd.stage_slice, consumer.stage_slice);
-      const Picos cost = nd.kind == ActionKind::kForward ? costs_->p2p_forward[boundary]
-                                                         : costs_->p2p_backward[boundary];
-      Picos& link_free = link_free_[link_id(rank, consumer.rank)];
-      const Picos start = std::max(now, link_free);
-      arrival = link_free = add_saturated(start, cost);
-      if (options_.record) {
-        out_->transfers.push_back(TransferRecord{
-            record, iteration_base + record_of_[target - copy_base], start, arrival});
-      }
+    if (consumer.rank == rank) {
+      consumer.time = std::max(consumer.time, now);
+    } else if (posts_.empty() || posted(rank, program_record, target)) {
+      send(rank, node, program_record, target, now);
+    } else {
+      defer(rank, node, program_record, target);
+      waits |= 1u << e;
     }
-    consumer.time = std::max(consumer.time, arrival);
-    if (options_.blocking_sends) r.sends_end = std::max(r.sends_end, arrival);
   }
+  return waits;
+}
+
+// Across ranks only the stage-to-stage edges travel: F(s) -> F(s+1) carries
+// an activation, B/I(s+1) -> B/I(s) a gradient.
+void Engine::send(int32_t rank, int32_t node, int32_t program_record, int32_t target, Picos now) {
+  RankState& r = ranks_[rank];
+  const Node& nd = nodes_[node];
+  Node& consumer = nodes_[target];
+  const int boundary = std::min(nd.stage_slice, consumer.stage_slice);
+  const Picos cost = nd.kind == ActionKind::kForward ? costs_->p2p_forward[boundary]
+                                                     : costs_->p2p_backward[boundary];
+  Picos& link_free = link_free_[link_id(rank, consumer.rank)];
+  const Picos start = std::max(now, link_free);
+  const Picos arrival = link_free = add_saturated(start, cost);
+  if (options_.record) {
+    const int32_t iteration_base = r.iteration * nodes_per_iteration_;
+    out_->transfers.push_back(TransferRecord{
+        iteration_base + program_record,
+        iteration_base + record_of_[target - node_base(r.iteration)], start, arrival});
+  }
+  consumer.time = std::max(consumer.time, arrival);
+  if (options_.blocking_sends) r.sends_end = std::max(r.sends_end, arrival);
 }
 
 void Engine::finish(int32_t rank, Picos now) {
@@ -377,6 +445,7 @@ void Engine::finish(int32_t rank, Picos now) {
       end = std::max(end, now);
       r.pos = 0;
       r.phase = ++r.iteration == options_.iterations ? Phase::kDone : Phase::kProgram;
+      if (!posts_.empty() && r.phase == Phase::kProgram) post(rank, now);  // its first receives
       break;
     }
     case Phase::kBarrier:
@@ -389,6 +458,12 @@ void Engine::finish(int32_t rank, Picos now) {
 Status Engine::run(const Schedule& schedule, const CostTable& costs, Timeline* timeline,
                    const RunOptions& options) {
   PPSIM_CHECK(options.iterations >= 1);
+  if (!schedule.comm_posts.empty() && (!options.synchronous_step || options.blocking_sends)) {
+    return Error{
+        "a schedule that posts its transfers (a compute+comms file) runs with a synchronous "
+        "optimizer step and non-blocking sends only: set training.optimizer_step: synchronous "
+        "and training.blocking_p2p: false"};
+  }
   options_ = options;
   build(schedule, costs);
   out_ = timeline;

@@ -124,9 +124,23 @@ class Engine {
   // The action at the rank's position, or its overlapped pair, has ended:
   // deliver each one's outputs, then wake their consumers.
   void finish_actions(int32_t rank, Picos now);
-  // Frees what the action gives back and sends its outputs on their links.
+  // Frees what the action gives back and sends its outputs on their links;
+  // returns a bit per out-edge whose transfer waits for a later post
+  // (Schedule::comm_posts), whose consumer is not to be woken yet.
   // `program_record`: its record in an iteration's records.
-  void deliver(int32_t rank, int32_t node, int32_t program_record, Picos now);
+  uint32_t deliver(int32_t rank, int32_t node, int32_t program_record, Picos now);
+  // The output of `node` (on `rank`, record `program_record`) to `target`
+  // on another rank, handed to its link at `now`.
+  void send(int32_t rank, int32_t node, int32_t program_record, int32_t target, Picos now);
+  // Whether `rank` has done `after` actions of `iteration` (after < 0: at once).
+  bool reached(int32_t rank, int32_t after, int32_t iteration) const;
+  // Whether an out-edge's transfer is posted on both sides by now.
+  bool posted(int32_t sender, int32_t program_record, int32_t target) const;
+  // Records a transfer that waits for a post, on the ranks it waits for.
+  void defer(int32_t rank, int32_t node, int32_t program_record, int32_t target);
+  // The rank has done r.pos actions of its iteration: the transfers waiting
+  // for that post and now posted on both sides start.
+  void post(int32_t rank, Picos now);
   void start_epilogue(int32_t rank, EpilogueKind kind, Picos now, Picos duration);
   void push(Picos time, int32_t rank);
 
@@ -149,6 +163,21 @@ class Engine {
   std::vector<int32_t> node_of_;    // record -> node, in iteration 0
   std::vector<int32_t> record_of_;  // node -> record, in iteration 0
   ActionIndex index_;               // action -> node, in iteration 0
+  // Schedule::comm_posts per record of iteration 0 (empty: every transfer
+  // posted at once), and the transfers waiting for a post.
+  std::vector<CommPosts> posts_;
+  struct Deferred {
+    int32_t rank;            // the sender
+    int32_t node;            // the producer
+    int32_t program_record;  // the producer's
+    int32_t target;          // the consumer's node
+  };
+  std::vector<Deferred> deferred_;
+  struct Waiting {
+    int32_t after;     // actions the rank must have done
+    int32_t deferred;  // index into deferred_
+  };
+  std::vector<std::vector<Waiting>> waiting_;  // per rank
   int barrier_arrived_ = 0;
   // The schedule steps inside its programs (S actions): no end-of-iteration
   // gradient sync and step then.

@@ -354,6 +354,59 @@ TEST(OverlappedPair, WaitsForItsBackwardsInputAndHandsOnAtItsEnd) {
   EXPECT_EQ(t.makespan, 3 * f + 3 * b + 2 * c);
 }
 
+// A compute+comms file posts each transfer where its cells stand: it starts
+// once the sender has posted the SEND and the receiver the RECV (each after
+// the actions before it in its row). Here rank 1 posts the receive of 1F1's
+// input only after 1B0. With f = 2, b = 4 and transfers of 1 (units):
+// 0F0 0-2, its activation 2-3, 1F0 3-5, 1B0 5-9, its gradient 9-10, 0B0
+// 10-14; 0F1 ends at 4 but its activation waits for rank 1's post at 9:
+// 9-10, 1F1 10-12, 1B1 12-16, its gradient 16-17, 0B1 17-21. Without the
+// cells the activation leaves at 4, 1F1 runs 9-11 and 0B1 ends at 20.
+TEST(PostedTransfers, StartWhenBothSidesHavePostedThem) {
+  constexpr Picos kUnit = 1'000'000;
+  const std::string rank0 = "0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1\n";
+  const std::string rank1 = "1RECV_F0,1F0,1B0,1SEND_B0,1RECV_F1,1F1,1B1,1SEND_B1\n";
+  const Schedule posted = *schedule_from_csv(rank0 + rank1, "comms.csv");
+  ASSERT_TRUE(validate(posted).ok()) << validate(posted).message();
+  const CostTable costs = uniform_costs(2, 2, 2 * kUnit, 4 * kUnit, kUnit);
+  Timeline t;
+  ASSERT_TRUE(Engine().run(posted, costs, &t).ok());
+  EXPECT_EQ(t.makespan, 21 * kUnit);
+  Schedule compute_only = posted;
+  compute_only.comm_posts.clear();
+  ASSERT_TRUE(Engine().run(compute_only, costs, &t).ok());
+  EXPECT_EQ(t.makespan, 20 * kUnit);
+  // Two iterations, rank 1 stepping 5 after the barrier at 21 and rank 0 at
+  // once: rank 0's 0F0 ends at 23, but rank 1 posts its receive only when
+  // its iteration starts, at 26; the second iteration is then the first
+  // from 26 on rank 1's side: 1F0 27-29, 1B0 29-33, 0B0 34-38, 0F1's
+  // activation posted at 33, 1F1 34-36, 1B1 36-40, 0B1 41-45, and the
+  // steps end at 45 and 50.
+  CostTable stepping = costs;
+  stepping.optimizer_step = {0, 5 * kUnit};
+  ASSERT_TRUE(Engine().run(posted, stepping, &t, {2, true}).ok());
+  EXPECT_EQ(t.iteration_end, (std::vector<Picos>{26 * kUnit, 50 * kUnit}));
+  // Post-validation lets ranks run into the next iteration before a post
+  // the engine would wait for: refused, naming the keys.
+  RunOptions post_validated;
+  post_validated.synchronous_step = false;
+  const Status refused = Engine().run(posted, costs, &t, post_validated);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.message(), ::testing::HasSubstr("training.optimizer_step: synchronous"));
+}
+
+// A send posted after an action that needs what the sent activation leads
+// to can never be posted: a deadlock, found before anything runs.
+TEST(PostedTransfers, ASendPostedTooLateIsADeadlock) {
+  const Schedule late =
+      *schedule_from_csv("0F0,0RECV_B0,0B0,0SEND_F0\n1RECV_F0,1F0,1B0,1SEND_B0\n", "late.csv");
+  const Status st = validate(late);
+  ASSERT_FALSE(st.ok());
+  EXPECT_THAT(st.message(), ::testing::HasSubstr("deadlock in schedule custom"));
+  Timeline t;
+  EXPECT_FALSE(Engine().run(late, uniform_costs(2, 2, 1, 2, 1), &t).ok());
+}
+
 // DeepSeek's DualPipe README gives its bubble as (PP/2 - 1)(F&B + B - 3W) per
 // rank; DualPipeV folds it into p ranks holding PP = 2p stages, so
 // (p - 1)(F&B + B - 3W). With nothing to hide (F&B = F + B) ppsim's

@@ -319,8 +319,8 @@ TEST(PytorchCsv, AnOverlappedPairIsAForwardThenABackward) {
                         "forward and then a backward (B or I), (F;B)"));
 }
 
-// PyTorch's compute+comms form: "0F0,0SEND_F0,2RECV_F0,...".
-TEST(PytorchCsv, TransferCellsAreCheckedAndSetAside) {
+// PyTorch's compute+comms form: "0F0,0SEND_F0,2RECV_F0,0F1,0SEND_F1,...".
+TEST(PytorchCsv, TransferCellsArePostedWhereTheyStand) {
   const std::string name = "zb1p_2rank_2stagep_comms.csv";
   const std::string text = pytorch_artifact(name);
   const Result<ScheduleFile> file = read_schedule_csv(text, name);
@@ -328,7 +328,17 @@ TEST(PytorchCsv, TransferCellsAreCheckedAndSetAside) {
   // 8 microbatches cross each of the 3 stage boundaries forward and back,
   // a send and a receive each time: 8 x 3 x 2 x 2.
   EXPECT_THAT(file->notes, ElementsAre(HasSubstr(name + ": its 96 transfer cells (SEND_F, "
-                                                        "RECV_F, SEND_B, RECV_B) were checked")));
+                                                        "RECV_F, SEND_B, RECV_B) are simulated "
+                                                        "where they stand")));
+  // Rank 0 runs 0F0, 0F1, 2F0, ...: 0F0's activation is sent once 0F0 is
+  // done, 0F1's once 0F1 is, and the receive of 2F0's input is posted once
+  // 0F0 is (the cell after 0SEND_F0).
+  const std::vector<CommPosts>& posts = file->schedule.comm_posts[0];
+  EXPECT_EQ(to_string(file->schedule.programs[0][2]), "2F0");
+  EXPECT_EQ(posts[0], (CommPosts{1, -1}));
+  EXPECT_EQ(posts[1], (CommPosts{2, -1}));
+  EXPECT_EQ(posts[2].recv_after, 1);
+  EXPECT_TRUE(validate(file->schedule).ok()) << validate(file->schedule).message();
   // The programs are the file's other cells, in their order.
   std::string kept;  // the file with its transfer cells emptied
   std::string cell;

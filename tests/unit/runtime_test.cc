@@ -153,6 +153,13 @@ TEST(RuntimeTest, RejectsWhatItCannotRun) {
   ASSERT_FALSE(two_chains.ok());
   EXPECT_THAT(two_chains.error().message, HasSubstr("the runtime runs one chain of stages, not 2"));
 
+  // A compute+comms file's posted transfers: simulated only.
+  Schedule posted = schedule_of("1f1b", 2, 4);
+  for (const auto& program : posted.programs) posted.comm_posts.emplace_back(program.size());
+  Result<RunResult> with_posts = run_threads(posted, tiny_model(), settings);
+  ASSERT_FALSE(with_posts.ok());
+  EXPECT_THAT(with_posts.error().message, HasSubstr("does not follow a file's SEND/RECV cells"));
+
   settings.fail_at = FailAt{0, "not an action", 0};
   Result<RunResult> unknown = run_threads(schedule_of("1f1b", 2, 4), tiny_model(), settings);
   ASSERT_FALSE(unknown.ok());
