@@ -19,20 +19,46 @@ namespace {
 // An overlapped pair as one cell, as PyTorch writes it: "(0F7;7B3)OVERLAP_F_B".
 constexpr std::string_view kPairSuffix = ")OVERLAP_F_B";
 
+// A rank's transfer cells (Schedule::comm_posts) by the number of its
+// actions done when each is posted: the sends, then the receives, each in
+// program order. "2SEND_F0" sends 2F0's output; "2RECV_F0" receives 2F0's
+// input (and _B for a backward's gradient).
+std::vector<std::vector<std::string>> posts_by_slot(const std::vector<Action>& program,
+                                                    const std::vector<CommPosts>& posts) {
+  std::vector<std::vector<std::string>> slots(program.size() + 1);
+  const auto cell = [](const Action& a, std::string_view what) {
+    return fmt::format("{}{}_{}{}", a.stage, what, a.kind == ActionKind::kForward ? 'F' : 'B',
+                       a.microbatch);
+  };
+  for (size_t j = 0; j < program.size(); ++j) {
+    if (posts[j].send_after >= 0) slots[posts[j].send_after].push_back(cell(program[j], "SEND"));
+  }
+  for (size_t j = 0; j < program.size(); ++j) {
+    if (posts[j].recv_after >= 0) slots[posts[j].recv_after].push_back(cell(program[j], "RECV"));
+  }
+  return slots;
+}
+
 std::string rows_text(const Schedule& schedule, std::string_view line_end) {
   std::string out;
-  for (const auto& program : schedule.programs) {
+  for (size_t rank = 0; rank < schedule.programs.size(); ++rank) {
+    const std::vector<Action>& program = schedule.programs[rank];
+    const std::vector<std::vector<std::string>> slots =
+        schedule.comm_posts.empty() ? std::vector<std::vector<std::string>>(program.size() + 1)
+                                    : posts_by_slot(program, schedule.comm_posts[rank]);
+    std::vector<std::string> cells(slots[0]);
     for (size_t i = 0; i < program.size(); ++i) {
-      if (i > 0) out += ',';
       if (program[i].overlaps_next && i + 1 < program.size()) {
-        out +=
-            fmt::format("({};{}{}", to_string(program[i]), to_string(program[i + 1]), kPairSuffix);
-        ++i;
+        cells.push_back(
+            fmt::format("({};{}{}", to_string(program[i]), to_string(program[i + 1]), kPairSuffix));
+        ++i;  // a post between a pair's two actions follows the pair's cell
+        cells.insert(cells.end(), slots[i].begin(), slots[i].end());
       } else {
-        out += to_string(program[i]);
+        cells.push_back(to_string(program[i]));
       }
+      cells.insert(cells.end(), slots[i + 1].begin(), slots[i + 1].end());
     }
-    out += line_end;
+    out += fmt::format("{}{}", fmt::join(cells, ","), line_end);
   }
   return out;
 }

@@ -9,10 +9,11 @@
 // its backward, and written back as one cell. The transfer cells of
 // PyTorch's compute+comms format (SEND_F, RECV_F, SEND_B, RECV_B) are
 // checked (a send after the action it sends from, on the same rank; a
-// receive before the action that needs it) and set aside, with a note: the
-// simulator times each transfer on its link from the producer's end. Its
-// FSDP and gradient-reduction cells (UNSHARD, RESHARD, REDUCE_GRAD) are
-// errors saying they are not supported.
+// receive before the action that needs it) and become the schedule's
+// comm_posts, with a note; a schedule with comm_posts is written with them,
+// sends before receives where several stand together. Its FSDP and
+// gradient-reduction cells (UNSHARD, RESHARD, REDUCE_GRAD) are errors saying
+// they are not supported.
 #pragma once
 
 #include <string>
@@ -25,10 +26,10 @@ namespace ppsim {
 
 // ppsim's form: a '#' line naming the schedule, then one row per rank.
 std::string schedule_to_csv(const Schedule& schedule);
-// PyTorch's compute-only form, exactly what `_dump_csv` writes and
-// `_load_csv` reads: no comment line, rows ended by "\r\n" (Python's
-// csv.writer). An error for what PyTorch cannot read back: optimizer steps
-// (S) and token slices.
+// PyTorch's compute-only form (compute+comms when the schedule has
+// comm_posts), as `_dump_csv` writes and `_load_csv` reads: no comment
+// line, rows ended by "\r\n" (Python's csv.writer). An error for what PyTorch cannot read back:
+// optimizer steps (S) and token slices.
 Result<std::string> schedule_to_pytorch_csv(const Schedule& schedule);
 
 // A schedule read from a file, with what the reader had to interpret

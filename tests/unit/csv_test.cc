@@ -358,6 +358,23 @@ TEST(PytorchCsv, TransferCellsArePostedWhereTheyStand) {
   EXPECT_EQ(file->schedule.programs, expected->programs);
 }
 
+// Written back (PyTorch's form, then ppsim's), the posts read the same:
+// the same programs and the same transfers posted after the same actions.
+TEST(PytorchCsv, PostedTransfersRoundTrip) {
+  const std::string name = "zb1p_2rank_2stagep_comms.csv";
+  const Result<Schedule> read = schedule_from_csv(pytorch_artifact(name), name);
+  ASSERT_TRUE(read.ok()) << read.error().message;
+  const Result<std::string> written = schedule_to_pytorch_csv(*read);
+  ASSERT_TRUE(written.ok()) << written.error().message;
+  EXPECT_THAT(*written, HasSubstr("0F0,0SEND_F0,2RECV_F0,0F1,"));  // as in the file
+  for (const std::string& text : {*written, schedule_to_csv(*read)}) {
+    const Result<Schedule> back = schedule_from_csv(text, "back.csv");
+    ASSERT_TRUE(back.ok()) << back.error().message;
+    EXPECT_EQ(back->programs, read->programs);
+    EXPECT_EQ(back->comm_posts, read->comm_posts);
+  }
+}
+
 TEST(PytorchCsv, ATransferOutOfPlaceIsAnErrorNamingItsCell) {
   const auto error_of = [](const std::string& text) {
     const Result<ScheduleFile> file = read_schedule_csv(text, "t.csv");
