@@ -111,17 +111,11 @@ std::string_view after_stage(std::string_view cell) {
   return kind == std::string_view::npos ? std::string_view{} : cell.substr(kind);
 }
 
-struct PytorchOnlyAction {
-  std::string_view name;  // as PyTorch spells it
-  std::string_view what;
-};
-// The actions of PyTorch's compute+comms format (_ComputationType in
-// torch/distributed/pipelining/schedules.py) that a compute-only file lacks.
-constexpr PytorchOnlyAction kPytorchOnlyActions[] = {
-    {"UNSHARD", "FSDP"},
-    {"RESHARD", "FSDP"},
-    {"REDUCE_GRAD", "gradient-reduction"},
-};
+// The per-stage FSDP actions of PyTorch's compute+comms format
+// (_ComputationType in torch/distributed/pipelining/schedules.py): "1UNSHARD"
+// gathers stage 1's weights, "1RESHARD" frees them, "1REDUCE_GRAD"
+// reduce-scatters its gradients. Read and set aside (their stage checked).
+constexpr std::string_view kFsdpActions[] = {"UNSHARD", "RESHARD", "REDUCE_GRAD"};
 
 // A transfer cell of the compute+comms format ("0SEND_F0", "2RECV_B1"): the
 // activation a forward sends or receives (SEND_F, RECV_F) or the input
@@ -145,20 +139,6 @@ constexpr TransferName kTransferNames[] = {
     {"RECV_B", false, false},
 };
 
-// Why ppsim cannot represent `cell` yet, or "" when it may be an action.
-std::string not_supported_yet(std::string_view cell) {
-  for (const auto& [name, what] : kPytorchOnlyActions) {
-    if (after_stage(cell).starts_with(name)) {
-      return fmt::format(
-          "{} actions ({}) are not supported yet (issue 13): ppsim reads PyTorch's compute-only "
-          "format (F, B, I, W cells); write the schedule with _dump_csv(filename, "
-          "format=\"compute_only\")",
-          what, name);
-    }
-  }
-  return {};
-}
-
 // One cell: an action, an overlapped pair's two (the forward, marked
 // Action::overlaps_next, then the backward), or a transfer (no action).
 struct Cell {
@@ -166,7 +146,28 @@ struct Cell {
   int count = 1;
   bool spelled_bw = false;  // the full backward as older PyTorch releases spelled it
   std::optional<Transfer> transfer;
+  std::optional<int> fsdp_stage;  // an FSDP action's stage
 };
+
+// "1UNSHARD", "1RESHARD", "1REDUCE_GRAD": the stage, read as an action's
+// ("1F0") so that it is checked as any action's is.
+std::optional<Result<Cell>> parse_fsdp(std::string_view cell) {
+  const std::string_view name = after_stage(cell);
+  for (const std::string_view fsdp : kFsdpActions) {
+    if (!name.starts_with(fsdp)) continue;
+    const std::string_view stage = cell.substr(0, cell.size() - name.size());
+    const Result<Action> a = parse_action(fmt::format("{}F0", stage));
+    if (name != fsdp || stage.empty() || !a) {
+      return Error{fmt::format("\"{}\" is not an FSDP action: expected STAGE {} (e.g. \"1{}\")",
+                               printable(cell), fsdp, fsdp)};
+    }
+    Cell set_aside;
+    set_aside.count = 0;
+    set_aside.fsdp_stage = a->stage;
+    return set_aside;
+  }
+  return std::nullopt;
+}
 
 // "2SEND_F0": its stage and microbatch read as the action's ("2F0"), so
 // that they are checked as any action's are.
@@ -219,9 +220,7 @@ Result<Cell> parse_cell(std::string_view text) {
   const std::string_view cell = trimmed(text);
   if (cell.starts_with('(') && cell.ends_with(kPairSuffix)) return parse_pair(cell);
   if (std::optional<Result<Cell>> transfer = parse_transfer(cell)) return std::move(*transfer);
-  if (const std::string why = not_supported_yet(cell); !why.empty()) {
-    return Error{fmt::format("\"{}\": {}", printable(cell), why)};
-  }
+  if (std::optional<Result<Cell>> fsdp = parse_fsdp(cell)) return std::move(*fsdp);
   const size_t kind = cell.size() - after_stage(cell).size();
   Cell one;
   if (cell.substr(kind).starts_with("BW")) {
@@ -255,6 +254,15 @@ struct Rows {
     std::string text;
   };
   std::vector<PlacedTransfer> transfers;
+  // FSDP cells, set aside once their stage is checked against their row's.
+  struct FsdpCell {
+    int stage = 0;
+    int rank = 0;
+    int line = 0;
+    int cell = 0;
+    std::string text;
+  };
+  std::vector<FsdpCell> fsdp;
 };
 
 // Appends one row's actions to `rows` as rank rows.programs.size().
@@ -275,6 +283,9 @@ Status read_row(std::string_view line, int line_no, std::string_view source, Row
       if (c->transfer) {
         rows.transfers.push_back(
             {*c->transfer, rank, program.size(), line_no, column, std::string(trimmed(cell))});
+      }
+      if (c->fsdp_stage) {
+        rows.fsdp.push_back({*c->fsdp_stage, rank, line_no, column, std::string(trimmed(cell))});
       }
       for (int k = 0; k < c->count; ++k) {
         const Action& action = c->actions[k];
@@ -507,6 +518,18 @@ Result<std::vector<std::vector<CommPosts>>> place_transfers(const Rows& rows,
   return posts;
 }
 
+// Each FSDP cell names a stage its row's rank runs.
+Status check_fsdp(const std::vector<Rows::FsdpCell>& cells, const Schedule& s,
+                  std::string_view source) {
+  for (const Rows::FsdpCell& c : cells) {
+    if (c.stage >= s.num_stages || s.stage_rank[c.stage] != c.rank) {
+      return Error{fmt::format("{}:{}: cell {} (rank {}): \"{}\": rank {} runs no stage {}", source,
+                               c.line, c.cell, c.rank, printable(c.text), c.rank, c.stage)};
+    }
+  }
+  return {};
+}
+
 }  // namespace
 
 Result<ScheduleFile> read_schedule_csv(std::string_view text, std::string_view source) {
@@ -532,10 +555,19 @@ Result<ScheduleFile> read_schedule_csv(std::string_view text, std::string_view s
         source, rows->transfers.size()));
   }
   if (Status st = check_no_repeats(*rows, source); !st) return Error{st.message()};
+  const std::vector<Rows::FsdpCell> fsdp = std::move(rows->fsdp);
   Result<Schedule> schedule = schedule_of(std::move(*rows), source);
   if (!schedule) return schedule.error();
   file.schedule = std::move(*schedule);
   file.schedule.comm_posts = std::move(posts);
+  if (!fsdp.empty()) {
+    if (Status st = check_fsdp(fsdp, file.schedule, source); !st) return Error{st.message()};
+    file.notes.push_back(fmt::format(
+        "{}: its {} FSDP cells (UNSHARD, RESHARD, REDUCE_GRAD) were read and set aside: ppsim "
+        "does not time FSDP's per-stage weight gathers and gradient reductions there (its "
+        "data-parallel reduction follows training.zero_stage)",
+        source, fsdp.size()));
+  }
   return file;
 }
 

@@ -11,9 +11,9 @@
 // checked (a send after the action it sends from, on the same rank; a
 // receive before the action that needs it) and become the schedule's
 // comm_posts, with a note; a schedule with comm_posts is written with them,
-// sends before receives where several stand together. Its FSDP and
-// gradient-reduction cells (UNSHARD, RESHARD, REDUCE_GRAD) are errors saying
-// they are not supported.
+// sends before receives where several stand together. Its FSDP cells
+// (UNSHARD, RESHARD, REDUCE_GRAD, per stage) are read, their stage checked
+// against the row's rank, and set aside with a note: not timed.
 #pragma once
 
 #include <string>

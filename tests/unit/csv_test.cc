@@ -399,17 +399,24 @@ TEST(PytorchCsv, ATransferOutOfPlaceIsAnErrorNamingItsCell) {
             "MICROBATCH (e.g. \"2SEND_F0\")");
 }
 
-TEST(PytorchCsv, FsdpAndGradientReductionCellsAreNotSupportedYet) {
-  const Result<Schedule> unshard = schedule_from_csv("0F0\n1UNSHARD,1F0\n", "u.csv");
-  ASSERT_FALSE(unshard.ok());
-  EXPECT_THAT(unshard.error().message,
-              HasSubstr("u.csv:2: cell 1 (rank 1): \"1UNSHARD\": FSDP actions (UNSHARD) are "
-                        "not supported yet (issue 13)"));
-  const Result<Schedule> reduce = schedule_from_csv("0F0,0B0, 0REDUCE_GRAD\n", "r.csv");
-  ASSERT_FALSE(reduce.ok());
-  EXPECT_THAT(reduce.error().message,
-              HasSubstr("r.csv:1: cell 3 (rank 0): \"0REDUCE_GRAD\": gradient-reduction "
-                        "actions (REDUCE_GRAD) are not supported yet (issue 13)"));
+// FSDP's cells are read and set aside with a note; each must name a stage
+// of its own row's rank.
+TEST(PytorchCsv, FsdpCellsAreReadAndSetAside) {
+  const std::string text = "0UNSHARD,0F0,0B0, 0REDUCE_GRAD,0RESHARD\n1UNSHARD,1F0,1B0\n";
+  const Result<ScheduleFile> file = read_schedule_csv(text, "u.csv");
+  ASSERT_TRUE(file.ok()) << file.error().message;
+  EXPECT_THAT(file->notes, ElementsAre(HasSubstr("u.csv: its 4 FSDP cells (UNSHARD, RESHARD, "
+                                                 "REDUCE_GRAD) were read and set aside")));
+  EXPECT_EQ(program_to_string(file->schedule.programs[0]), "0F0 0B0");
+  const auto error_of = [](const std::string& bad) {
+    const Result<ScheduleFile> read = read_schedule_csv(bad, "r.csv");
+    return read.ok() ? std::string("no error") : read.error().message;
+  };
+  EXPECT_EQ(error_of("0F0,0B0,1REDUCE_GRAD\n1F0,1B0\n"),
+            "r.csv:1: cell 3 (rank 0): \"1REDUCE_GRAD\": rank 0 runs no stage 1");
+  EXPECT_EQ(error_of("0F0,0UNSHARD2\n"),
+            "r.csv:1: cell 2 (rank 0): \"0UNSHARD2\" is not an FSDP action: expected STAGE "
+            "UNSHARD (e.g. \"1UNSHARD\")");
 }
 
 }  // namespace
