@@ -12,7 +12,8 @@ namespace ppsim {
 namespace {
 
 // Schedule::comm_posts: none, or one entry per action, each send posted
-// after its action and each receive before it.
+// after its action and each receive before it (before its pair, for the
+// backward of an overlapped pair: the pair starts with both inputs in).
 Status check_comm_posts(const Schedule& s) {
   if (s.comm_posts.empty()) return {};
   if (s.comm_posts.size() != s.programs.size()) {
@@ -28,8 +29,10 @@ Status check_comm_posts(const Schedule& s) {
     const auto size = static_cast<int32_t>(posts.size());
     for (int32_t pos = 0; pos < size; ++pos) {
       const CommPosts& p = posts[pos];
+      const bool paired = pos > 0 && s.programs[rank][pos - 1].overlaps_next;
+      const int32_t latest_recv = paired ? pos - 1 : pos;
       if ((p.send_after != -1 && (p.send_after <= pos || p.send_after > size)) ||
-          (p.recv_after != -1 && (p.recv_after < 0 || p.recv_after > pos))) {
+          (p.recv_after != -1 && (p.recv_after < 0 || p.recv_after > latest_recv))) {
         return Error{fmt::format(
             "schedule {}: rank {} posts the transfers of {} after {} and {} of its actions: a "
             "send is posted after its action, a receive before it",

@@ -155,5 +155,24 @@ TEST(Validate, AcceptsAHandWrittenSplitSchedule) {
   EXPECT_TRUE(validate(two_ranks("0F0,0F1,0I0,0I1,0W0,0W1", "1F0,1I0,1F1,1I1,1W0,1W1")).ok());
 }
 
+// Posted transfers (Schedule::comm_posts): a send after its action, a
+// receive before it, and for an overlapped pair's backward before the pair.
+TEST(Validate, PostsSendsAfterAndReceivesBefore) {
+  Schedule s = two_ranks("0F0,0F1,0B0,0B1", "1F0,1B0,1F1,1B1");
+  for (const auto& program : s.programs) s.comm_posts.emplace_back(program.size());
+  EXPECT_TRUE(validate(s).ok()) << validate(s).message();
+  s.comm_posts[1][2].recv_after = 3;  // 1F1's input received after 1F1
+  EXPECT_EQ(error_of(s),
+            "schedule custom: rank 1 posts the transfers of 1F1 after -1 and 3 of its actions: a "
+            "send is posted after its action, a receive before it");
+  s.comm_posts[1][2].recv_after = -1;
+  s.comm_posts[0][1].send_after = 1;  // 0F1's output sent before 0F1 ends
+  EXPECT_THAT(error_of(s), ::testing::HasSubstr("posts the transfers of 0F1 after 1 and -1"));
+  Schedule pair = two_ranks("0F0,(0F1;0B0)OVERLAP_F_B,0B1", "1F0,1B0,1F1,1B1");
+  for (const auto& program : pair.programs) pair.comm_posts.emplace_back(program.size());
+  pair.comm_posts[0][2].recv_after = 2;  // 0B0's gradient received inside its pair
+  EXPECT_THAT(error_of(pair), ::testing::HasSubstr("posts the transfers of 0B0 after -1 and 2"));
+}
+
 }  // namespace
 }  // namespace ppsim
