@@ -336,15 +336,17 @@ void Engine::finish_actions(int32_t rank, Picos now) {
   if (!posts_.empty()) post(rank, now);
 }
 
-// A rank has reached a post when it has done that many actions of the
-// sender's iteration: a receiver still in the one before (its optimizer
-// step after the barrier) has not.
+// A rank has reached a post of `iteration` when it has done that many
+// actions of it, or gone on to a later one: a receiver still in an earlier
+// iteration (its optimizer step after the barrier, or behind without one)
+// has not.
 bool Engine::reached(int32_t rank, int32_t after, int32_t iteration) const {
-  return after < 0 || (ranks_[rank].iteration == iteration && ranks_[rank].pos >= after);
+  const RankState& r = ranks_[rank];
+  return after < 0 || r.iteration > iteration || (r.iteration == iteration && r.pos >= after);
 }
 
-bool Engine::posted(int32_t sender, int32_t program_record, int32_t target) const {
-  const int32_t iteration = ranks_[sender].iteration;
+bool Engine::posted(int32_t sender, int32_t program_record, int32_t target,
+                    int32_t iteration) const {
   const int32_t consumer_record = record_of_[target - node_base(iteration)];
   return reached(sender, posts_[program_record].send_after, iteration) &&
          reached(nodes_[target].rank, posts_[consumer_record].recv_after, iteration);
@@ -352,8 +354,8 @@ bool Engine::posted(int32_t sender, int32_t program_record, int32_t target) cons
 
 void Engine::defer(int32_t rank, int32_t node, int32_t program_record, int32_t target) {
   const auto id = static_cast<int32_t>(deferred_.size());
-  deferred_.push_back(Deferred{rank, node, program_record, target});
   const int32_t iteration = ranks_[rank].iteration;
+  deferred_.push_back(Deferred{rank, node, program_record, target, iteration});
   const int32_t send_after = posts_[program_record].send_after;
   if (!reached(rank, send_after, iteration)) waiting_[rank].push_back(Waiting{send_after, id});
   const int32_t receiver = nodes_[target].rank;
@@ -366,16 +368,16 @@ void Engine::defer(int32_t rank, int32_t node, int32_t program_record, int32_t t
 void Engine::post(int32_t rank, Picos now) {
   std::vector<Waiting>& waiting = waiting_[rank];
   for (size_t i = 0; i < waiting.size();) {
-    if (waiting[i].after > ranks_[rank].pos) {
+    const Deferred d = deferred_[waiting[i].deferred];
+    if (!reached(rank, waiting[i].after, d.iteration)) {
       ++i;
       continue;
     }
-    const Deferred d = deferred_[waiting[i].deferred];
     waiting[i] = waiting.back();
     waiting.pop_back();
     // The other side may still be waiting: then its post starts it.
-    if (!posted(d.rank, d.program_record, d.target)) continue;
-    send(d.rank, d.node, d.program_record, d.target, now);
+    if (!posted(d.rank, d.program_record, d.target, d.iteration)) continue;
+    send(d.rank, d.node, d.program_record, d.target, now, d.iteration);
     Node& consumer = nodes_[d.target];
     if (--consumer.pending == 0) try_start(consumer.rank, now);
   }
@@ -395,8 +397,8 @@ uint32_t Engine::deliver(int32_t rank, int32_t node, int32_t program_record, Pic
     Node& consumer = nodes_[target];
     if (consumer.rank == rank) {
       consumer.time = std::max(consumer.time, now);
-    } else if (posts_.empty() || posted(rank, program_record, target)) {
-      send(rank, node, program_record, target, now);
+    } else if (posts_.empty() || posted(rank, program_record, target, r.iteration)) {
+      send(rank, node, program_record, target, now, r.iteration);
     } else {
       defer(rank, node, program_record, target);
       waits |= 1u << e;
@@ -407,7 +409,8 @@ uint32_t Engine::deliver(int32_t rank, int32_t node, int32_t program_record, Pic
 
 // Across ranks only the stage-to-stage edges travel: F(s) -> F(s+1) carries
 // an activation, B/I(s+1) -> B/I(s) a gradient.
-void Engine::send(int32_t rank, int32_t node, int32_t program_record, int32_t target, Picos now) {
+void Engine::send(int32_t rank, int32_t node, int32_t program_record, int32_t target, Picos now,
+                  int32_t iteration) {
   RankState& r = ranks_[rank];
   const Node& nd = nodes_[node];
   Node& consumer = nodes_[target];
@@ -418,10 +421,10 @@ void Engine::send(int32_t rank, int32_t node, int32_t program_record, int32_t ta
   const Picos start = std::max(now, link_free);
   const Picos arrival = link_free = add_saturated(start, cost);
   if (options_.record) {
-    const int32_t iteration_base = r.iteration * nodes_per_iteration_;
-    out_->transfers.push_back(TransferRecord{
-        iteration_base + program_record,
-        iteration_base + record_of_[target - node_base(r.iteration)], start, arrival});
+    const int32_t iteration_base = iteration * nodes_per_iteration_;
+    out_->transfers.push_back(
+        TransferRecord{iteration_base + program_record,
+                       iteration_base + record_of_[target - node_base(iteration)], start, arrival});
   }
   consumer.time = std::max(consumer.time, arrival);
   if (options_.blocking_sends) r.sends_end = std::max(r.sends_end, arrival);
@@ -458,11 +461,11 @@ void Engine::finish(int32_t rank, Picos now) {
 Status Engine::run(const Schedule& schedule, const CostTable& costs, Timeline* timeline,
                    const RunOptions& options) {
   PPSIM_CHECK(options.iterations >= 1);
-  if (!schedule.comm_posts.empty() && (!options.synchronous_step || options.blocking_sends)) {
+  if (!schedule.comm_posts.empty() && options.blocking_sends) {
     return Error{
-        "a schedule that posts its transfers (a compute+comms file) runs with a synchronous "
-        "optimizer step and non-blocking sends only: set training.optimizer_step: synchronous "
-        "and training.blocking_p2p: false"};
+        "a schedule that posts its transfers (a compute+comms file) runs with non-blocking sends "
+        "only (a send posted after later actions cannot hold its sender from the start): set "
+        "training.blocking_p2p: false"};
   }
   options_ = options;
   build(schedule, costs);

@@ -130,12 +130,14 @@ class Engine {
   // `program_record`: its record in an iteration's records.
   uint32_t deliver(int32_t rank, int32_t node, int32_t program_record, Picos now);
   // The output of `node` (on `rank`, record `program_record`) to `target`
-  // on another rank, handed to its link at `now`.
-  void send(int32_t rank, int32_t node, int32_t program_record, int32_t target, Picos now);
-  // Whether `rank` has done `after` actions of `iteration` (after < 0: at once).
+  // on another rank, handed to its link at `now`; of `iteration`.
+  void send(int32_t rank, int32_t node, int32_t program_record, int32_t target, Picos now,
+            int32_t iteration);
+  // Whether `rank` has done `after` actions of `iteration` or gone past it
+  // (after < 0: at once).
   bool reached(int32_t rank, int32_t after, int32_t iteration) const;
-  // Whether an out-edge's transfer is posted on both sides by now.
-  bool posted(int32_t sender, int32_t program_record, int32_t target) const;
+  // Whether an out-edge's transfer of `iteration` is posted on both sides by now.
+  bool posted(int32_t sender, int32_t program_record, int32_t target, int32_t iteration) const;
   // Records a transfer that waits for a post, on the ranks it waits for.
   void defer(int32_t rank, int32_t node, int32_t program_record, int32_t target);
   // The rank has done r.pos actions of its iteration: the transfers waiting
@@ -171,6 +173,7 @@ class Engine {
     int32_t node;            // the producer
     int32_t program_record;  // the producer's
     int32_t target;          // the consumer's node
+    int32_t iteration;       // the producer's
   };
   std::vector<Deferred> deferred_;
   struct Waiting {

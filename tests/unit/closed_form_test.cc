@@ -387,13 +387,21 @@ TEST(PostedTransfers, StartWhenBothSidesHavePostedThem) {
   stepping.optimizer_step = {0, 5 * kUnit};
   ASSERT_TRUE(Engine().run(posted, stepping, &t, {2, true}).ok());
   EXPECT_EQ(t.iteration_end, (std::vector<Picos>{26 * kUnit, 50 * kUnit}));
-  // Post-validation lets ranks run into the next iteration before a post
-  // the engine would wait for: refused, naming the keys.
-  RunOptions post_validated;
-  post_validated.synchronous_step = false;
-  const Status refused = Engine().run(posted, costs, &t, post_validated);
+  // Post-validated, no barrier, rank 1 stepping 6: its program ends at 16,
+  // so it starts the second iteration at 22, rank 0 at 21. 0F0 21-23, its
+  // activation 23-24 (rank 1 posted the receive at 22), 1F0 24-26, 1B0
+  // 26-30, 0F1's activation posted at 30: 30-31, 0B0 31-35, 1F1 31-33, 1B1
+  // 33-37, 0B1 38-42; rank 1 steps to 43.
+  stepping.optimizer_step = {0, 6 * kUnit};
+  ASSERT_TRUE(Engine().run(posted, stepping, &t, {2, false}).ok());
+  EXPECT_EQ(t.iteration_end, (std::vector<Picos>{22 * kUnit, 43 * kUnit}));
+  // A blocking send holds its sender until it arrives, from the action's
+  // end: no such send waits for a later post. Refused, naming the key.
+  RunOptions blocking;
+  blocking.blocking_sends = true;
+  const Status refused = Engine().run(posted, costs, &t, blocking);
   ASSERT_FALSE(refused.ok());
-  EXPECT_THAT(refused.message(), ::testing::HasSubstr("training.optimizer_step: synchronous"));
+  EXPECT_THAT(refused.message(), ::testing::HasSubstr("training.blocking_p2p: false"));
 }
 
 // A send posted after an action that needs what the sent activation leads
@@ -435,8 +443,9 @@ TEST(PostedTransfers, ValidatorAndEngineAgreeOnRandomPosts) {
     (ok ? valid : deadlocked) += 1;
     Timeline t;
     CostTable costs = uniform_costs(p, p, 1000, 2000, 300);
-    costs.optimizer_step[0] = 500;  // ranks restart apart: posts span the barrier
-    EXPECT_EQ(Engine().run(s, costs, &t, {2, true}).ok(), ok) << "trial " << trial;
+    costs.optimizer_step[0] = 500;            // ranks restart apart: posts span the barrier
+    const bool synchronous = trial % 2 == 0;  // post-validated: ranks drift apart
+    EXPECT_EQ(Engine().run(s, costs, &t, {3, synchronous}).ok(), ok) << "trial " << trial;
   }
   EXPECT_GT(valid, 30);  // both kinds of case were drawn
   EXPECT_GT(deadlocked, 30);
