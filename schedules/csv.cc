@@ -44,21 +44,32 @@ std::string rows_text(const Schedule& schedule, std::string_view line_end) {
   for (size_t rank = 0; rank < schedule.programs.size(); ++rank) {
     const std::vector<Action>& program = schedule.programs[rank];
     const std::vector<std::vector<std::string>> slots =
-        schedule.comm_posts.empty() ? std::vector<std::vector<std::string>>(program.size() + 1)
+        schedule.comm_posts.empty() ? std::vector<std::vector<std::string>>{}
                                     : posts_by_slot(program, schedule.comm_posts[rank]);
-    std::vector<std::string> cells(slots[0]);
+    bool first = true;
+    const auto cell = [&](std::string_view text) {
+      if (!first) out += ',';
+      out += text;
+      first = false;
+    };
+    // The transfer cells posted once `done` actions are.
+    const auto posted_at = [&](size_t done) {
+      if (slots.empty()) return;
+      for (const std::string& text : slots[done]) cell(text);
+    };
+    posted_at(0);
     for (size_t i = 0; i < program.size(); ++i) {
       if (program[i].overlaps_next && i + 1 < program.size()) {
-        cells.push_back(
+        cell(
             fmt::format("({};{}{}", to_string(program[i]), to_string(program[i + 1]), kPairSuffix));
         ++i;  // a post between a pair's two actions follows the pair's cell
-        cells.insert(cells.end(), slots[i].begin(), slots[i].end());
+        posted_at(i);
       } else {
-        cells.push_back(to_string(program[i]));
+        cell(to_string(program[i]));
       }
-      cells.insert(cells.end(), slots[i + 1].begin(), slots[i + 1].end());
+      posted_at(i + 1);
     }
-    out += fmt::format("{}{}", fmt::join(cells, ","), line_end);
+    out += line_end;
   }
   return out;
 }
@@ -511,8 +522,9 @@ Result<std::vector<std::vector<CommPosts>>> place_transfers(const Rows& rows,
     }
     int32_t& post =
         t.transfer.send ? posts[t.rank][index].send_after : posts[t.rank][index].recv_after;
-    if (post >= 0)
+    if (post >= 0) {
       return bad(fmt::format("a second {} for {}", t.transfer.send ? "send" : "receive", action));
+    }
     post = static_cast<int32_t>(t.before);
   }
   return posts;

@@ -213,8 +213,8 @@ Result<Simulation> simulate(const Config& config, Engine* shared_engine,
   options.blocking_sends = config.training.blocking_p2p;
   // Post-validated runs start at 4 iterations: the loop below needs three periods.
   const auto& steps = sim.costs.optimizer_step;
-  const bool even_steps = std::adjacent_find(steps.begin(), steps.end(), std::not_equal_to<>()) ==
-                          steps.end();
+  const bool even_steps =
+      std::adjacent_find(steps.begin(), steps.end(), std::not_equal_to<>()) == steps.end();
   options.iterations = is_asynchronous(config.schedule.kind) ? 1
                        : options.synchronous_step            ? (even_steps ? 1 : 2)
                                                              : 4;
