@@ -70,6 +70,12 @@ double attention_io_bytes(const Dims& d) {
          (d.tokens * (d.q_width + d.o_width) + d.sequences * d.keys * (d.k_width + d.v_width));
 }
 
+// Megatron's fused causal softmax (scaled_upper_triang_masked_softmax.h)
+// reads the scores, and in its backward the gradient and the saved output,
+// only where a query may attend (each row up to its diagonal), and writes
+// every element, zeros above the diagonal: the share of the scores it reads.
+double causal_share(const Dims& d) { return d.causal_pairs / (d.queries * d.keys); }
+
 void add_attention_core_forward(PhaseBuilder& p, const ModelSpec& model) {
   const Dims& d = p.dims();
   const double B = d.value_bytes;
@@ -85,7 +91,7 @@ void add_attention_core_forward(PhaseBuilder& p, const ModelSpec& model) {
   // Megatron's baddbmm of Q and K^T, fused scale-mask-softmax, dropout and
   // bmm with V, then the context permuted back to [tokens, heads x d].
   p.gemm("attention scores", d.queries, d.keys, d.qk_dim, d.head_batch);
-  p.memory("softmax", 2 * d.scores * B);
+  p.memory("softmax", (causal_share(d) + 1) * d.scores * B);
   if (d.mask > 0) p.dropout("attention dropout", d.scores * (2 * B + d.mask), d.scores);
   p.gemm("attention over values", d.queries, d.v_dim, d.keys, d.head_batch);
   p.memory("context transpose", 2 * d.tokens * d.o_width * B);
@@ -109,7 +115,7 @@ void add_attention_core_backward(PhaseBuilder& p, const ModelSpec& model) {
   p.gemm("attention probabilities gradient", d.queries, d.keys, d.v_dim, d.head_batch);
   p.gemm("values gradient", d.keys, d.v_dim, d.queries, d.head_batch);
   if (d.mask > 0) p.memory("attention dropout backward", d.scores * (2 * B + d.mask));
-  p.memory("softmax backward", 3 * d.scores * B);
+  p.memory("softmax backward", (2 * causal_share(d) + 1) * d.scores * B);
   p.gemm("queries gradient", d.queries, d.qk_dim, d.keys, d.head_batch);
   p.gemm("keys gradient", d.keys, d.qk_dim, d.queries, d.head_batch);
 }

@@ -253,10 +253,12 @@ TEST(StageTime, Gpt3LayerForwardByHand) {
   // Round hardware has no waves or tile overhead, so every GEMM here is
   // compute-bound: 24 b s h^2 + 4 b s^2 h = 7627861917696 FLOP / 1e14 s.
   // Memory-bound kernels, bytes: two norms 2 x 2 sbh, the QKV bias 2 x 2
-  // x 3 sbh, softmax 2 x 2 a s^2, attention dropout 5 a s^2, the context
-  // transpose 2 x 2 sbh, two bias-dropout-adds 2 x 7 sbh, bias-GeLU 2 x 2
-  // x 4 sbh (sbh = 25165824, a s^2 = 402653184): 4982833152 / 1e12 s.
-  EXPECT_NEAR(table.stages[1].forward, 81261452329, 1);
+  // x 3 sbh, the causal softmax 3 a s^2 (it reads the lower half of the
+  // scores, 2 x a s^2 / 2, and writes them all), attention dropout 5 a s^2,
+  // the context transpose 2 x 2 sbh, two bias-dropout-adds 2 x 7 sbh,
+  // bias-GeLU 2 x 2 x 4 sbh (sbh = 25165824, a s^2 = 402653184):
+  // 4580179968 / 1e12 s.
+  EXPECT_NEAR(table.stages[1].forward, 80858799145, 1);
   // W: the four weight-gradient GEMMs, as many FLOPs as the linear forward,
   // 24 b s h^2 = 7421703487488 / 1e14 (each compute-bound: the largest
   // moves 5.08e9 bytes, 5.1 ms, in its 24.7 ms).
@@ -311,9 +313,9 @@ TEST(StageTime, SelectiveRecomputeRepaysAttentionCore) {
   const CostTable none = build_ok(gpt3_three_stages(Recompute::kNone));
   const CostTable selective = build_ok(gpt3_three_stages(Recompute::kSelective));
   // The two attention GEMMs, 4 b s^2 h = 206158430208 FLOP / 1e14 s, and
-  // the softmax (4 a s^2), dropout (5 a s^2) and context transpose (4 sbh)
-  // bytes, 3724541952 / 1e12 s.
-  EXPECT_NEAR(selective.stages[1].backward - none.stages[1].backward, 5786126254, 2);
+  // the causal softmax (3 a s^2), dropout (5 a s^2) and context transpose
+  // (4 sbh) bytes, 3321888768 / 1e12 s.
+  EXPECT_NEAR(selective.stages[1].backward - none.stages[1].backward, 5383473070, 2);
   EXPECT_EQ(selective.stages[1].forward, none.stages[1].forward);
 }
 
