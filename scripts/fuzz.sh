@@ -127,8 +127,9 @@ fuzz_one() {
   runs=$(sed -nE 's/^stat::number_of_executed_units: *([0-9]+).*/\1/p' "$log" | tail -1)
   speed=$(sed -nE 's/^stat::average_exec_per_sec: *([0-9]+).*/\1/p' "$log" | tail -1)
   if [ -z "$runs" ]; then  # fork mode prints no final stats: its last status line
-    runs=$(grep -oE '^#[0-9]+' "$log" | tail -1 | tr -d '#')
-    speed=$(grep -oE 'exec/s: [0-9]+' "$log" | tail -1 | cut -d' ' -f2)
+    # ("#746844: cov: 5185 ... exec/s 1238 ...", no colon after exec/s)
+    runs=$({ grep -oE '^#[0-9]+' "$log" || true; } | tail -1 | tr -d '#')
+    speed=$({ grep -oE 'exec/s:? [0-9]+' "$log" || true; } | tail -1 | grep -oE '[0-9]+$' || true)
   fi
   corpus=$(ls "$out/corpus/$h" | wc -l)
   new=$(($(ls "$out/artifacts/$h" | wc -l) - before))
