@@ -83,13 +83,11 @@ TEST(Csv, IndexPastItsCapIsAnErrorNamingTheCap) {
             "ppsim simulates (65535)");
   const Result<Schedule> below = schedule_from_csv("0F2147483646\n", "big.csv");
   ASSERT_FALSE(below.ok());
-  EXPECT_NE(below.error().message.find("microbatch 2147483646 is past the largest ppsim "
-                                       "simulates (4194303)"),
-            std::string::npos)
-      << below.error().message;
+  EXPECT_THAT(below.error().message,
+              HasSubstr("microbatch 2147483646 is past the largest ppsim simulates (4194303)"));
   const Result<Schedule> overflow = schedule_from_csv("0F99999999999\n", "big.csv");
   ASSERT_FALSE(overflow.ok());
-  EXPECT_NE(overflow.error().message.find("is not an action"), std::string::npos);
+  EXPECT_THAT(overflow.error().message, HasSubstr("is not an action"));
 }
 
 // Each index within its cap, but their product past the actions ppsim
@@ -106,8 +104,7 @@ TEST(Csv, SizesWhoseProductIsTooLargeAreRefused) {
 TEST(Csv, ControlCharactersInACellAreEscaped) {
   const Result<Schedule> s = schedule_from_csv("0F0,\x1b[2J\n", "c.csv");
   ASSERT_FALSE(s.ok());
-  EXPECT_NE(s.error().message.find("\"\\x1b[2J\" is not an action"), std::string::npos)
-      << s.error().message;
+  EXPECT_THAT(s.error().message, HasSubstr("\"\\x1b[2J\" is not an action"));
 }
 
 // Files copied verbatim from PyTorch's repository (tests/data/pytorch/README.md).

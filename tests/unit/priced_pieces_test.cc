@@ -1,5 +1,6 @@
 // priced_pieces (`ppsim simulate --ops`): which pieces it lists, and that
 // its phases add up to the times the simulator uses.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <string>
@@ -16,6 +17,7 @@ using cost_model_test::gpt3;
 using cost_model_test::make_config;
 using cost_model_test::mixtral_8x7b;
 using cost_model_test::round_hardware;
+using ::testing::HasSubstr;
 
 std::vector<PricedPiece> priced_ok(const Config& config) {
   Result<std::vector<PricedPiece>> pieces = priced_pieces(config);
@@ -100,7 +102,7 @@ TEST(PricedPieces, AGemmNamesItsTileAndWaves) {
   EXPECT_EQ(up->tiling.waves, 6);
   EXPECT_DOUBLE_EQ(up->tiling.work, 640.0 / 108);
   const std::string table = format_op_table("ops", pieces);
-  EXPECT_NE(table.find("128x128, 3 waves for 2.96"), std::string::npos) << table;
+  EXPECT_THAT(table, HasSubstr("128x128, 3 waves for 2.96"));
   // A memory-bound kernel has no tiles.
   const PricedOp* norm = find_op(pieces[0].phases[0], "input norm");
   ASSERT_NE(norm, nullptr);
