@@ -5,10 +5,17 @@
 // source fails here, one that makes it better should lower the bound.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <fstream>
 #include <ostream>
+#include <sstream>
 #include <string>
 #include <vector>
 
+#include "sim/config/config.h"
+#include "sim/cost/cost_model.h"
 #include "sim/fit/measured_runs.h"
 
 namespace ppsim {
@@ -25,6 +32,10 @@ const Source kSources[] = {
     {"sc21", 0.034, 0.078},  {"zero-bubble", 0.066, 0.143}, {"mcore-h100", 0.023, 0.045},
     {"bloom", 0.110, 0.110}, {"llama3-405b", 0.093, 0.262},
 };
+
+// docs/validation.md, the stage times of Zero Bubble Table 9, rounded up.
+constexpr double kTable9MeanError = 0.010;
+constexpr double kTable9MaxError = 0.035;
 
 ErrorSummary errors_of(const std::string& folder) {
   const std::string path =
@@ -60,6 +71,69 @@ INSTANTIATE_TEST_SUITE_P(Sources, PublishedRuns, testing::ValuesIn(kSources),
                            for (char& c : name) c = (c == '-' || c == '.') ? '_' : c;
                            return name;
                          });
+
+// Zero Bubble Table 9: the stage times the paper's code profiled, against
+// the first middle stage of the ZB-2p config of the same run.
+struct StageTimes {
+  std::string model;  // "1.5B"
+  int microbatches = 0;
+  double forward_ms = 0;
+  double input_grad_ms = 0;
+  double weight_grad_ms = 0;
+};
+
+// model,pipeline,microbatches,forward_ms,input_grad_ms,weight_grad_ms,p2p_ms,source
+std::vector<StageTimes> read_table9() {
+  std::ifstream in(PPSIM_SOURCE_DIR "/configs/published/zero-bubble/table9_stage_times.csv");
+  EXPECT_TRUE(in.good());
+  std::vector<StageTimes> rows;
+  std::string line;
+  std::getline(in, line);  // the header
+  while (std::getline(in, line)) {
+    std::istringstream cells(line);
+    std::vector<std::string> f(7);
+    for (std::string& cell : f) std::getline(cells, cell, ',');
+    rows.push_back(
+        StageTimes{f[0], std::stoi(f[2]), std::stod(f[3]), std::stod(f[4]), std::stod(f[5])});
+  }
+  return rows;
+}
+
+// Issue 12's target is 5 % for each; the mean and the largest error are
+// held to what docs/validation.md reports for the twelve runs (F, I and W:
+// mean 1.0 %, max 3.5 %).
+TEST(PublishedRuns, ZeroBubbleStageTimes) {
+  const std::vector<StageTimes> rows = read_table9();
+  ASSERT_EQ(rows.size(), 12);
+  std::vector<double> errors;
+  for (const StageTimes& row : rows) {
+    std::string model = row.model;
+    std::transform(model.begin(), model.end(), model.begin(),
+                   [](unsigned char c) { return std::tolower(c); });
+    const std::string path = std::string(PPSIM_SOURCE_DIR "/configs/published/zero-bubble/") +
+                             model + "-zb2p-m" + std::to_string(row.microbatches) + ".yaml";
+    const Result<Config> config = load_config(path);
+    ASSERT_TRUE(config.ok()) << config.error().message;
+    std::vector<int> stage_rank(config->num_stages());
+    for (size_t s = 0; s < stage_rank.size(); ++s) stage_rank[s] = static_cast<int>(s);
+    const Result<CostTable> table = build_cost_table(*config, stage_rank);
+    ASSERT_TRUE(table.ok()) << table.error().message;
+    const StageCost& middle = table->stages[1];
+    const auto ms = [](Picos t) { return static_cast<double>(t) / 1e9; };
+    const double predicted[] = {ms(middle.forward), ms(middle.backward - middle.weight_grad),
+                                ms(middle.weight_grad)};
+    const double measured[] = {row.forward_ms, row.input_grad_ms, row.weight_grad_ms};
+    for (int k = 0; k < 3; ++k) {
+      errors.push_back(std::abs(predicted[k] / measured[k] - 1));
+      EXPECT_LE(errors.back(), 0.05) << path << " phase "
+                                     << "FIW"[k];
+    }
+  }
+  double sum = 0;
+  for (double e : errors) sum += e;
+  EXPECT_LE(sum / static_cast<double>(errors.size()), kTable9MeanError);
+  EXPECT_LE(*std::max_element(errors.begin(), errors.end()), kTable9MaxError);
+}
 
 }  // namespace
 }  // namespace ppsim
