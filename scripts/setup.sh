@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config
   libboost-graph-dev libboost-program-options-dev
-  libeigen3-dev libfmt-dev libyaml-cpp-dev
+  libeigen3-dev libfmt-dev libyaml-cpp-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang-format libxml2-utils python3
   clang libclang-rt-dev

@@ -1,11 +1,9 @@
-// The one YAML walker of sim/: every reader that walks a YAML (or JSON)
-// tree by hand — the config loader (config_loader.h), cost profiles,
-// validate's runs files — reads it through a Value (a node with its key path,
-// the mark of its key and the file it came from), a Map (a map whose keys
-// have been checked against those allowed) and a TreeReader, whose checks
-// turn a value into a number, a string, a choice ... or throw a ReadError
-// naming file:line:column and the key path. The tree is walked by hand
-// rather than through YAML::convert<> so that every error can say where.
+// The one YAML walker of sim/: every reader that walks a YAML tree by hand
+// (the config loader, config_loader.h, and cost profiles) reads it through a Value (a node with its
+// key path, the mark of its key and the file it came from), a Map (a map whose keys have been
+// checked against those allowed) and a TreeReader, whose checks turn a value into a number, a
+// string, a choice ... or throw a ReadError naming file:line:column and the key path. The tree is
+// walked by hand rather than through YAML::convert<> so that every error can say where.
 // `read_document` is where the throwing stops for the machine-written files;
 // the config loader catches in config.cc. Internal to sim/: nothing outside
 // includes it, so no YAML::Node leaks.
@@ -25,6 +23,7 @@
 
 #include "schedules/status.h"
 #include "sim/config/yaml_util.h"
+#include "sim/core/read_expectations.h"
 #include "sim/core/text_file.h"
 
 namespace ppsim::yaml_util {
@@ -116,8 +115,7 @@ class Map {
   std::vector<Value> shadowed_;
 };
 
-// kFraction: (0, 1], an efficiency; kProbability: [0, 1), a dropout rate.
-enum class Bound { kNonNegative, kPositive, kFraction, kProbability };
+using ppsim::Bound;
 
 // The checks every reader shares; a reader of one format derives from it.
 class TreeReader {
@@ -191,32 +189,15 @@ class TreeReader {
     Int result = 0;
     if (!value.present() || !value.node.IsScalar() || !parse_whole(value.node.Scalar(), result) ||
         result < min || result > max) {
-      throw_expected(value, max != std::numeric_limits<Int>::max()
-                                ? fmt::format("an integer from {} to {}", min, max)
-                            : min == 1 ? std::string("a positive integer")
-                            : min == std::numeric_limits<Int>::lowest()
-                                ? std::string("an integer")
-                                : fmt::format("an integer >= {}", min));
+      throw_expected(value, integer_expectation(min, max));
     }
     return result;
   }
   double to_number(const Value& value, Bound bound = Bound::kNonNegative) const {
     double result = 0;
-    const bool ok = value.present() && value.node.IsScalar() &&
-                    parse_whole(value.node.Scalar(), result) && std::isfinite(result);
-    switch (bound) {
-      case Bound::kNonNegative:
-        if (!ok || result < 0) throw_expected(value, "a number >= 0");
-        break;
-      case Bound::kPositive:
-        if (!ok || result <= 0) throw_expected(value, "a positive number");
-        break;
-      case Bound::kFraction:
-        if (!ok || result <= 0 || result > 1) throw_expected(value, "a number in (0, 1]");
-        break;
-      case Bound::kProbability:
-        if (!ok || result < 0 || result >= 1) throw_expected(value, "a number in [0, 1)");
-        break;
+    if (!value.present() || !value.node.IsScalar() || !parse_whole(value.node.Scalar(), result) ||
+        !std::isfinite(result) || !within(result, bound)) {
+      throw_expected(value, number_expectation(bound));
     }
     return result;
   }

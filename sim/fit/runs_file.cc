@@ -8,101 +8,115 @@
 #include <map>
 #include <utility>
 
-#include "sim/config/yaml_reader.h"
 #include "sim/core/json.h"
+#include "sim/core/text_file.h"
+#include "sim/fit/json_reader.h"
 
 namespace ppsim {
 namespace {
 
 constexpr std::string_view kFormat = "ppsim-runs";
+constexpr std::string_view kNotRunsFile =
+    "format: expected \"ppsim-runs\": not a runs file (ppsim validate --runs-out writes one)";
 
 double duration_s(Picos start, Picos end) { return picos_to_seconds(end - start); }
 
-// ---- Reading (JSON is read as YAML, which it is, to reuse the walker) ----
+// ---- Reading ----
 
-using yaml_util::Map;
-using yaml_util::Value;
+using json_reader::Map;
+using json_reader::Value;
+using json_reader::Walker;
 
-class Reader : public yaml_util::TreeReader {
+class Reader {
  public:
-  using TreeReader::TreeReader;
+  explicit Reader(const Walker& walk) : walk_(walk) {}
 
-  RunsFile read(const YAML::Node& root) const {
-    Value top{"", root, root.Mark()};
+  RunsFile read() const {
+    const Value top = walk_.root();
     // The format and version first: any other JSON (validate's --json
     // results, say) is told so, not given a list of unknown keys.
-    if (!root.IsMap() || !root["format"] || !root["format"].IsScalar() ||
-        root["format"].Scalar() != kFormat) {
-      throw_error(
-          top.mark(), "format",
-          fmt::format("expected \"{}\": not a runs file (ppsim validate --runs-out writes one)",
-                      kFormat));
+    const Value format = Map(top).get("format");  // parse_runs saw an object
+    if (!format.present() || !format.json->is_string() ||
+        format.json->get<std::string>() != kFormat) {
+      walk_.throw_error(Value{"", top.json}, kNotRunsFile);
     }
-    const Value version{"version", root["version"], root.Mark()};
-    if (int v = to_int(version, INT_MIN); v != kRunsVersion) {
-      throw_error(version.node.Mark(), version.path,
-                  fmt::format("unsupported runs file version {}; this build reads version {}", v,
-                              kRunsVersion));
+    const Value version = Map(top).get("version");
+    if (const int v = walk_.to_int(version, INT_MIN); v != kRunsVersion) {
+      walk_.throw_error(version, fmt::format("unsupported runs file version {}; this build reads "
+                                             "version {}",
+                                             v, kRunsVersion));
     }
-    Map m = map(top, {"format", "version", "config", "set", "profile", "backend", "runs"});
+    const Map m =
+        walk_.map(top, {"format", "version", "config", "set", "profile", "backend", "runs"});
     RunsFile file;
-    file.config = to_string(required(m, "config"), /*non_empty=*/true);
-    for (const Value& flag : list(m.get("set"))) file.sets.push_back(to_string(flag, true));
-    file.profile = to_string(required(m, "profile"), /*non_empty=*/true);
-    if (m.find("backend") != nullptr) file.backend = to_string(m.get("backend"));
-    for (const Value& run : list(required(m, "runs"))) file.runs.push_back(read_run(run));
+    file.config = walk_.to_string(walk_.required(m, "config"), /*non_empty=*/true);
+    for (const Value& flag : walk_.list(m.get("set")))
+      file.sets.push_back(walk_.to_string(flag, true));
+    file.profile = walk_.to_string(walk_.required(m, "profile"), /*non_empty=*/true);
+    if (m.has("backend")) file.backend = walk_.to_string(m.get("backend"));
+    for (const Value& run : walk_.list(walk_.required(m, "runs")))
+      file.runs.push_back(read_run(run));
     return file;
   }
 
  private:
   RunPair read_run(const Value& value) const {
-    Map m = map(value, {"schedule", "predicted_iteration_s", "measured_iteration_s", "actions",
-                        "transfers", "steps"});
+    const Map m = walk_.map(value, {"schedule", "predicted_iteration_s", "measured_iteration_s",
+                                    "actions", "transfers", "steps"});
     RunPair run;
-    run.schedule = to_string(required(m, "schedule"), true);
-    run.predicted_iteration_s = to_number(required(m, "predicted_iteration_s"));
-    run.measured_iteration_s = to_number(required(m, "measured_iteration_s"));
-    for (const Value& element : list(required(m, "actions"))) {
-      Map a = map(element, {"index", "action", "rank", "predicted_s", "measured_s"});
-      ActionPair pair;
-      pair.index = to_int(required(a, "index"), 0);
-      const Value text = required(a, "action");
-      const Result<Action> action = parse_action(to_string(text, true));
-      if (!action.ok()) throw_expected(text, "an action such as \"0F1\" or \"1I0s2\"");
-      pair.action = *action;
-      pair.rank = to_int(required(a, "rank"), 0);
-      pair.predicted_s = to_number(required(a, "predicted_s"));
-      pair.measured_s = to_number(required(a, "measured_s"));
-      if (pair.index != static_cast<int32_t>(run.actions.size())) {
-        throw_error(
-            element.mark(), element.path + ".index",
-            fmt::format("expected {}: actions are listed in record order", run.actions.size()));
-      }
-      run.actions.push_back(pair);
+    run.schedule = walk_.to_string(walk_.required(m, "schedule"), true);
+    run.predicted_iteration_s = walk_.to_number(walk_.required(m, "predicted_iteration_s"));
+    run.measured_iteration_s = walk_.to_number(walk_.required(m, "measured_iteration_s"));
+    for (const Value& element : walk_.list(walk_.required(m, "actions"))) {
+      run.actions.push_back(read_action(element, run.actions.size()));
     }
-    for (const Value& element : list(m.get("transfers"))) {
-      Map t = map(element, {"producer", "consumer", "bytes", "predicted_s", "measured_s"});
+    for (const Value& element : walk_.list(m.get("transfers"))) {
+      const Map t =
+          walk_.map(element, {"producer", "consumer", "bytes", "predicted_s", "measured_s"});
       TransferPair pair;
       for (auto [key, out] :
            {std::pair{"producer", &pair.producer}, std::pair{"consumer", &pair.consumer}}) {
-        const Value index = required(t, key);
-        *out = to_int(index, 0);
+        const Value index = walk_.required(t, key);
+        *out = walk_.to_int(index, 0);
         if (*out >= static_cast<int32_t>(run.actions.size())) {
-          throw_expected(index, fmt::format("an action index below {}", run.actions.size()));
+          walk_.throw_expected(index, fmt::format("an action index below {}", run.actions.size()));
         }
       }
-      pair.bytes = to_int<int64_t>(required(t, "bytes"), 0);
-      pair.predicted_s = to_number(required(t, "predicted_s"));
-      pair.measured_s = to_number(required(t, "measured_s"));
+      pair.bytes = walk_.to_int<int64_t>(walk_.required(t, "bytes"), 0);
+      pair.predicted_s = walk_.to_number(walk_.required(t, "predicted_s"));
+      pair.measured_s = walk_.to_number(walk_.required(t, "measured_s"));
       run.transfers.push_back(pair);
     }
-    for (const Value& element : list(m.get("steps"))) {
-      Map t = map(element, {"rank", "predicted_s", "measured_s"});
-      run.steps.push_back({to_int(required(t, "rank"), 0), to_number(required(t, "predicted_s")),
-                           to_number(required(t, "measured_s"))});
+    for (const Value& element : walk_.list(m.get("steps"))) {
+      const Map t = walk_.map(element, {"rank", "predicted_s", "measured_s"});
+      run.steps.push_back({walk_.to_int(walk_.required(t, "rank"), 0),
+                           walk_.to_number(walk_.required(t, "predicted_s")),
+                           walk_.to_number(walk_.required(t, "measured_s"))});
     }
     return run;
   }
+
+  // The `expected_index`-th action of a run: actions are listed in record order.
+  ActionPair read_action(const Value& element, size_t expected_index) const {
+    const Map a = walk_.map(element, {"index", "action", "rank", "predicted_s", "measured_s"});
+    ActionPair pair;
+    const Value index = walk_.required(a, "index");
+    pair.index = walk_.to_int(index, 0);
+    const Value text = walk_.required(a, "action");
+    const Result<Action> action = parse_action(walk_.to_string(text, true));
+    if (!action.ok()) walk_.throw_expected(text, "an action such as \"0F1\" or \"1I0s2\"");
+    pair.action = *action;
+    pair.rank = walk_.to_int(walk_.required(a, "rank"), 0);
+    pair.predicted_s = walk_.to_number(walk_.required(a, "predicted_s"));
+    pair.measured_s = walk_.to_number(walk_.required(a, "measured_s"));
+    if (pair.index != static_cast<int32_t>(expected_index)) {
+      walk_.throw_error(
+          index, fmt::format("expected {}: actions are listed in record order", expected_index));
+    }
+    return pair;
+  }
+
+  const Walker& walk_;
 };
 
 }  // namespace
@@ -200,8 +214,19 @@ std::string runs_to_json(const RunsFile& runs) {
 }
 
 Result<RunsFile> parse_runs(std::string_view json, std::string_view source) {
-  return yaml_util::read_document<RunsFile>(
-      json, source, [&](const YAML::Node& root) { return Reader(source).read(root); });
+  // A runs file is a JSON object: anything else (a YAML config given by
+  // mistake, say) is told what is expected rather than where JSON's syntax
+  // stops.
+  const size_t first = json.find_first_not_of(" \t\r\n");
+  if (first == std::string_view::npos || json[first] != '{') {
+    const size_t at = std::min(first, json.size());
+    const size_t line_start = at == 0 ? 0 : json.find_last_of('\n', at - 1) + 1;
+    return Error{fmt::format("{}:{}:{}: {}", source,
+                             std::count(json.begin(), json.begin() + at, '\n') + 1,
+                             at - line_start + 1, kNotRunsFile)};
+  }
+  return json_reader::read_json<RunsFile>(json, source,
+                                          [](const Walker& walk) { return Reader(walk).read(); });
 }
 
 Result<RunsFile> load_runs(const std::string& path) {

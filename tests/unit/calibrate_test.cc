@@ -66,6 +66,10 @@ TEST(RunsFile, MalformedFilesNameTheirPlace) {
   EXPECT_EQ(error_of("{\"results\": []}"),
             "r.json:1:1: format: expected \"ppsim-runs\": not a runs file (ppsim validate "
             "--runs-out writes one)");
+  // Not a JSON object at all (a YAML config by mistake): where it starts.
+  EXPECT_EQ(error_of("\n  model: {}"),
+            "r.json:2:3: format: expected \"ppsim-runs\": not a runs file (ppsim validate "
+            "--runs-out writes one)");
   EXPECT_EQ(error_of("{\"format\": \"ppsim-runs\", \"version\": 2}"),
             "r.json:1:37: version: unsupported runs file version 2; this build reads version 1");
   const std::string head =
