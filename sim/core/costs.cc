@@ -145,6 +145,23 @@ void cap_communication(StageCost& cost) {
   cost.backward_comm = std::min(cost.backward_comm, cost.backward - cost.weight_grad);
 }
 
+Picos compute_time(const StageCost& c, ActionKind kind) {
+  switch (kind) {
+    case ActionKind::kForward:
+      return c.forward;
+    case ActionKind::kBackward:
+      return c.backward;
+    case ActionKind::kBackwardInput:
+      return c.backward - c.weight_grad;
+    case ActionKind::kBackwardWeight:
+      return c.weight_grad;
+    case ActionKind::kStep:
+      break;
+  }
+  PPSIM_CHECK(false);
+  return 0;
+}
+
 int64_t freed_bytes(const StageCost& c, ActionKind kind) {
   switch (kind) {
     case ActionKind::kForward:

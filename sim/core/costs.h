@@ -98,6 +98,11 @@ Picos overlapped_pair_time(Picos forward, Picos forward_comm, Picos backward, Pi
 // those times were set by hand or calibrated.
 void cap_communication(StageCost& cost);
 
+// How long an action of `kind` computes: F forward, B backward, I backward
+// less its weight gradient, W the weight gradient. REQUIRES: not kStep (a
+// rank's step is its gradient sync and optimizer step, not a stage's).
+Picos compute_time(const StageCost& cost, ActionKind kind);
+
 // Activation bytes an action of `kind` gives back when it ends; negative
 // for an I that leaves more than its F took.
 int64_t freed_bytes(const StageCost& cost, ActionKind kind);

@@ -72,10 +72,10 @@ void Engine::index_durations(const Schedule& s, const CostTable& costs) {
     for (int slice = 0; slice < s.num_slices; ++slice) {
       const StageCost& c = costs.stages[stage * s.num_slices + slice];
       Picos* d = &durations_[(stage * s.num_slices + slice) * kNumActionKinds];
-      d[static_cast<int>(ActionKind::kForward)] = c.forward;
-      d[static_cast<int>(ActionKind::kBackward)] = c.backward;
-      d[static_cast<int>(ActionKind::kBackwardInput)] = c.backward - c.weight_grad;
-      d[static_cast<int>(ActionKind::kBackwardWeight)] = c.weight_grad;
+      for (const ActionKind kind : {ActionKind::kForward, ActionKind::kBackward,
+                                    ActionKind::kBackwardInput, ActionKind::kBackwardWeight}) {
+        d[static_cast<int>(kind)] = compute_time(c, kind);
+      }
       d[static_cast<int>(ActionKind::kStep)] = step;
       Picos* comm = &comms_[(stage * s.num_slices + slice) * kNumActionKinds];
       comm[static_cast<int>(ActionKind::kForward)] = c.forward_comm;
@@ -97,7 +97,6 @@ void Engine::build(const Schedule& s, const CostTable& costs) {
   num_ranks_ = s.num_ranks;
   costs_ = &costs;
   const size_t n = s.num_actions();
-  PPSIM_CHECK(n * options_.iterations < static_cast<size_t>(std::numeric_limits<int32_t>::max()));
   nodes_per_iteration_ = static_cast<int32_t>(n);
   // With a synchronous step every rank leaves the barrier with its
   // iteration done, so the next one reuses the same nodes.
@@ -458,6 +457,63 @@ void Engine::finish(int32_t rank, Picos now) {
   try_start(rank, now);
 }
 
+namespace {
+
+// Sizes *timeline for a run, keeping its capacity, with every tally zero.
+void prepare_timeline(const Schedule& schedule, const CostTable& costs, const RunOptions& options,
+                      Timeline* timeline) {
+  Timeline& t = *timeline;
+  const int ranks = schedule.num_ranks;
+  t.num_ranks = ranks;
+  t.iterations = options.iterations;
+  t.iteration_end.assign(options.iterations, 0);
+  t.epilogue.clear();
+  t.epilogue.reserve(3 * static_cast<size_t>(ranks) * options.iterations);
+  t.transfers.clear();
+  t.busy_tally.clear();
+  if (options.record) {
+    const size_t records = schedule.num_actions() * options.iterations;
+    t.transfers.reserve(records);
+    advise_huge_pages(t.transfers);
+    t.actions.reserve(records);
+    advise_huge_pages(t.actions);
+    t.actions.resize(records);  // each record is written when its action starts
+  } else {
+    t.actions.clear();
+    t.busy_tally.assign(ranks, 0.0);
+  }
+  t.static_bytes = costs.static_bytes;
+  t.static_bytes.resize(ranks, 0);
+  t.num_slices = costs.num_slices;
+  t.stage_memory.resize(costs.stages.size());
+  for (size_t s = 0; s < costs.stages.size(); ++s) {
+    t.stage_memory[s] =
+        Timeline::StageMemory{costs.stages[s].activation_bytes, costs.stages[s].weight_grad_bytes};
+  }
+  t.p2p_bytes = costs.p2p_bytes;
+  t.peak_activation_bytes.assign(ranks, 0);
+}
+
+// A stall is a deadlock: the search for its cycle runs only then. Every
+// time is a saturating sum: one that reached kMaxPicos would have wrapped,
+// and the run's end is the latest of them all.
+Status conclude(const Schedule& schedule, bool stalled, const Timeline& t) {
+  if (stalled) {
+    const Status cycle = validate(schedule);
+    PPSIM_CHECK(!cycle.ok());  // a schedule without a cycle always runs to the end
+    return cycle;
+  }
+  if (t.makespan == kMaxPicos) {
+    return Error{fmt::format(
+        "the simulated run ({} iterations) is longer than 2^63 ps (106 days), the longest ppsim "
+        "replays: the costs are too large for this many microbatches",
+        t.iterations)};
+  }
+  return {};
+}
+
+}  // namespace
+
 Status Engine::run(const Schedule& schedule, const CostTable& costs, Timeline* timeline,
                    const RunOptions& options) {
   PPSIM_CHECK(options.iterations >= 1);
@@ -467,39 +523,19 @@ Status Engine::run(const Schedule& schedule, const CostTable& costs, Timeline* t
         "only (a send posted after later actions cannot hold its sender from the start): set "
         "training.blocking_p2p: false"};
   }
+  PPSIM_CHECK(schedule.num_actions() * options.iterations <
+              static_cast<size_t>(std::numeric_limits<int32_t>::max()));
+  prepare_timeline(schedule, costs, options, timeline);
+  if (ProgramOrderReplay::covers(schedule, options)) {
+    const ProgramOrderReplay::Outcome outcome =
+        program_order_.run(schedule, costs, options, timeline);
+    if (outcome != ProgramOrderReplay::Outcome::kNotCovered) {
+      return conclude(schedule, outcome == ProgramOrderReplay::Outcome::kStalled, *timeline);
+    }
+  }
   options_ = options;
   build(schedule, costs);
   out_ = timeline;
-  Timeline& t = *timeline;
-  t.num_ranks = num_ranks_;
-  t.iterations = options.iterations;
-  t.iteration_end.assign(options.iterations, 0);
-  t.epilogue.clear();
-  t.epilogue.reserve(3 * static_cast<size_t>(num_ranks_) * options.iterations);
-  t.transfers.clear();
-  t.busy_tally.clear();
-  if (options.record) {
-    const size_t records = static_cast<size_t>(nodes_per_iteration_) * options.iterations;
-    t.transfers.reserve(records);
-    advise_huge_pages(t.transfers);
-    t.actions.reserve(records);
-    advise_huge_pages(t.actions);
-    t.actions.resize(records);  // each record is written when its action starts
-  } else {
-    t.actions.clear();
-    t.busy_tally.assign(num_ranks_, 0.0);
-  }
-  t.static_bytes = costs.static_bytes;
-  t.static_bytes.resize(num_ranks_, 0);
-  t.num_slices = costs.num_slices;
-  t.stage_memory.resize(costs.stages.size());
-  for (size_t s = 0; s < costs.stages.size(); ++s) {
-    t.stage_memory[s] =
-        Timeline::StageMemory{costs.stages[s].activation_bytes, costs.stages[s].weight_grad_bytes};
-  }
-  t.p2p_bytes = costs.p2p_bytes;
-  t.peak_activation_bytes.assign(num_ranks_, 0);
-
   for (int rank = 0; rank < num_ranks_; ++rank) try_start(rank, 0);
   Picos now = 0;
   while (!heap_.empty()) {
@@ -509,26 +545,11 @@ Status Engine::run(const Schedule& schedule, const CostTable& costs, Timeline* t
     now = ev.time;
     finish(ev.rank, now);
   }
-  t.makespan = now;
-  // A stall is a deadlock: the search for its cycle runs only then.
-  for (const RankState& r : ranks_) {
-    if (r.phase == Phase::kDone) continue;
-    out_ = nullptr;
-    const Status cycle = validate(schedule);
-    PPSIM_CHECK(!cycle.ok());  // a schedule without a cycle always runs to the end
-    return cycle;
-  }
-
   out_ = nullptr;
-  // Every time is a saturating sum: one that reached kMaxPicos would have
-  // wrapped, and the run's end is the latest of them all.
-  if (t.makespan == kMaxPicos) {
-    return Error{fmt::format(
-        "the simulated run ({} iterations) is longer than 2^63 ps (106 days), the longest ppsim "
-        "replays: the costs are too large for this many microbatches",
-        options.iterations)};
-  }
-  return {};
+  timeline->makespan = now;
+  const bool stalled = std::any_of(ranks_.begin(), ranks_.end(),
+                                   [](const RankState& r) { return r.phase != Phase::kDone; });
+  return conclude(schedule, stalled, *timeline);
 }
 
 }  // namespace ppsim

@@ -23,6 +23,10 @@
 // arrival are known then. Likewise a rank whose next action has all its
 // inputs on the way is committed to starting it when the last one lands.
 //
+// A run that keeps no records with a synchronous step is replayed without
+// events where it can be (program_order_replay.h: the same timeline, about
+// five times faster); the rest runs on the events.
+//
 // An Engine keeps its buffers between runs, so the explorer reuses one per
 // thread; engines share nothing and may run side by side.
 #pragma once
@@ -34,6 +38,7 @@
 #include "schedules/schedule.h"
 #include "sim/core/costs.h"
 #include "sim/core/timeline.h"
+#include "sim/engine/program_order_replay.h"
 
 namespace ppsim {
 
@@ -186,6 +191,7 @@ class Engine {
   // gradient sync and step then.
   bool steps_in_program_ = false;
   uint64_t seq_ = 0;
+  ProgramOrderReplay program_order_;  // the runs it covers; its buffers kept too
 };
 
 }  // namespace ppsim

@@ -76,6 +76,13 @@ TEST(Validate, TheEngineReportsADeadlockAsValidateWordsIt) {
   const Status run = Engine().run(s, uniform_costs(2, 2, 1, 2), &t);
   ASSERT_FALSE(run.ok());
   EXPECT_EQ(run.message(), error_of(s));
+  // Without records, the replay in program order (ProgramOrderReplay) stalls
+  // on it as the event engine does.
+  RunOptions summary_only;
+  summary_only.record = false;
+  const Status tallied = Engine().run(s, uniform_costs(2, 2, 1, 2), &t, summary_only);
+  ASSERT_FALSE(tallied.ok());
+  EXPECT_EQ(tallied.message(), error_of(s));
 }
 
 // An overlapped pair starts only when both its actions may: a backward that

@@ -1,0 +1,85 @@
+// The engine's rules (engine.h) replayed without events, for the runs a
+// summary reads: each rank runs its program in order as far as its next
+// action's inputs are known, the ranks in turn, until every rank is done or
+// a whole round moves none (a stall). No graph of out-edges and no heap: an
+// action starts at the latest of its rank's last end, the arrival of its
+// rank's blocking sends and its inputs' arrivals; a transfer takes its link
+// when its producer ends, so each directed link serves its transfers in the
+// sender's program order, as the event engine's does. At the end of each
+// iteration every rank syncs its gradients, waits for the others, joins the
+// pipeline-wide all-reduce and steps, as the event engine does.
+//
+// It covers a synchronous step without records (RunOptions::record false),
+// transfers posted at once (no Schedule::comm_posts), no overlapped pairs,
+// no optimizer step inside the programs, and at most one consumer on
+// another rank per action; Engine::run hands everything else to the event
+// engine. Where it runs, its timeline is the event engine's to the
+// picosecond but for the order of its epilogue records
+// (tests/unit/program_order_replay_test.cc holds it to that on every
+// schedule kind).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "schedules/action_index.h"
+#include "schedules/schedule.h"
+#include "sim/core/costs.h"
+#include "sim/core/timeline.h"
+
+namespace ppsim {
+
+struct RunOptions;
+
+class ProgramOrderReplay {
+ public:
+  // The checks on the run as a whole; run() makes the per-action ones.
+  static bool covers(const Schedule& schedule, const RunOptions& options);
+
+  enum class Outcome { kDone, kStalled, kNotCovered };
+  // REQUIRES: covers(schedule, options), and what Engine::run requires;
+  // *timeline prepared by Engine::run (sizes set, tallies zero). kStalled:
+  // a deadlock (the timeline is then not to be read); kNotCovered: an
+  // action the replay does not cover, before anything was replayed.
+  Outcome run(const Schedule& schedule, const CostTable& costs, const RunOptions& options,
+              Timeline* timeline);
+
+ private:
+  // Numbers the actions rank by rank in program order and lays out each
+  // one's inputs and its transfer; false where an action is not covered.
+  bool index(const Schedule& schedule, const CostTable& costs);
+  int32_t link_of(int src, int dst);
+  // Runs each rank's program as far as it can; false on a stall.
+  bool run_programs(const Schedule& schedule, const CostTable& costs, const RunOptions& options,
+                    int iteration, Timeline* timeline);
+  // The end of the iteration on every rank: gradient sync, barrier,
+  // pipeline-wide all-reduce, optimizer step.
+  void run_epilogue(const CostTable& costs, int iteration, Timeline* timeline);
+
+  ActionIndex index_;
+  std::vector<int32_t> begin_;      // per rank: its first action's id; one past the last rank's
+  std::vector<int32_t> dep_begin_;  // per action: its first input in deps_; one past the last
+  std::vector<int32_t> deps_;       // the ids of each action's inputs
+  std::vector<int32_t> remote_;     // per action: its consumer on another rank, or -1
+  std::vector<int32_t> link_;       // per action with a remote consumer: its link
+  std::vector<Picos> transfer_;     // per action with a remote consumer: its transfer's time
+  struct Link {
+    int32_t dst;
+    int32_t id;
+  };
+  std::vector<std::vector<Link>> links_;  // per rank: the links it sends on
+  std::vector<Picos> link_free_;          // per link: when its last transfer arrives
+  std::vector<Picos> end_;                // per action, this iteration: its end; -1 before
+  std::vector<Picos> arrival_;            // per action with a remote consumer: its arrival
+  struct RankState {
+    int32_t pos = 0;    // next action of the program
+    bool done = false;  // program and gradient sync done
+    Picos free_at = 0;  // end of its last action or epilogue phase
+    Picos sends_end = 0;
+    Picos barrier = 0;  // when it reached the barrier
+    int64_t activation = 0;
+  };
+  std::vector<RankState> ranks_;
+};
+
+}  // namespace ppsim
