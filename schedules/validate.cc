@@ -141,6 +141,9 @@ Status check_pair(const Schedule& s, int rank, size_t pos) {
 // Each action once, on the owning rank, and each (stage, microbatch) of the
 // microbatch's chain with a forward and exactly one form of backward.
 Status check_coverage(const Schedule& s, ActionIndex& index) {
+  // A microbatch passes through its chain's stages only; with one chain,
+  // through all (and no division per action to say so).
+  const bool one_chain = s.num_chains == 1;
   int node = 0;
   for (int rank = 0; rank < s.num_ranks; ++rank) {
     for (size_t pos = 0; pos < s.programs[rank].size(); ++pos) {
@@ -156,7 +159,7 @@ Status check_coverage(const Schedule& s, ActionIndex& index) {
         return Error{fmt::format("rank {} runs {}, but stage {} belongs to rank {}", rank,
                                  to_string(a), a.stage, s.stage_rank[a.stage])};
       }
-      if (s.chain_of_stage(a.stage) != s.chain_of_microbatch(a.microbatch)) {
+      if (!one_chain && s.chain_of_stage(a.stage) != s.chain_of_microbatch(a.microbatch)) {
         const int chain = s.chain_of_microbatch(a.microbatch);
         return Error{fmt::format(
             "rank {} runs {}, but microbatch {} passes through stages {}..{} only (chain {} of {})",
@@ -173,7 +176,7 @@ Status check_coverage(const Schedule& s, ActionIndex& index) {
   }
   for (int stage = 0; stage < s.num_stages; ++stage) {
     for (int mb = 0; mb < s.num_microbatches; ++mb) {
-      if (s.chain_of_microbatch(mb) != s.chain_of_stage(stage)) continue;
+      if (!one_chain && s.chain_of_microbatch(mb) != s.chain_of_stage(stage)) continue;
       for (int slice = 0; slice < s.num_slices; ++slice) {
         if (Status st = check_one(index, Action{ActionKind::kForward, stage, mb, slice}); !st) {
           return st;

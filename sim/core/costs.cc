@@ -145,38 +145,6 @@ void cap_communication(StageCost& cost) {
   cost.backward_comm = std::min(cost.backward_comm, cost.backward - cost.weight_grad);
 }
 
-Picos compute_time(const StageCost& c, ActionKind kind) {
-  switch (kind) {
-    case ActionKind::kForward:
-      return c.forward;
-    case ActionKind::kBackward:
-      return c.backward;
-    case ActionKind::kBackwardInput:
-      return c.backward - c.weight_grad;
-    case ActionKind::kBackwardWeight:
-      return c.weight_grad;
-    case ActionKind::kStep:
-      break;
-  }
-  PPSIM_CHECK(false);
-  return 0;
-}
-
-int64_t freed_bytes(const StageCost& c, ActionKind kind) {
-  switch (kind) {
-    case ActionKind::kForward:
-    case ActionKind::kStep:
-      return 0;
-    case ActionKind::kBackward:
-      return c.activation_bytes;
-    case ActionKind::kBackwardInput:
-      return c.activation_bytes - c.weight_grad_bytes;
-    case ActionKind::kBackwardWeight:
-      return c.weight_grad_bytes;
-  }
-  return 0;
-}
-
 CostTable uniform_costs(int num_stages, int num_ranks, Picos forward, Picos backward, Picos p2p,
                         int64_t activation_bytes, int num_slices) {
   CostTable table;

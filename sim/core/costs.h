@@ -99,13 +99,41 @@ Picos overlapped_pair_time(Picos forward, Picos forward_comm, Picos backward, Pi
 void cap_communication(StageCost& cost);
 
 // How long an action of `kind` computes: F forward, B backward, I backward
-// less its weight gradient, W the weight gradient. REQUIRES: not kStep (a
-// rank's step is its gradient sync and optimizer step, not a stage's).
-Picos compute_time(const StageCost& cost, ActionKind kind);
+// less its weight gradient, W the weight gradient; 0 for S (a rank's step is
+// its gradient sync and optimizer step, not a stage's). Inline: the replay
+// asks for every action.
+inline Picos compute_time(const StageCost& cost, ActionKind kind) {
+  switch (kind) {
+    case ActionKind::kForward:
+      return cost.forward;
+    case ActionKind::kBackward:
+      return cost.backward;
+    case ActionKind::kBackwardInput:
+      return cost.backward - cost.weight_grad;
+    case ActionKind::kBackwardWeight:
+      return cost.weight_grad;
+    case ActionKind::kStep:
+      break;
+  }
+  return 0;
+}
 
 // Activation bytes an action of `kind` gives back when it ends; negative
 // for an I that leaves more than its F took.
-int64_t freed_bytes(const StageCost& cost, ActionKind kind);
+inline int64_t freed_bytes(const StageCost& cost, ActionKind kind) {
+  switch (kind) {
+    case ActionKind::kForward:
+    case ActionKind::kStep:
+      return 0;
+    case ActionKind::kBackward:
+      return cost.activation_bytes;
+    case ActionKind::kBackwardInput:
+      return cost.activation_bytes - cost.weight_grad_bytes;
+    case ActionKind::kBackwardWeight:
+      return cost.weight_grad_bytes;
+  }
+  return 0;
+}
 
 // A cost table with the same figures for every (stage, slice) and nothing at
 // the end of the iteration; the idealized case of the closed forms.

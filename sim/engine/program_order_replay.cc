@@ -5,6 +5,7 @@
 
 #include "schedules/validate.h"
 #include "sim/engine/engine.h"
+#include "sim/engine/huge_pages.h"
 
 namespace ppsim {
 
@@ -35,40 +36,108 @@ bool ProgramOrderReplay::index(const Schedule& s, const CostTable& costs) {
     begin_.push_back(id);
   }
   const size_t n = static_cast<size_t>(begin_.back());
+  dep_begin_.reserve(n + 1);
   dep_begin_.assign(1, 0);
   deps_.clear();
-  remote_.assign(n, -1);
-  link_.resize(n);
-  transfer_.resize(n);
+  deps_.reserve(3 * n);  // F: one or two inputs; B and I: two or three; W: one
+  slots_.clear();
+  slots_.reserve(n);
+  advise_huge_pages(slots_);
+  slots_.resize(n);
   links_.assign(ranks, {});
   link_free_.clear();
   const auto is_split = [&](int stage, int mb, int slice) {
     return index_.contains({ActionKind::kBackwardInput, stage, mb, slice});
   };
   bool covered = true;
+  const int stages_per_chain = s.stages_per_chain();
   for (int rank = 0; rank < ranks; ++rank) {
     for (const Action& a : s.programs[rank]) {
       const int32_t consumer = index_[a];
-      for_each_data_dependency(
-          a, s.stages_per_chain(), s.num_slices, is_split, [&](const Action& dep) {
-            const int32_t producer = index_[dep];
-            PPSIM_CHECK(producer >= 0);
-            deps_.push_back(producer);
-            const int from = s.stage_rank[dep.stage];
-            if (from == rank) return;
-            covered &= remote_[producer] < 0;  // one transfer per action
-            remote_[producer] = consumer;
-            link_[producer] = link_of(from, rank);
-            // Across ranks data flows between stages at the same slice: the
-            // smaller (stage, slice) index is the transfer's (boundary, slice).
-            const int boundary = std::min(dep.stage, a.stage) * s.num_slices + a.slice;
-            transfer_[producer] = dep.kind == ActionKind::kForward ? costs.p2p_forward[boundary]
-                                                                   : costs.p2p_backward[boundary];
-          });
+      for_each_data_dependency(a, stages_per_chain, s.num_slices, is_split, [&](const Action& dep) {
+        const int32_t producer = index_[dep];
+        PPSIM_CHECK(producer >= 0);
+        deps_.push_back(producer);
+        const int from = s.stage_rank[dep.stage];
+        if (from == rank) return;
+        Slot& slot = slots_[producer];
+        covered &= slot.remote < 0;  // one transfer per action
+        slot.remote = consumer;
+        slot.link = link_of(from, rank);
+        // Across ranks data flows between stages at the same slice: the
+        // smaller (stage, slice) index is the transfer's (boundary, slice).
+        const int boundary = std::min(dep.stage, a.stage) * s.num_slices + a.slice;
+        slot.transfer = dep.kind == ActionKind::kForward ? costs.p2p_forward[boundary]
+                                                         : costs.p2p_backward[boundary];
+      });
       dep_begin_.push_back(static_cast<int32_t>(deps_.size()));
     }
   }
   return covered;
+}
+
+bool ProgramOrderReplay::advance(const Schedule& s, const CostTable& costs,
+                                 const RunOptions& options, bool last, int rank,
+                                 Timeline* timeline) {
+  // Locals, not members: stores to the slots cannot alias them, so they stay
+  // in registers. The busy time is summed in program order as the event
+  // engine sums it, to the bit.
+  RankState r = ranks_[rank];
+  double busy = timeline->busy_tally[rank];
+  int64_t peak = timeline->peak_activation_bytes[rank];
+  const int32_t first = begin_[rank];
+  const int32_t length = begin_[rank + 1] - first;
+  const Action* program = s.programs[rank].data();
+  const int32_t from = r.pos;
+  for (; r.pos < length; ++r.pos) {
+    const int32_t id = first + r.pos;
+    Picos start = std::max(r.free_at, r.sends_end);
+    bool ready = true;
+    for (int32_t k = dep_begin_[id]; k < dep_begin_[id + 1]; ++k) {
+      const Slot& dep = slots_[deps_[k]];
+      if (dep.end < 0) {
+        ready = false;
+        break;
+      }
+      start = std::max(start, dep.remote == id ? dep.arrival : dep.end);
+    }
+    if (!ready) break;
+    const Action& a = program[r.pos];
+    const StageCost& cost = costs.stages[a.stage * s.num_slices + a.slice];
+    const Picos end = add_saturated(start, compute_time(cost, a.kind));
+    if (last) busy += static_cast<double>(end - start);
+    if (a.kind == ActionKind::kForward) {
+      r.activation += cost.activation_bytes;
+      peak = std::max(peak, r.activation);
+    }
+    const int64_t freed = freed_bytes(cost, a.kind);
+    r.activation -= freed;
+    if (freed < 0) peak = std::max(peak, r.activation);  // an I that leaves more than F took
+    Slot& slot = slots_[id];
+    r.free_at = slot.end = end;
+    if (slot.remote >= 0) {
+      Picos& link_free = link_free_[slot.link];
+      slot.arrival = link_free = add_saturated(std::max(end, link_free), slot.transfer);
+      if (options.blocking_sends) r.sends_end = std::max(r.sends_end, slot.arrival);
+    }
+  }
+  ranks_[rank] = r;
+  timeline->busy_tally[rank] = busy;
+  timeline->peak_activation_bytes[rank] = peak;
+  return r.pos > from;
+}
+
+void ProgramOrderReplay::sync_gradients(const CostTable& costs, int iteration, int rank,
+                                        Timeline* timeline) {
+  RankState& r = ranks_[rank];
+  r.done = true;
+  r.barrier = r.free_at;  // the barrier, unlike the sync, does not wait for blocking sends
+  if (const Picos sync = costs.grad_sync[rank]; sync > 0) {
+    const Picos start = std::max(r.free_at, r.sends_end);
+    r.free_at = r.barrier = add_saturated(start, sync);
+    timeline->epilogue.push_back(
+        EpilogueRecord{EpilogueKind::kGradSync, rank, iteration, start, r.free_at});
+  }
 }
 
 bool ProgramOrderReplay::run_programs(const Schedule& s, const CostTable& costs,
@@ -76,60 +145,17 @@ bool ProgramOrderReplay::run_programs(const Schedule& s, const CostTable& costs,
                                       Timeline* timeline) {
   const int ranks = s.num_ranks;
   const bool last = iteration + 1 == options.iterations;
-  std::fill(end_.begin(), end_.end(), -1);
+  for (Slot& slot : slots_) slot.end = -1;
   int remaining = ranks;
   while (remaining > 0) {
     bool moved = false;
     for (int rank = 0; rank < ranks; ++rank) {
-      RankState& r = ranks_[rank];
-      if (r.done) continue;
-      const Action* program = s.programs[rank].data();
-      const int32_t length = begin_[rank + 1] - begin_[rank];
-      for (; r.pos < length; ++r.pos) {
-        const int32_t id = begin_[rank] + r.pos;
-        Picos start = std::max(r.free_at, r.sends_end);
-        bool ready = true;
-        for (int32_t k = dep_begin_[id]; k < dep_begin_[id + 1]; ++k) {
-          const int32_t dep = deps_[k];
-          if (end_[dep] < 0) {
-            ready = false;
-            break;
-          }
-          start = std::max(start, remote_[dep] == id ? arrival_[dep] : end_[dep]);
-        }
-        if (!ready) break;
-        const Action& a = program[r.pos];
-        const StageCost& cost = costs.stages[a.stage * s.num_slices + a.slice];
-        const Picos end = add_saturated(start, compute_time(cost, a.kind));
-        if (last) timeline->busy_tally[rank] += static_cast<double>(end - start);
-        int64_t& peak = timeline->peak_activation_bytes[rank];
-        if (a.kind == ActionKind::kForward) {
-          r.activation += cost.activation_bytes;
-          peak = std::max(peak, r.activation);
-        }
-        const int64_t freed = freed_bytes(cost, a.kind);
-        r.activation -= freed;
-        if (freed < 0) peak = std::max(peak, r.activation);  // an I that leaves more than F took
-        r.free_at = end_[id] = end;
-        if (remote_[id] >= 0) {
-          Picos& link_free = link_free_[link_[id]];
-          arrival_[id] = link_free = add_saturated(std::max(end, link_free), transfer_[id]);
-          if (options.blocking_sends) r.sends_end = std::max(r.sends_end, arrival_[id]);
-        }
-        moved = true;
-      }
-      if (r.pos < length) continue;
-      // Its gradients, then the barrier (which its blocking sends do not hold).
-      r.done = true;
+      if (ranks_[rank].done) continue;
+      moved |= advance(s, costs, options, last, rank, timeline);
+      if (ranks_[rank].pos < begin_[rank + 1] - begin_[rank]) continue;
+      sync_gradients(costs, iteration, rank, timeline);
       --remaining;
       moved = true;
-      r.barrier = r.free_at;
-      if (const Picos sync = costs.grad_sync[rank]; sync > 0) {
-        const Picos start = std::max(r.free_at, r.sends_end);
-        r.free_at = r.barrier = add_saturated(start, sync);
-        timeline->epilogue.push_back(
-            EpilogueRecord{EpilogueKind::kGradSync, rank, iteration, start, r.free_at});
-      }
     }
     if (!moved) return false;
   }
@@ -167,9 +193,6 @@ ProgramOrderReplay::Outcome ProgramOrderReplay::run(const Schedule& schedule,
                                                     const CostTable& costs,
                                                     const RunOptions& options, Timeline* timeline) {
   if (!index(schedule, costs)) return Outcome::kNotCovered;
-  const size_t n = static_cast<size_t>(begin_.back());
-  end_.resize(n);
-  arrival_.resize(n);
   ranks_.assign(schedule.num_ranks, RankState{});
   for (int iteration = 0; iteration < options.iterations; ++iteration) {
     if (!run_programs(schedule, costs, options, iteration, timeline)) return Outcome::kStalled;

@@ -49,7 +49,13 @@ class ProgramOrderReplay {
   // one's inputs and its transfer; false where an action is not covered.
   bool index(const Schedule& schedule, const CostTable& costs);
   int32_t link_of(int src, int dst);
-  // Runs each rank's program as far as it can; false on a stall.
+  // Runs `rank`'s program on from its position as far as its inputs are
+  // known; whether it ran any action.
+  bool advance(const Schedule& schedule, const CostTable& costs, const RunOptions& options,
+               bool last, int rank, Timeline* timeline);
+  // The rank's program is done: its gradient sync, then the barrier.
+  void sync_gradients(const CostTable& costs, int iteration, int rank, Timeline* timeline);
+  // Runs each rank's program as far as it can, in rounds; false on a stall.
   bool run_programs(const Schedule& schedule, const CostTable& costs, const RunOptions& options,
                     int iteration, Timeline* timeline);
   // The end of the iteration on every rank: gradient sync, barrier,
@@ -60,17 +66,23 @@ class ProgramOrderReplay {
   std::vector<int32_t> begin_;      // per rank: its first action's id; one past the last rank's
   std::vector<int32_t> dep_begin_;  // per action: its first input in deps_; one past the last
   std::vector<int32_t> deps_;       // the ids of each action's inputs
-  std::vector<int32_t> remote_;     // per action: its consumer on another rank, or -1
-  std::vector<int32_t> link_;       // per action with a remote consumer: its link
-  std::vector<Picos> transfer_;     // per action with a remote consumer: its transfer's time
+  // Per action, what a consumer reads of it: 32 bytes, one cache line for
+  // all that a dependency costs.
+  struct Slot {
+    Picos end = -1;       // this iteration; -1 before it ends
+    Picos arrival = 0;    // at its remote consumer, this iteration
+    Picos transfer = 0;   // its transfer's time, with a remote consumer
+    int32_t remote = -1;  // its consumer on another rank, or -1
+    int32_t link = 0;     // with a remote consumer: its link
+  };
+  static_assert(sizeof(Slot) == 32);
+  std::vector<Slot> slots_;
   struct Link {
     int32_t dst;
     int32_t id;
   };
   std::vector<std::vector<Link>> links_;  // per rank: the links it sends on
   std::vector<Picos> link_free_;          // per link: when its last transfer arrives
-  std::vector<Picos> end_;                // per action, this iteration: its end; -1 before
-  std::vector<Picos> arrival_;            // per action with a remote consumer: its arrival
   struct RankState {
     int32_t pos = 0;    // next action of the program
     bool done = false;  // program and gradient sync done

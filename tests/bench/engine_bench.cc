@@ -32,7 +32,10 @@ CostTable uneven_costs(int stages, int ranks) {
   return c;
 }
 
-void run_bench(benchmark::State& state, const char* kind) {
+// `record` false: what a summary reads only, as simulate, explore and
+// calibrate run it (the replay in program order, program_order_replay.h);
+// true: every record, as a trace needs (the event engine).
+void run_bench(benchmark::State& state, const char* kind, bool record = true) {
   const int p = static_cast<int>(state.range(0));
   const int m = static_cast<int>(state.range(1));
   const int v = static_cast<int>(state.range(2));
@@ -40,8 +43,10 @@ void run_bench(benchmark::State& state, const char* kind) {
   const CostTable costs = uneven_costs(p * v, p);
   Engine engine;
   Timeline timeline;
+  RunOptions options;
+  options.record = record;
   for (auto _ : state) {
-    if (!engine.run(schedule, costs, &timeline).ok()) state.SkipWithError("run failed");
+    if (!engine.run(schedule, costs, &timeline, options).ok()) state.SkipWithError("run failed");
     benchmark::DoNotOptimize(timeline.makespan);
   }
   state.counters["actions/s"] =
@@ -53,6 +58,8 @@ void run_bench(benchmark::State& state, const char* kind) {
 void BM_OneFOneB(benchmark::State& state) { run_bench(state, "1f1b"); }
 void BM_Interleaved(benchmark::State& state) { run_bench(state, "interleaved-1f1b"); }
 void BM_Gpipe(benchmark::State& state) { run_bench(state, "gpipe"); }
+void BM_OneFOneBSummary(benchmark::State& state) { run_bench(state, "1f1b", false); }
+void BM_InterleavedSummary(benchmark::State& state) { run_bench(state, "interleaved-1f1b", false); }
 
 // zb-auto builds greedy candidates and replays each one: its cost is what a
 // user waits for once per config (and the explorer per candidate layout).
@@ -95,6 +102,8 @@ void BM_ExploreGpt3(benchmark::State& state) {
 BENCHMARK(BM_OneFOneB)->Args({64, 1024, 1})->Args({8, 64, 1})->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Interleaved)->Args({64, 1024, 2})->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Gpipe)->Args({64, 1024, 1})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_OneFOneBSummary)->Args({64, 1024, 1})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_InterleavedSummary)->Args({64, 1024, 2})->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_ExploreGpt3)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_ZbAuto)->Args({8, 64})->Args({64, 1024})->Unit(benchmark::kMillisecond);
 
