@@ -147,9 +147,12 @@ bool ProgramOrderReplay::run_programs(const Schedule& s, const CostTable& costs,
   const bool last = iteration + 1 == options.iterations;
   for (Slot& slot : slots_) slot.end = -1;
   int remaining = ranks;
-  while (remaining > 0) {
+  // Rounds sweep up and down in turn: activations flow up the ranks and
+  // gradients down, so each sweep carries one of them as far as it goes.
+  for (bool up = true; remaining > 0; up = !up) {
     bool moved = false;
-    for (int rank = 0; rank < ranks; ++rank) {
+    for (int i = 0; i < ranks; ++i) {
+      const int rank = up ? i : ranks - 1 - i;
       if (ranks_[rank].done) continue;
       moved |= advance(s, costs, options, last, rank, timeline);
       if (ranks_[rank].pos < begin_[rank + 1] - begin_[rank]) continue;
