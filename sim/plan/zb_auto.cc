@@ -308,6 +308,10 @@ Result<Schedule> make_zb_auto(int ranks, int microbatches, const CostTable& cost
 
   Engine engine;
   Timeline timeline;
+  // A candidate is judged by its period and its peaks only: no records
+  // (with a synchronous step the engine then replays in program order).
+  RunOptions summary = judge;
+  summary.record = false;
   Status failed;  // the first candidate the engine could not replay
   std::optional<Schedule> best;
   Picos best_makespan = 0;
@@ -317,7 +321,7 @@ Result<Schedule> make_zb_auto(int ranks, int microbatches, const CostTable& cost
     const uint64_t h = programs_hash(candidate);
     if (std::find(seen.begin(), seen.end(), h) != seen.end()) return;
     seen.push_back(h);
-    if (Status st = engine.run(candidate, costs, &timeline, judge); !st) {
+    if (Status st = engine.run(candidate, costs, &timeline, summary); !st) {
       if (failed) failed = st;
       return;
     }
