@@ -520,6 +520,7 @@ Status Engine::run(const Schedule& schedule, const CostTable& costs, Timeline* t
     if (outcome != ProgramOrderReplay::Outcome::kNotCovered) {
       return conclude(schedule, outcome == ProgramOrderReplay::Outcome::kStalled, *timeline);
     }
+    prepare_timeline(schedule, costs, options, timeline);  // what it left, undone
   }
   options_ = options;
   build(schedule, costs);

@@ -140,17 +140,20 @@ void ProgramOrderReplay::sync_gradients(const CostTable& costs, int iteration, i
   }
 }
 
-bool ProgramOrderReplay::run_programs(const Schedule& s, const CostTable& costs,
-                                      const RunOptions& options, int iteration,
-                                      Timeline* timeline) {
+ProgramOrderReplay::Outcome ProgramOrderReplay::run_programs(const Schedule& s,
+                                                             const CostTable& costs,
+                                                             const RunOptions& options,
+                                                             int iteration, Timeline* timeline) {
   const int ranks = s.num_ranks;
   const bool last = iteration + 1 == options.iterations;
   for (Slot& slot : slots_) slot.end = -1;
   int remaining = ranks;
+  int64_t visits_left = int64_t{kMaxVisitsPerAction} * begin_.back() + 2 * ranks;
   // Rounds sweep up and down in turn: activations flow up the ranks and
   // gradients down, so each sweep carries one of them as far as it goes.
   for (bool up = true; remaining > 0; up = !up) {
     bool moved = false;
+    if ((visits_left -= ranks) < 0) return Outcome::kNotCovered;
     for (int i = 0; i < ranks; ++i) {
       const int rank = up ? i : ranks - 1 - i;
       if (ranks_[rank].done) continue;
@@ -160,9 +163,9 @@ bool ProgramOrderReplay::run_programs(const Schedule& s, const CostTable& costs,
       --remaining;
       moved = true;
     }
-    if (!moved) return false;
+    if (!moved) return Outcome::kStalled;
   }
-  return true;
+  return Outcome::kDone;
 }
 
 void ProgramOrderReplay::run_epilogue(const CostTable& costs, int iteration, Timeline* timeline) {
@@ -198,7 +201,10 @@ ProgramOrderReplay::Outcome ProgramOrderReplay::run(const Schedule& schedule,
   if (!index(schedule, costs)) return Outcome::kNotCovered;
   ranks_.assign(schedule.num_ranks, RankState{});
   for (int iteration = 0; iteration < options.iterations; ++iteration) {
-    if (!run_programs(schedule, costs, options, iteration, timeline)) return Outcome::kStalled;
+    if (const Outcome o = run_programs(schedule, costs, options, iteration, timeline);
+        o != Outcome::kDone) {
+      return o;
+    }
     run_epilogue(costs, iteration, timeline);
   }
   timeline->makespan = timeline->iteration_end.back();

@@ -40,7 +40,10 @@ class ProgramOrderReplay {
   // REQUIRES: covers(schedule, options), and what Engine::run requires;
   // *timeline prepared by Engine::run (sizes set, tallies zero). kStalled:
   // a deadlock (the timeline is then not to be read); kNotCovered: an
-  // action the replay does not cover, before anything was replayed.
+  // action the replay does not cover, or a schedule whose ranks wait on
+  // each other so often that its rounds would visit ranks many times for
+  // each action (kMaxVisitsPerAction): the timeline is then to be prepared
+  // again for the event engine.
   Outcome run(const Schedule& schedule, const CostTable& costs, const RunOptions& options,
               Timeline* timeline);
 
@@ -55,9 +58,13 @@ class ProgramOrderReplay {
                bool last, int rank, Timeline* timeline);
   // The rank's program is done: its gradient sync, then the barrier.
   void sync_gradients(const CostTable& costs, int iteration, int rank, Timeline* timeline);
-  // Runs each rank's program as far as it can, in rounds; false on a stall.
-  bool run_programs(const Schedule& schedule, const CostTable& costs, const RunOptions& options,
-                    int iteration, Timeline* timeline);
+  // Generated schedules need half a visit of a rank per action or less
+  // (1F1B: m + p rounds of p ranks for 2 m p actions); a custom order
+  // could need one round per action.
+  static constexpr int kMaxVisitsPerAction = 8;
+  // Runs each rank's program as far as it can, in rounds.
+  Outcome run_programs(const Schedule& schedule, const CostTable& costs, const RunOptions& options,
+                       int iteration, Timeline* timeline);
   // The end of the iteration on every rank: gradient sync, barrier,
   // pipeline-wide all-reduce, optimizer step.
   void run_epilogue(const CostTable& costs, int iteration, Timeline* timeline);

@@ -352,6 +352,45 @@ TEST_P(Invariants, ARunWithoutRecordsKeepsWhatTheSummaryReads) {
   }
 }
 
+// A pipeline whose stages zigzag over the ranks (stage s on rank s / 2 when
+// s is even, p - 1 - s / 2 when odd): its one microbatch's forward hops from
+// the lowest ranks to the highest and back, so the replay in program order
+// would move it a hop or two per round of all p ranks, about p / 2 visits
+// of a rank per action. The engine then gives that run to the events
+// (ProgramOrderReplay::kMaxVisitsPerAction) after undoing what the replay
+// began: the same timeline as recorded.
+TEST(ProgramOrderReplay, AScheduleOfManyRoundsFallsBackToTheEvents) {
+  constexpr int p = 64;
+  Schedule s;
+  s.name = "zigzag";
+  s.num_ranks = p;
+  s.num_stages = p;
+  s.num_microbatches = 1;
+  s.programs.resize(p);
+  for (int stage = 0; stage < p; ++stage) {
+    const int rank = stage % 2 == 0 ? stage / 2 : p - 1 - stage / 2;
+    s.stage_rank.push_back(rank);
+    s.programs[rank] = {{ActionKind::kForward, stage, 0}, {ActionKind::kBackward, stage, 0}};
+  }
+  ASSERT_TRUE(validate(s).ok());
+  CostTable costs = uniform_costs(p, p, 1000, 2000, 300, 10);
+  costs.grad_sync[3] = 500;
+  costs.optimizer_step[5] = 700;
+  Timeline recorded;
+  ASSERT_TRUE(Engine().run(s, costs, &recorded).ok());
+  RunOptions summary_only;
+  summary_only.record = false;
+  Timeline tallied;
+  ASSERT_TRUE(Engine().run(s, costs, &tallied, summary_only).ok());
+  // The forward chain and the backward chain back: 2p actions of 1000 and
+  // 2000 ps, 2(p - 1) transfers of 300 ps, then rank 5's step.
+  EXPECT_EQ(recorded.makespan, p * 3000 + 2 * (p - 1) * 300 + 700);
+  EXPECT_EQ(tallied.makespan, recorded.makespan);
+  EXPECT_EQ(tallied.peak_activation_bytes, recorded.peak_activation_bytes);
+  EXPECT_EQ(tallied.busy_per_iteration(), recorded.busy_per_iteration());
+  EXPECT_EQ(sorted_epilogue(tallied.epilogue).size(), recorded.epilogue.size());
+}
+
 // With a synchronous step and every rank's optimizer step as long, all ranks
 // start the next iteration together, so one replay is the steady state
 // (simulate() replays one then): the period of three iterations is the
