@@ -15,8 +15,8 @@
 // another rank per action; Engine::run hands everything else to the event
 // engine. Where it runs, its timeline is the event engine's to the
 // picosecond but for the order of its epilogue records
-// (tests/unit/program_order_replay_test.cc holds it to that on every
-// schedule kind).
+// (tests/unit/invariants_test.cc, ARunWithoutRecordsKeepsWhatTheSummaryReads,
+// holds it to that on every schedule kind).
 #pragma once
 
 #include <cstdint>
@@ -56,7 +56,8 @@ class ProgramOrderReplay {
   // known; whether it ran any action.
   bool advance(const Schedule& schedule, const CostTable& costs, const RunOptions& options,
                bool last, int rank, Timeline* timeline);
-  // The rank's program is done: its gradient sync, then the barrier.
+  // The rank's program is done: its gradient sync, and when it reaches the
+  // barrier.
   void sync_gradients(const CostTable& costs, int iteration, int rank, Timeline* timeline);
   // Generated schedules need half a visit of a rank per action or less
   // (1F1B: m + p rounds of p ranks for 2 m p actions); a custom order
@@ -65,8 +66,8 @@ class ProgramOrderReplay {
   // Runs each rank's program as far as it can, in rounds.
   Outcome run_programs(const Schedule& schedule, const CostTable& costs, const RunOptions& options,
                        int iteration, Timeline* timeline);
-  // The end of the iteration on every rank: gradient sync, barrier,
-  // pipeline-wide all-reduce, optimizer step.
+  // The end of the iteration once every rank has reached the barrier: the
+  // pipeline-wide all-reduce, then each rank's optimizer step.
   void run_epilogue(const CostTable& costs, int iteration, Timeline* timeline);
 
   ActionIndex index_;
