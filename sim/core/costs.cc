@@ -88,6 +88,12 @@ Status check_per_rank(const CostTable& costs) {
           fmt::format("rank {}: its weights, gradients and optimizer state {}{}", r, p, kFrom)};
     }
   }
+  for (size_t r = 0; r < costs.working_bytes.size(); ++r) {
+    if (std::string p = bytes_problem(costs.working_bytes[r]); !p.empty()) {
+      return Error{
+          fmt::format("rank {}: its working set (recomputation, logits) {}{}", r, p, kFrom)};
+    }
+  }
   if (std::string p = duration_problem(costs.pipeline_sync); !p.empty()) {
     return Error{fmt::format("the pipeline-wide all-reduce {}{}", p, kFrom)};
   }

@@ -47,6 +47,11 @@ struct CostTable {
   // Per rank: bytes that stay for the whole iteration (weights, gradients,
   // optimizer state), and the end-of-iteration work.
   std::vector<int64_t> static_bytes;
+  // Per rank: what it holds for a while beyond its microbatches'
+  // activations, at most once at a time (full recomputation's working set of
+  // one layer, the last stage's logits and their fp32 softmax); counted in
+  // its peak memory. Empty: none.
+  std::vector<int64_t> working_bytes;
   // Per stage, its weights in the model's dtype on one GPU: what each extra
   // weight version of an asynchronous schedule costs. Empty without a model.
   std::vector<int64_t> stage_weight_bytes;

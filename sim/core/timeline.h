@@ -62,6 +62,7 @@ struct Timeline {
   std::vector<EpilogueRecord> epilogue;
   std::vector<TransferRecord> transfers;  // per link in order of start
   std::vector<int64_t> static_bytes;      // per rank, held throughout
+  std::vector<int64_t> working_bytes;     // per rank (CostTable::working_bytes)
   // Per (stage, slice), at stage * num_slices + slice: the activation bytes
   // one microbatch takes when its F starts and gives back when its B ends;
   // with a split backward, I leaves `weight_grad` held (more than

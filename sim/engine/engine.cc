@@ -472,6 +472,8 @@ void prepare_timeline(const Schedule& schedule, const CostTable& costs, const Ru
   }
   t.static_bytes = costs.static_bytes;
   t.static_bytes.resize(ranks, 0);
+  t.working_bytes = costs.working_bytes;
+  t.working_bytes.resize(ranks, 0);
   t.num_slices = costs.num_slices;
   t.stage_memory.resize(costs.stages.size());
   for (size_t s = 0; s < costs.stages.size(); ++s) {

@@ -141,6 +141,9 @@ Summary summarize(const Config& config, const std::string& schedule_name, const 
     d.rank = rank;
     d.busy_s = period_busy[rank] * 1e-12;
     d.static_bytes = timeline.static_bytes[rank];
+    if (static_cast<size_t>(rank) < timeline.working_bytes.size()) {
+      d.working_bytes = timeline.working_bytes[rank];
+    }
     d.peak_activation_bytes = timeline.peak_activation_bytes[rank];
     s.devices.push_back(d);
     busy += period_busy[rank];
@@ -148,7 +151,8 @@ Summary summarize(const Config& config, const std::string& schedule_name, const 
   s.weights = weight_versions(timeline, stage_weight_bytes);
   for (const StageWeights& w : s.weights) s.devices[w.rank].weight_version_bytes += w.extra_bytes;
   for (DeviceSummary& d : s.devices) {
-    d.peak_memory_bytes = d.static_bytes + d.weight_version_bytes + d.peak_activation_bytes;
+    d.peak_memory_bytes =
+        d.static_bytes + d.weight_version_bytes + d.peak_activation_bytes + d.working_bytes;
   }
   if (timeline.period() > 0) {
     s.bubble_fraction = 1.0 - busy / (static_cast<double>(timeline.num_ranks) * timeline.period());

@@ -17,7 +17,9 @@ struct DeviceSummary {
   int64_t static_bytes = 0;
   int64_t peak_activation_bytes = 0;
   int64_t weight_version_bytes = 0;  // extra weight versions (asynchronous schedules)
-  int64_t peak_memory_bytes = 0;     // static + weight versions + peak activation
+  int64_t working_bytes = 0;         // CostTable::working_bytes
+  // static + weight versions + peak activation + working set
+  int64_t peak_memory_bytes = 0;
 };
 
 // An asynchronous schedule's weights on one stage: how many versions it

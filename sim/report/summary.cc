@@ -127,6 +127,7 @@ void write_summary(JsonWriter& w, const Summary& s) {
     w.field("static_bytes", d.static_bytes);
     w.field("peak_activation_bytes", d.peak_activation_bytes);
     w.field("weight_version_bytes", d.weight_version_bytes);
+    w.field("working_bytes", d.working_bytes);
     w.field("peak_memory_bytes", d.peak_memory_bytes);
     w.end_object();
   }

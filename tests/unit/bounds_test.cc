@@ -65,6 +65,21 @@ TEST(Bounds, AMeasuredRunsBubbleIsTheLastIterations) {
   EXPECT_DOUBLE_EQ(s.devices[0].busy_s, 6e-12);
 }
 
+// A rank's peak memory: what it holds throughout, its extra weight
+// versions (none here), its activations at their peak and its working set.
+TEST(Bounds, PeakMemoryAddsTheWorkingSet) {
+  Timeline t;
+  t.num_ranks = 1;
+  t.iteration_end = {10};
+  t.makespan = 10;
+  t.static_bytes = {1000};
+  t.peak_activation_bytes = {200};
+  t.working_bytes = {30};
+  const Summary s = summarize(Config{}, "1f1b", t);
+  EXPECT_EQ(s.devices[0].working_bytes, 30);
+  EXPECT_EQ(s.devices[0].peak_memory_bytes, 1230);
+}
+
 // 1F1B with uniform stages: bubble = (p - 1) / (m + p - 1), whatever the
 // unit of time, as long as every time is representable.
 TEST(Bounds, BubbleSummedOverManyRanksIsTheClosedForm) {

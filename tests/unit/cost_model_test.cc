@@ -227,6 +227,21 @@ TEST(ActivationBytes, PerStageIsLayersTimesPerLayer) {
   EXPECT_EQ(table.stages[3].activation_bytes, 2 * 578813952LL);
 }
 
+// What a rank holds for a while beyond its activations: with full
+// recomputation, the layer being recomputed, whole (578813952 bytes at t = 8,
+// the count of LayerActivationBytes.Gpt3TensorParallel); on the last stage,
+// one microbatch's logits, s V / t = 2048 * 51200 / 8 = 13107200 values, in
+// bf16 (2 bytes) with their fp32 softmax (4): 78643200 bytes. The larger of
+// the two counts; peak memory adds it.
+TEST(WorkingBytes, TheRecomputedLayerOrTheLogitsWhicheverIsLarger) {
+  Config c = make_config(gpt3(10), 4, 8, 1);
+  EXPECT_EQ(build_ok(c).working_bytes, (std::vector<int64_t>{0, 0, 0, 78643200}));
+  c.training.recompute = Recompute::kFull;
+  EXPECT_EQ(build_ok(c).working_bytes, (std::vector<int64_t>(4, 578813952)));
+  c.training.recompute = Recompute::kSelective;  // recomputes the scores only: not counted
+  EXPECT_EQ(build_ok(c).working_bytes, (std::vector<int64_t>{0, 0, 0, 78643200}));
+}
+
 // W reads the inputs of the four linear layers: two layer-norm outputs
 // (2sbh each, whole at t = 8 without sequence parallelism), the attention
 // output (2sbh / t) and the GeLU output (2sbf / t = 8sbh / t):
