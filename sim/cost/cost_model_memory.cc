@@ -262,29 +262,28 @@ RankParameters rank_parameters(const Config& config, const std::vector<int>& lay
 // fp32 softmax Megatron's vocabulary-parallel cross entropy keeps for the
 // backward. The two come one after the other (the loss's backward frees the
 // softmax before the last layer recomputes), so the larger counts.
-int64_t working_bytes(const Config& config, const std::vector<int>& layers,
-                      const std::vector<int>& stage_rank, const std::vector<Slice>& slices,
-                      int rank) {
+std::vector<int64_t> working_bytes(const Config& config, const std::vector<int>& layers,
+                                   const std::vector<int>& stage_rank,
+                                   const std::vector<Slice>& slices) {
   const ModelSpec& model = *config.model;
   const ParallelSpec& parallel = config.parallel;
   const int b = config.training.micro_batch;
+  const bool full = config.training.recompute == Recompute::kFull;
   const std::vector<int> moe_layers = moe_layers_per_stage(model, layers);
-  int64_t most = 0;
-  for (int s = 0; s < config.num_stages(); ++s) {
-    if (stage_rank[s] != rank) continue;
-    for (const Slice& slice : slices) {
-      if (config.training.recompute == Recompute::kFull && layers[s] > 0) {
-        const bool dense = layers[s] > moe_layers[s];
-        for (const bool moe : {false, true}) {
-          if (moe ? moe_layers[s] == 0 : !dense) continue;
-          most = std::max(most,
-                          slice_activation_bytes(model, b, parallel, Recompute::kNone, slice, moe));
-        }
-      }
-      if (config.last_of_chain(s)) {
-        const int64_t logits = int64_t{b} * slice.tokens * ceil_div(model.vocab, parallel.tensor);
-        most = std::max(most, logits * (dtype_bytes(model.dtype) + 4));
-      }
+  std::vector<int64_t> most(parallel.pipeline, 0);
+  for (const Slice& slice : slices) {
+    const auto whole_layer = [&](bool moe) {
+      return slice_activation_bytes(model, b, parallel, Recompute::kNone, slice, moe);
+    };
+    const int64_t dense = full ? whole_layer(false) : 0;
+    const int64_t moe = full && model.moe ? whole_layer(true) : 0;
+    const int64_t logits = int64_t{b} * slice.tokens * ceil_div(model.vocab, parallel.tensor) *
+                           (dtype_bytes(model.dtype) + 4);
+    for (int s = 0; s < config.num_stages(); ++s) {
+      int64_t& rank_most = most[stage_rank[s]];
+      if (layers[s] > moe_layers[s]) rank_most = std::max(rank_most, dense);
+      if (moe_layers[s] > 0) rank_most = std::max(rank_most, moe);
+      if (config.last_of_chain(s)) rank_most = std::max(rank_most, logits);
     }
   }
   return most;
@@ -337,10 +336,7 @@ void fill_memory(const Config& config, const std::vector<int>& layers,
         zero_static_bytes(params.dense, parallel.weight_replicas(), zero) +
         zero_static_bytes(params.expert, parallel.weight_replicas() / parallel.expert, zero);
   }
-  table.working_bytes.resize(parallel.pipeline);
-  for (int r = 0; r < parallel.pipeline; ++r) {
-    table.working_bytes[r] = working_bytes(config, layers, stage_rank, slices, r);
-  }
+  table.working_bytes = working_bytes(config, layers, stage_rank, slices);
   table.stage_weight_bytes.resize(config.num_stages());
   for (int s = 0; s < config.num_stages(); ++s) {
     const RankParameters params =

@@ -1,7 +1,6 @@
 #include "sim/engine/program_order_replay.h"
 
 #include <algorithm>
-#include <limits>
 
 #include "schedules/validate.h"
 #include "sim/engine/engine.h"
@@ -44,7 +43,8 @@ bool ProgramOrderReplay::index(const Schedule& s, const CostTable& costs) {
   slots_.reserve(n);
   advise_huge_pages(slots_);
   slots_.resize(n);
-  links_.assign(ranks, {});
+  links_.resize(ranks);
+  for (std::vector<Link>& links : links_) links.clear();  // keeping their memory
   link_free_.clear();
   const auto is_split = [&](int stage, int mb, int slice) {
     return index_.contains({ActionKind::kBackwardInput, stage, mb, slice});

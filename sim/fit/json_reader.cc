@@ -128,8 +128,7 @@ class PlaceRecorder : public nlohmann::json_sax<Json> {
     return true;
   }
   bool fail(size_t offset, const std::string& what) {
-    const Place place = document_->place_of(offset);
-    error_ = fmt::format("{}:{}:{}: {}", source_, place.line, place.column, what);
+    error_ = fmt::format("{}: {}", located(source_, document_->lines_.place(offset)), what);
     return false;
   }
 
@@ -142,12 +141,26 @@ class PlaceRecorder : public nlohmann::json_sax<Json> {
   std::string error_;
 };
 
-Result<Document> Document::parse(std::string_view text, std::string_view source) {
-  Document document;
-  document.line_starts_.push_back(0);
+LineIndex::LineIndex(std::string_view text) {
+  line_starts_.push_back(0);
   for (size_t i = 0; i < text.size(); ++i) {
-    if (text[i] == '\n') document.line_starts_.push_back(i + 1);
+    if (text[i] == '\n') line_starts_.push_back(i + 1);
   }
+}
+
+Place LineIndex::place(size_t offset) const {
+  const auto line = std::upper_bound(line_starts_.begin(), line_starts_.end(), offset) - 1;
+  return Place{static_cast<int>(line - line_starts_.begin()) + 1,
+               static_cast<int>(offset - *line) + 1};
+}
+
+std::string located(std::string_view source, Place place) {
+  return place.line == 0 ? std::string(source)
+                         : fmt::format("{}:{}:{}", source, place.line, place.column);
+}
+
+Result<Document> Document::parse(std::string_view text, std::string_view source) {
+  Document document(text);
   PlaceRecorder recorder(text, source, &document);
   const Cursor begin{text.data(), recorder.read()};
   const Cursor end{text.data() + text.size(), recorder.read()};
@@ -160,20 +173,14 @@ Result<Document> Document::parse(std::string_view text, std::string_view source)
   return document;
 }
 
-Place Document::place_of(size_t offset) const {
-  const auto line = std::upper_bound(line_starts_.begin(), line_starts_.end(), offset) - 1;
-  return Place{static_cast<int>(line - line_starts_.begin()) + 1,
-               static_cast<int>(offset - *line) + 1};
-}
-
 Place Document::place(std::string_view path, bool at_key) const {
   if (at_key) {
     const auto it = keys_.find(std::string(path));
-    if (it != keys_.end()) return place_of(it->second);
+    if (it != keys_.end()) return lines_.place(it->second);
   }
   while (true) {
     const auto it = values_.find(std::string(path));
-    if (it != values_.end()) return place_of(it->second);
+    if (it != values_.end()) return lines_.place(it->second);
     if (path.empty()) return Place{};
     const size_t cut = path.find_last_of(".[");
     path = path.substr(0, cut == std::string_view::npos ? 0 : cut);
@@ -200,11 +207,13 @@ std::string got(const Value& value) {
 
 void Walker::throw_error(const Value& value, std::string_view what) const {
   // A value that is null or absent points at its key, as the YAML reader's do.
-  const Place place = document_.place(value.path, !value.present());
-  const std::string where =
-      place.line == 0 ? source_ : fmt::format("{}:{}:{}", source_, place.line, place.column);
-  throw JsonReadError{value.path.empty() ? fmt::format("{}: {}", where, what)
-                                         : fmt::format("{}: {}: {}", where, value.path, what)};
+  throw_at(document_.place(value.path, !value.present()), value.path, what);
+}
+
+void Walker::throw_at(Place place, const std::string& path, std::string_view what) const {
+  const std::string where = located(source_, place);
+  throw JsonReadError{path.empty() ? fmt::format("{}: {}", where, what)
+                                   : fmt::format("{}: {}: {}", where, path, what)};
 }
 
 void Walker::throw_expected(const Value& value, std::string_view expected) const {
@@ -219,10 +228,9 @@ Map Walker::map(const Value& value, const std::vector<std::string_view>& keys) c
   Map map(value);
   for (const auto& [key, member] : value.json->items()) {
     if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
-      const Value entry = map.get(key);
-      const Place place = document_.place(entry.path, /*at_key=*/true);
-      throw JsonReadError{fmt::format("{}:{}:{}: {}: unknown key, expected one of {}", source_,
-                                      place.line, place.column, entry.path, allowed)};
+      const std::string path = map.get(key).path;
+      throw_at(document_.place(path, /*at_key=*/true), path,
+               fmt::format("unknown key, expected one of {}", allowed));
     }
   }
   return map;
@@ -231,9 +239,7 @@ Map Walker::map(const Value& value, const std::vector<std::string_view>& keys) c
 Value Walker::required(const Map& map, std::string_view key) const {
   Value value = map.get(key);
   if (value.json == nullptr) {
-    const Place place = document_.place(map.self().path, /*at_key=*/false);
-    throw JsonReadError{
-        fmt::format("{}:{}:{}: {}: missing", source_, place.line, place.column, value.path)};
+    throw_at(document_.place(map.self().path, /*at_key=*/false), value.path, "missing");
   }
   return value;
 }

@@ -32,6 +32,19 @@ struct Place {
   int column = 0;
 };
 
+// The line and column of each byte offset of a text.
+class LineIndex {
+ public:
+  explicit LineIndex(std::string_view text);
+  Place place(size_t offset) const;
+
+ private:
+  std::vector<size_t> line_starts_;  // byte offset of each line
+};
+
+// "source:line:column", or the source alone where the place is unknown.
+std::string located(std::string_view source, Place place);
+
 // A parsed document and where each value (and each member's key) starts,
 // by key path: "runs[0].actions[2].index".
 class Document {
@@ -47,10 +60,10 @@ class Document {
 
  private:
   friend class PlaceRecorder;
-  Place place_of(size_t offset) const;
+  explicit Document(std::string_view text) : lines_(text) {}
 
   std::unique_ptr<Json> root_;
-  std::vector<size_t> line_starts_;                 // byte offset of each line
+  LineIndex lines_;
   std::unordered_map<std::string, size_t> values_;  // byte offsets
   std::unordered_map<std::string, size_t> keys_;
 };
@@ -84,6 +97,7 @@ class Walker {
   Value root() const { return Value{"", &document_.root()}; }
   [[noreturn]] void throw_error(const Value& value, std::string_view what) const;
   [[noreturn]] void throw_expected(const Value& value, std::string_view expected) const;
+  [[noreturn]] void throw_at(Place place, const std::string& path, std::string_view what) const;
   // `value`, an object with no key but `keys`.
   Map map(const Value& value, const std::vector<std::string_view>& keys) const;
   Value required(const Map& map, std::string_view key) const;

@@ -219,11 +219,9 @@ Result<RunsFile> parse_runs(std::string_view json, std::string_view source) {
   // stops.
   const size_t first = json.find_first_not_of(" \t\r\n");
   if (first == std::string_view::npos || json[first] != '{') {
-    const size_t at = std::min(first, json.size());
-    const size_t line_start = at == 0 ? 0 : json.find_last_of('\n', at - 1) + 1;
-    return Error{fmt::format("{}:{}:{}: {}", source,
-                             std::count(json.begin(), json.begin() + at, '\n') + 1,
-                             at - line_start + 1, kNotRunsFile)};
+    const json_reader::Place place =
+        json_reader::LineIndex(json).place(std::min(first, json.size()));
+    return Error{fmt::format("{}: {}", json_reader::located(source, place), kNotRunsFile)};
   }
   return json_reader::read_json<RunsFile>(json, source,
                                           [](const Walker& walk) { return Reader(walk).read(); });
