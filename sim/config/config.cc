@@ -356,6 +356,7 @@ ParallelSpec Loader::read_parallel(const Map& s) const {
   read_int(s, "virtual_stages", parallel.virtual_stages, 1, static_cast<int>(kMaxStages));
   read_bool(s, "sequence_parallel", parallel.sequence_parallel);
   read_bool(s, "tp_comm_overlap", parallel.tp_comm_overlap);
+  read_bool(s, "tp_backward_overlap", parallel.tp_backward_overlap);
   read_bool(s, "p2p_scatter_gather", parallel.p2p_scatter_gather);
   // Only the values here; their count and sum are checked against the model
   // with the other cross-field checks.
@@ -467,10 +468,10 @@ Config Loader::load(YAML::Node root) const {
                            model_keys(false)),
       .hardware = with_preset(section(top.get("hardware"), hardware_keys(true)),
                               hardware_preset_dir(), hardware_keys(false)),
-      .parallel =
-          section(top.get("parallel"), {"pipeline", "tensor", "data", "context", "expert",
-                                        "virtual_stages", "sequence_parallel", "tp_comm_overlap",
-                                        "p2p_scatter_gather", "layers_per_stage"}),
+      .parallel = section(
+          top.get("parallel"),
+          {"pipeline", "tensor", "data", "context", "expert", "virtual_stages", "sequence_parallel",
+           "tp_comm_overlap", "tp_backward_overlap", "p2p_scatter_gather", "layers_per_stage"}),
       .training =
           section(top.get("training"),
                   {"global_batch", "micro_batch", "recompute", "zero_stage", "optimizer_step",

@@ -45,6 +45,7 @@ Status check_stages(const CostTable& costs) {
                            Entry{"weight-gradient time", duration_problem(c.weight_grad)},
                            Entry{"forward communication", duration_problem(c.forward_comm)},
                            Entry{"backward communication", duration_problem(c.backward_comm)},
+                           Entry{"backward overlap", duration_problem(c.backward_overlap)},
                            Entry{"activation bytes", bytes_problem(c.activation_bytes)},
                            Entry{"weight-gradient bytes", bytes_problem(c.weight_grad_bytes)}}) {
       if (!e.problem.empty())
@@ -56,7 +57,12 @@ Status check_stages(const CostTable& costs) {
                       "part of{}",
                       where, kFrom)};
     }
-    if (c.forward_comm > c.forward || c.backward_comm > c.backward - c.weight_grad) {
+    if (c.backward_overlap > std::min(c.weight_grad, c.backward_comm)) {
+      return Error{fmt::format(
+          "{}: the backward's overlap is more than its weight gradient or its communication{}",
+          where, kFrom)};
+    }
+    if (c.forward_comm > c.forward || c.backward_comm > input_grad_time(c)) {
       return Error{fmt::format(
           "{}: the communication of the {} is more than the time it is part of{}", where,
           c.forward_comm > c.forward ? "forward" : "input gradient (backward less weight gradient)",
@@ -148,7 +154,10 @@ Picos overlapped_pair_time(Picos forward, Picos forward_comm, Picos backward, Pi
 
 void cap_communication(StageCost& cost) {
   cost.forward_comm = std::min(cost.forward_comm, cost.forward);
-  cost.backward_comm = std::min(cost.backward_comm, cost.backward - cost.weight_grad);
+  cost.backward_overlap =
+      std::min({cost.backward_overlap, cost.weight_grad, cost.backward - cost.weight_grad});
+  cost.backward_comm = std::min(cost.backward_comm, input_grad_time(cost));
+  cost.backward_overlap = std::min(cost.backward_overlap, cost.backward_comm);
 }
 
 CostTable uniform_costs(int num_stages, int num_ranks, Picos forward, Picos backward, Picos p2p,

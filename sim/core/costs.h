@@ -16,7 +16,7 @@ namespace ppsim {
 
 struct StageCost {
   Picos forward = 0;
-  Picos backward = 0;     // full backward (B); I takes backward - weight_grad
+  Picos backward = 0;     // full backward (B); I takes input_grad_time
   Picos weight_grad = 0;  // W, part of backward
   // Taken when F(mb) starts and kept until its B ends. With a split
   // backward, I leaves weight_grad_bytes held until W gives them back: the
@@ -26,10 +26,15 @@ struct StageCost {
   int64_t activation_bytes = 0;
   int64_t weight_grad_bytes = 0;
   // The communication inside forward and inside the input-gradient part of
-  // backward (backward - weight_grad) that an overlapped pair's other action
+  // backward (input_grad_time) that an overlapped pair's other action
   // can hide under its compute (overlapped_pair_time).
   Picos forward_comm = 0;
   Picos backward_comm = 0;
+  // What B saves over its I then its W: I's collectives that run beside W's
+  // GEMMs when both are one action (parallel.tp_backward_overlap), so
+  // backward = I + W - backward_overlap; an I on its own pays it. At most
+  // weight_grad and backward_comm.
+  Picos backward_overlap = 0;
 };
 
 // Figures per stage are per (stage, token slice) when a schedule cuts
@@ -100,8 +105,14 @@ Picos overlapped_pair_time(Picos forward, Picos forward_comm, Picos backward, Pi
                            double comm_sm_fraction);
 
 // Caps forward_comm and backward_comm at the times they are part of, after
-// those times were set by hand or calibrated.
+// those times were set by hand or calibrated, and backward_overlap at
+// weight_grad and backward_comm.
 void cap_communication(StageCost& cost);
+
+// An input gradient run on its own (I): B less W, plus what B hid beside W.
+inline Picos input_grad_time(const StageCost& cost) {
+  return cost.backward - cost.weight_grad + cost.backward_overlap;
+}
 
 // How long an action of `kind` computes: F forward, B backward, I backward
 // less its weight gradient, W the weight gradient; 0 for S (a rank's step is
@@ -114,7 +125,7 @@ inline Picos compute_time(const StageCost& cost, ActionKind kind) {
     case ActionKind::kBackward:
       return cost.backward;
     case ActionKind::kBackwardInput:
-      return cost.backward - cost.weight_grad;
+      return input_grad_time(cost);
     case ActionKind::kBackwardWeight:
       return cost.weight_grad;
     case ActionKind::kStep:

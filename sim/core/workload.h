@@ -191,6 +191,15 @@ struct ParallelSpec {
   // the GEMM it feeds or drains, so only what outlasts that GEMM is paid.
   // Needs sequence_parallel.
   bool tp_comm_overlap = false;
+  // Megatron-LM's asynchronous column-parallel backward
+  // (LinearWithGradAccumulationAndAsyncCommunication; --no-async-tensor-
+  // model-parallel-allreduce turns it off, since 2021-09; always in
+  // Megatron-Core): the input-gradient all-reduce (reduce-scatter with
+  // sequence parallelism) of the Q, K and V projection, the MLP's up
+  // projection and the logits runs beside the same layer's weight-gradient
+  // GEMM, so a whole backward (B) pays only what outlasts that GEMM. An I
+  // without its W (split-backward schedules) pays all of it.
+  bool tp_backward_overlap = true;
   // Megatron-LM's scatter/gather of pipeline transfers (Narayanan et al.
   // 2021, section 4.1; --scatter-gather-tensors-in-pipeline): with t > 1
   // and no sequence parallelism, each GPU of a tensor group sends 1/t of the

@@ -1,5 +1,6 @@
 #include "sim/cost/calibration.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace ppsim {
@@ -46,9 +47,10 @@ Picos affine(Picos t, const std::optional<KindCalibration>& c) {
 
 void calibrate_backward(BackwardForm form, const Calibration& calibration, StageCost& c) {
   if (form == BackwardForm::kSplit) {
-    const Picos input = affine(c.backward - c.weight_grad, calibration.backward_input);
+    const Picos input = affine(input_grad_time(c), calibration.backward_input);
     c.weight_grad = affine(c.weight_grad, calibration.backward_weight);
-    c.backward = input + c.weight_grad;
+    c.backward_overlap = std::min({c.backward_overlap, c.weight_grad, input});
+    c.backward = input + c.weight_grad - c.backward_overlap;
   } else if (const std::optional<KindCalibration>& b = calibration.backward) {
     // W is not timed on its own here; it keeps its share of B (o >= 0
     // keeps it within B').

@@ -115,8 +115,7 @@ Status apply_fixed(const FixedCosts& fixed, const SliceShares& shares, CostTable
     if (!fixed.forward_comm_s.empty() && stage.forward_comm > stage.forward) {
       return Error{"costs.fixed.forward_comm_s exceeds forward_s; it is part of the forward"};
     }
-    if (!fixed.backward_comm_s.empty() &&
-        stage.backward_comm > stage.backward - stage.weight_grad) {
+    if (!fixed.backward_comm_s.empty() && stage.backward_comm > input_grad_time(stage)) {
       return Error{
           "costs.fixed.backward_comm_s exceeds backward_s less weight_grad_s; it is part of the "
           "input gradient"};

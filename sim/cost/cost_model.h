@@ -149,6 +149,9 @@ struct PricedPhase {
 struct PricedPiece {
   const char* name = "";
   std::vector<PricedPhase> phases;
+  // What a whole backward (B) saves over the input gradient then the
+  // weight gradient (StageCost::backward_overlap), in seconds.
+  double backward_overlap_seconds = 0;
 };
 // Where each piece's time goes (`ppsim simulate --ops`), priced as
 // piece_times prices them (rank 0's links). Errors as piece_times'.

@@ -30,6 +30,7 @@ struct Block {
   // (StageCost::forward_comm, backward_comm).
   Picos forward_comm = 0;
   Picos backward_comm = 0;
+  Picos backward_overlap = 0;  // StageCost::backward_overlap
 
   Block& operator+=(const Block& other) {
     forward = duration_plus(forward, other.forward);
@@ -37,14 +38,15 @@ struct Block {
     weight_grad = duration_plus(weight_grad, other.weight_grad);
     forward_comm = duration_plus(forward_comm, other.forward_comm);
     backward_comm = duration_plus(backward_comm, other.backward_comm);
+    backward_overlap = duration_plus(backward_overlap, other.backward_overlap);
     return *this;
   }
 };
 
 Block repeat(const Block& block, int64_t n) {
-  return Block{duration_times(block.forward, n), duration_times(block.backward, n),
-               duration_times(block.weight_grad, n), duration_times(block.forward_comm, n),
-               duration_times(block.backward_comm, n)};
+  return Block{duration_times(block.forward, n),       duration_times(block.backward, n),
+               duration_times(block.weight_grad, n),   duration_times(block.forward_comm, n),
+               duration_times(block.backward_comm, n), duration_times(block.backward_overlap, n)};
 }
 
 // Times the pieces of a stage for one slice of a microbatch by pricing
@@ -99,11 +101,18 @@ class BlockTimer {
     const Picos forward = seconds_to_picos(timer_.seconds(ops.forward, links));
     const Picos input_grad = seconds_to_picos(timer_.seconds(ops.input_grad, links));
     // Each within the time it is part of, whatever the rounding.
+    const Picos backward_comm =
+        std::min(input_grad, seconds_to_picos(timer_.communication_seconds(ops.input_grad, links)));
+    const Picos overlap = std::min({backward_comm, weight_grad,
+                                    seconds_to_picos(timer_.beside_weight_grad_seconds(
+                                        ops.input_grad, ops.weight_grad, links))});
     return Block{
-        forward, input_grad + weight_grad, weight_grad,
+        forward,
+        input_grad + weight_grad - overlap,
+        weight_grad,
         std::min(forward, seconds_to_picos(timer_.communication_seconds(ops.forward, links))),
-        std::min(input_grad,
-                 seconds_to_picos(timer_.communication_seconds(ops.input_grad, links)))};
+        backward_comm,
+        overlap};
   }
 
   OpShape shape_;
@@ -182,6 +191,7 @@ Status fill_stage_times(const Config& config, const std::vector<int>& layers,
       cost.weight_grad = block.weight_grad;
       cost.forward_comm = block.forward_comm;
       cost.backward_comm = block.backward_comm;
+      cost.backward_overlap = block.backward_overlap;
     }
   }
   return Status();
@@ -346,7 +356,8 @@ PricedPiece priced_piece(const char* name, const PieceOps& ops, const OpTimer& t
   return {name,
           {priced_phase("forward", ops.forward, timer, links),
            priced_phase("input gradient", ops.input_grad, timer, links),
-           priced_phase("weight gradient", ops.weight_grad, timer, links)}};
+           priced_phase("weight gradient", ops.weight_grad, timer, links)},
+          timer.beside_weight_grad_seconds(ops.input_grad, ops.weight_grad, links)};
 }
 
 }  // namespace

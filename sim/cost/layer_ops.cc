@@ -153,15 +153,16 @@ void add_dense_mlp_forward(PhaseBuilder& p, const ModelSpec& model, const MlpWid
   p.row_parallel_end("MLP all-reduce");
 }
 
-void add_dense_mlp_input_grad(PhaseBuilder& p, const ModelSpec& model, const MlpWidth& w) {
+int add_dense_mlp_input_grad(PhaseBuilder& p, const ModelSpec& model, const MlpWidth& w) {
   p.column_parallel_start("all-gather of the MLP output gradient");
   add_mlp_core_input_grad(p, model, w, p.dims().tokens);
-  p.row_parallel_end("MLP input-gradient all-reduce");
+  return p.row_parallel_end("MLP input-gradient all-reduce");
 }
 
-void add_dense_mlp_weight_grad(PhaseBuilder& p, const MlpWidth& w) {
-  p.weight_gemm("MLP up weight gradient", p.dims().hidden, w.up);
+int add_dense_mlp_weight_grad(PhaseBuilder& p, const MlpWidth& w) {
+  const int up = p.weight_gemm("MLP up weight gradient", p.dims().hidden, w.up);
   p.weight_gemm("MLP down weight gradient", w.ffn, p.dims().hidden);
+  return up;
 }
 
 // Multi-head latent attention's projections on this GPU (Megatron-Core's
@@ -284,7 +285,7 @@ double dropout_add_backward_bytes(const PhaseBuilder& p) {
 // norm's backward, the residual, the attention branch and the input norm.
 // A norm's backward reads its input and the gradient and writes one; the
 // residual stream then adds the two branches' gradients.
-void add_attention_input_grad(PhaseBuilder& p, const ModelSpec& model) {
+int add_attention_input_grad(PhaseBuilder& p, const ModelSpec& model) {
   const Dims& d = p.dims();
   const double norm = 3 * p.norm_bytes();
   p.memory("MLP norm backward", norm);
@@ -298,19 +299,27 @@ void add_attention_input_grad(PhaseBuilder& p, const ModelSpec& model) {
   } else {
     add_qkv_input_grad(p, model);
   }
-  p.row_parallel_end("QKV input-gradient all-reduce");
+  const int qkv = p.row_parallel_end("QKV input-gradient all-reduce");
   p.memory("input norm backward", norm);
   p.memory("residual gradient add", norm);
+  return model.mla ? -1 : qkv;
 }
 
-void add_attention_weight_grad(PhaseBuilder& p, const ModelSpec& model) {
+int add_attention_weight_grad(PhaseBuilder& p, const ModelSpec& model) {
   const Dims& d = p.dims();
+  int qkv = -1;
   if (model.mla) {
     add_latent_projections_weight_grad(p, model);
   } else {
-    p.weight_gemm("QKV weight gradient", d.hidden, d.q_width + d.k_width + d.v_width);
+    qkv = p.weight_gemm("QKV weight gradient", d.hidden, d.q_width + d.k_width + d.v_width);
   }
   p.weight_gemm("attention output weight gradient", d.o_width, d.hidden);
+  return qkv;
+}
+
+void run_beside(const OpShape& shape, int collective, int gemm, PieceOps& ops) {
+  if (!shape.tp_backward_overlap || collective < 0 || gemm < 0) return;
+  ops.input_grad.at(collective).weight_partner = gemm;
 }
 
 void add_layer_forward(PhaseBuilder& p, const ModelSpec& model) {
@@ -319,15 +328,26 @@ void add_layer_forward(PhaseBuilder& p, const ModelSpec& model) {
   p.dropout("MLP bias-dropout-add", residual_bytes(p), p.norm_elements());
 }
 
-void add_layer_input_grad(PhaseBuilder& p, const ModelSpec& model) {
+// A dense layer's column-parallel pairs: its input-gradient collectives, or
+// its weight-gradient GEMMs, by index.
+struct ColumnParallelPairs {
+  int qkv = -1;
+  int mlp_up = -1;
+};
+
+ColumnParallelPairs add_layer_input_grad(PhaseBuilder& p, const ModelSpec& model) {
   p.memory("MLP dropout-add backward", dropout_add_backward_bytes(p));
-  add_dense_mlp_input_grad(p, model, mlp_width(model, p.dims().ffn));
-  add_attention_input_grad(p, model);
+  ColumnParallelPairs collectives;
+  collectives.mlp_up = add_dense_mlp_input_grad(p, model, mlp_width(model, p.dims().ffn));
+  collectives.qkv = add_attention_input_grad(p, model);
+  return collectives;
 }
 
-void add_layer_weight_grad(PhaseBuilder& p, const ModelSpec& model) {
-  add_attention_weight_grad(p, model);
-  add_dense_mlp_weight_grad(p, mlp_width(model, p.dims().ffn));
+ColumnParallelPairs add_layer_weight_grad(PhaseBuilder& p, const ModelSpec& model) {
+  ColumnParallelPairs gemms;
+  gemms.qkv = add_attention_weight_grad(p, model);
+  gemms.mlp_up = add_dense_mlp_weight_grad(p, mlp_width(model, p.dims().ffn));
+  return gemms;
 }
 
 }  // namespace layer_ops_internal
@@ -364,6 +384,7 @@ OpShape OpShape::of(const Config& config) {
   shape.context = config.parallel.context;
   shape.sequence_parallel = config.parallel.sequence_parallel;
   shape.tp_comm_overlap = config.parallel.tp_comm_overlap;
+  shape.tp_backward_overlap = config.parallel.tp_backward_overlap;
   shape.fused_grad_accumulation = config.training.grad_accumulation_fusion;
   // Megatron accumulates and reduces gradients in fp32 when training in
   // bf16 (it forces accumulate_allreduce_grads_in_fp32), in the model's
@@ -379,9 +400,11 @@ PieceOps layer_ops(const OpShape& shape, const TokenSlice& slice) {
   PhaseBuilder forward(shape, dims, ops.forward);
   add_layer_forward(forward, shape.model);
   PhaseBuilder input_grad(shape, dims, ops.input_grad);
-  add_layer_input_grad(input_grad, shape.model);
+  const ColumnParallelPairs collectives = add_layer_input_grad(input_grad, shape.model);
   PhaseBuilder weight_grad(shape, dims, ops.weight_grad);
-  add_layer_weight_grad(weight_grad, shape.model);
+  const ColumnParallelPairs gemms = add_layer_weight_grad(weight_grad, shape.model);
+  run_beside(shape, collectives.qkv, gemms.qkv, ops);
+  run_beside(shape, collectives.mlp_up, gemms.mlp_up, ops);
   return ops;
 }
 
@@ -443,11 +466,12 @@ PieceOps head_ops(const OpShape& shape, const TokenSlice& slice) {
   PhaseBuilder input_grad(shape, d, ops.input_grad);
   input_grad.memory("cross-entropy backward", logits * kLossBackwardBytesPerLogit);
   input_grad.gemm("logits input gradient", d.tokens, d.hidden, d.vocab);
-  input_grad.row_parallel_end("logits input-gradient all-reduce");
+  const int collective = input_grad.row_parallel_end("logits input-gradient all-reduce");
   input_grad.memory("final norm backward", 3 * input_grad.norm_bytes());
 
   PhaseBuilder weight_grad(shape, d, ops.weight_grad);
-  weight_grad.weight_gemm("logits weight gradient", d.vocab, d.hidden);
+  run_beside(shape, collective,
+             weight_grad.weight_gemm("logits weight gradient", d.vocab, d.hidden), ops);
   return ops;
 }
 

@@ -62,6 +62,11 @@ struct Op {
   // operation) or drains (a reduce-scatter: the previous one), paying only
   // what outlasts it (parallel.tp_comm_overlap).
   bool overlaps_gemm = false;
+  // kCollective of an input-gradient list: the index, in the same piece's
+  // weight-gradient list, of the GEMM it runs beside when I and W run as one
+  // backward (parallel.tp_backward_overlap: Megatron's asynchronous
+  // column-parallel backward); -1: none.
+  int weight_partner = -1;
 };
 
 // A GEMM of `batch` products of (m x k) by (k x n): operands read in
@@ -78,9 +83,16 @@ class OpList {
 
   // REQUIRES: fewer than kCapacity operations so far (a mixture-of-experts
   // layer with latent attention has 45 in its input gradient).
-  void add(const Op& op) {
+  // Returns the operation's index.
+  int add(const Op& op) {
     PPSIM_CHECK(size_ < kCapacity);
-    ops_[size_++] = op;
+    ops_[size_] = op;
+    return size_++;
+  }
+  // REQUIRES: 0 <= i < size().
+  Op& at(int i) {
+    PPSIM_CHECK(i >= 0 && i < size_);
+    return ops_[i];
   }
   const Op* begin() const { return ops_.data(); }
   const Op* end() const { return ops_.data() + size_; }
@@ -117,6 +129,7 @@ struct OpShape {
   int context = 1;  // cp > 1: the slice is one context rank's share
   bool sequence_parallel = false;
   bool tp_comm_overlap = false;
+  bool tp_backward_overlap = false;
   bool fused_grad_accumulation = true;
   int grad_bytes = 4;  // bytes per value of the accumulated gradient
   int expert = 1;      // expert-parallel degree EP of the model's MoE layers

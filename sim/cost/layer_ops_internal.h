@@ -77,31 +77,35 @@ class PhaseBuilder {
   // A weight-gradient GEMM of an (m x n) weight over the slice's tokens:
   // accumulated into the gradient buffer inside the GEMM, or written in the
   // dtype and then added to the buffer by its own kernel.
-  void weight_gemm(const char* name, double m, double n) {
-    weight_gemm(name, m, n, dims_.tokens, 1);
+  // Returns the GEMM's index in the list.
+  int weight_gemm(const char* name, double m, double n) {
+    return weight_gemm(name, m, n, dims_.tokens, 1);
   }
   // `batch` weights of (m x n), each over `tokens` tokens.
-  void weight_gemm(const char* name, double m, double n, double tokens, double batch) {
+  int weight_gemm(const char* name, double m, double n, double tokens, double batch) {
     const double g = shape_.grad_bytes;
     if (shape_.fused_grad_accumulation) {
-      out_.add(gemm_op(name, batch, m, n, tokens, dims_.value_bytes, 2 * g));
-      return;
+      return out_.add(gemm_op(name, batch, m, n, tokens, dims_.value_bytes, 2 * g));
     }
-    out_.add(gemm_op(name, batch, m, n, tokens, dims_.value_bytes, dims_.value_bytes));
+    const int gemm =
+        out_.add(gemm_op(name, batch, m, n, tokens, dims_.value_bytes, dims_.value_bytes));
     memory("gradient accumulation", batch * m * n * (2 * g + dims_.value_bytes));
+    return gemm;
   }
 
   // The tensor-parallel collective that ends a row-parallel product (an
   // all-reduce, a reduce-scatter with sequence parallelism), or that starts
   // a column-parallel one (an all-gather with sequence parallelism; nothing
   // without). Their conjugates in backward are the same pair swapped.
-  void row_parallel_end(const char* name) {
-    if (!dims_.tensor_parallel) return;
+  // Returns the collective's index in the list; -1 without tensor
+  // parallelism.
+  int row_parallel_end(const char* name) {
+    if (!dims_.tensor_parallel) return -1;
     Op op = collective_kernel(
         name, dims_.sequence_parallel ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce,
         hidden_bytes());
     op.overlaps_gemm = shape_.tp_comm_overlap;
-    out_.add(op);
+    return out_.add(op);
   }
   void column_parallel_start(const char* name) {
     if (!dims_.tensor_parallel || !dims_.sequence_parallel) return;
@@ -181,9 +185,12 @@ void add_mlp_core_input_grad(PhaseBuilder& p, const ModelSpec& model, const MlpW
                              double tokens, double batch = 1);
 
 // A dense MLP of the layer's tokens, with its tensor-parallel collectives.
+// The input gradient returns the index of the up projection's input-gradient
+// collective (-1: none), the weight gradient that of the up projection's
+// GEMM: a pair for run_beside.
 void add_dense_mlp_forward(PhaseBuilder& p, const ModelSpec& model, const MlpWidth& w);
-void add_dense_mlp_input_grad(PhaseBuilder& p, const ModelSpec& model, const MlpWidth& w);
-void add_dense_mlp_weight_grad(PhaseBuilder& p, const MlpWidth& w);
+int add_dense_mlp_input_grad(PhaseBuilder& p, const ModelSpec& model, const MlpWidth& w);
+int add_dense_mlp_weight_grad(PhaseBuilder& p, const MlpWidth& w);
 
 // The first half of a layer: the input norm, the Q, K and V projections,
 // the attention core, the output projection, the residual; then the MLP's
@@ -191,7 +198,18 @@ void add_dense_mlp_weight_grad(PhaseBuilder& p, const MlpWidth& w);
 void add_attention_forward(PhaseBuilder& p, const ModelSpec& model);
 // The second half of a layer's input gradient, after its MLP's: the MLP
 // norm's backward, the residual, the attention branch and the input norm.
-void add_attention_input_grad(PhaseBuilder& p, const ModelSpec& model);
-void add_attention_weight_grad(PhaseBuilder& p, const ModelSpec& model);
+// Like the MLP's, the two return the index of the Q, K and V projection's
+// input-gradient collective and of its weight-gradient GEMM (-1 with latent
+// attention, whose projections are not paired).
+int add_attention_input_grad(PhaseBuilder& p, const ModelSpec& model);
+int add_attention_weight_grad(PhaseBuilder& p, const ModelSpec& model);
+
+// With parallel.tp_backward_overlap, marks a column-parallel layer's
+// input-gradient collective (index `collective` of ops.input_grad) as
+// running beside its weight-gradient GEMM (index `gemm` of
+// ops.weight_grad), as Megatron-LM's asynchronous column-parallel backward
+// runs them (LinearWithGradAccumulationAndAsyncCommunication). Nothing when
+// either is -1.
+void run_beside(const OpShape& shape, int collective, int gemm, PieceOps& ops);
 
 }  // namespace ppsim::layer_ops_internal

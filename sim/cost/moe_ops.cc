@@ -154,14 +154,17 @@ PieceOps moe_layer_ops(const OpShape& shape, const TokenSlice& slice) {
 
   PhaseBuilder input_grad(shape, dims, ops.input_grad);
   input_grad.memory("MLP dropout-add backward", dropout_add_backward_bytes(input_grad));
-  if (shared) add_dense_mlp_input_grad(input_grad, shape.model, shared_width(shape));
+  const int shared_collective =
+      shared ? add_dense_mlp_input_grad(input_grad, shape.model, shared_width(shape)) : -1;
   add_moe_input_grad(input_grad, shape.model, routing);
-  add_attention_input_grad(input_grad, shape.model);
+  const int qkv_collective = add_attention_input_grad(input_grad, shape.model);
 
   PhaseBuilder weight_grad(shape, dims, ops.weight_grad);
-  add_attention_weight_grad(weight_grad, shape.model);
+  const int qkv_gemm = add_attention_weight_grad(weight_grad, shape.model);
   add_moe_weight_grad(weight_grad, routing);
-  if (shared) add_dense_mlp_weight_grad(weight_grad, shared_width(shape));
+  const int shared_gemm = shared ? add_dense_mlp_weight_grad(weight_grad, shared_width(shape)) : -1;
+  run_beside(shape, qkv_collective, qkv_gemm, ops);
+  run_beside(shape, shared_collective, shared_gemm, ops);
   return ops;
 }
 

@@ -144,6 +144,19 @@ double OpTimer::seconds(const OpList& ops, const GroupLinks& links) const {
   return total;
 }
 
+double OpTimer::beside_weight_grad_seconds(const OpList& input_grad, const OpList& weight_grad,
+                                           const GroupLinks& links) const {
+  double hidden = 0;
+  for (int i = 0; i < input_grad.size(); ++i) {
+    const int partner = input_grad.begin()[i].weight_partner;
+    if (partner < 0) continue;
+    PPSIM_CHECK(partner < weight_grad.size());
+    hidden += std::min(in_list_seconds(input_grad, i, links),
+                       seconds(weight_grad.begin()[partner], links));
+  }
+  return hidden;
+}
+
 double OpTimer::communication_seconds(const OpList& ops, const GroupLinks& links) const {
   double total = 0;
   for (int i = 0; i < ops.size(); ++i) {

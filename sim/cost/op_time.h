@@ -90,6 +90,11 @@ class OpTimer {
   // ring exchanges, each as much of it as the list leaves exposed. What an
   // overlapped pair's other action can hide (sim/core/costs.h).
   double communication_seconds(const OpList& ops, const GroupLinks& links) const;
+  // What a whole backward saves over its input gradient then its weight
+  // gradient: each input-gradient collective with a weight partner
+  // (Op::weight_partner) runs beside that GEMM, hiding the shorter of the two.
+  double beside_weight_grad_seconds(const OpList& input_grad, const OpList& weight_grad,
+                                    const GroupLinks& links) const;
 
   // The parts of seconds(op) for a GEMM, for tests and docs: its compute
   // time by tiles and waves (and the tiling that gives it), and its operand

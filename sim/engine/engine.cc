@@ -67,7 +67,7 @@ void Engine::index_durations(const Schedule& s, const CostTable& costs) {
       d[static_cast<int>(ActionKind::kStep)] = step;
       Picos* comm = &comms_[(stage * s.num_slices + slice) * kNumActionKinds];
       comm[static_cast<int>(ActionKind::kForward)] = c.forward_comm;
-      comm[static_cast<int>(ActionKind::kBackward)] = c.backward_comm;
+      comm[static_cast<int>(ActionKind::kBackward)] = c.backward_comm - c.backward_overlap;
       comm[static_cast<int>(ActionKind::kBackwardInput)] = c.backward_comm;
     }
   }

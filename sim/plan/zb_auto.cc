@@ -231,7 +231,7 @@ class Greedy {
         break;
       case ActionKind::kBackwardInput:
         mb = rank.input_grads++;
-        end += c.backward - c.weight_grad;
+        end += input_grad_time(c);
         // Frees here rather than at the end: this rank decides again only
         // once the action has ended, which is when the engine frees. What
         // stays is W's part, reserved at F.

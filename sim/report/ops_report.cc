@@ -47,8 +47,9 @@ std::string shape_of(const Op& op) {
     case OpKind::kFlashAttention:
       return op.backward ? "backward" : "forward";
     case OpKind::kCollective:
-      return fmt::format("{}{}", collective_name(op.collective),
-                         op.overlaps_gemm ? ", overlapped" : "");
+      return fmt::format("{}{}{}", collective_name(op.collective),
+                         op.overlaps_gemm ? ", overlapped" : "",
+                         op.weight_partner >= 0 ? ", beside W" : "");
     case OpKind::kRingExchange:
       return fmt::format("{:g} steps, overlapped", op.steps);
     case OpKind::kMemory:
@@ -109,6 +110,12 @@ std::string format_op_table(const std::string& heading, const std::vector<Priced
   for (const PricedPiece& piece : pieces) {
     out += fmt::format("\n{}\n", piece.name);
     for (const PricedPhase& phase : piece.phases) out += format_phase(phase);
+    if (piece.backward_overlap_seconds > 0) {
+      out += fmt::format(
+          "  input and weight gradient as one backward: {} less (collectives marked \"beside "
+          "W\" run beside their weight-gradient GEMMs)\n",
+          format_duration(piece.backward_overlap_seconds));
+    }
   }
   return out;
 }

@@ -58,6 +58,7 @@ TEST(ConfigTest, BadSetValueNamesTheFlag) {
   EXPECT_EQ(error_of(kIdeal, {{"parallel.pipline", "2"}}),
             "--set parallel.pipline=2: parallel.pipline: unknown key, expected one of pipeline, "
             "tensor, data, context, expert, virtual_stages, sequence_parallel, tp_comm_overlap, "
+            "tp_backward_overlap, "
             "p2p_scatter_gather, layers_per_stage");
 }
 

@@ -336,8 +336,10 @@ TEST(StageTime, SelectiveRecomputeRepaysAttentionCore) {
 
 TEST(StageTime, TensorParallelAllReducesAreAdded) {
   // t = 2 on one node: each all-reduce of b s h * 2 = 50331648 bytes takes
-  // 2 * 1e-6 + 50331648 / 1e11 = 5.0531648e-4 s; two each way.
+  // 2 * 1e-6 + 50331648 / 1e11 = 5.0531648e-4 s; two each way, the
+  // backward's after their weight gradients (no asynchronous backward).
   Config c = make_config(gpt3(3), 3, 2, 1, round_hardware(8, 1));
+  c.parallel.tp_backward_overlap = false;
   const Picos all_reduce = 505316480;
   Config no_link = c;
   no_link.hardware->intra_node_bandwidth_gbps = 1e30;
@@ -356,7 +358,8 @@ TEST(StageTime, TensorParallelAllReducesAreAdded) {
 TEST(StageTime, TensorGroupAcrossNodesAndEndCollectives) {
   // One GPU a node: t = 2 all-reduces over the network, each
   // 2 * 5e-6 + 50331648 / 1e10 = 5.0431648e-3 s (AR below).
-  const Config c = make_config(gpt3(3), 3, 2, 1, round_hardware(1, 6));
+  Config c = make_config(gpt3(3), 3, 2, 1, round_hardware(1, 6));
+  c.parallel.tp_backward_overlap = false;
   Config no_link = c;
   no_link.hardware->inter_node_bandwidth_gbps = 1e30;
   no_link.hardware->inter_node_latency_us = 0;
@@ -374,6 +377,32 @@ TEST(StageTime, TensorGroupAcrossNodesAndEndCollectives) {
   EXPECT_NEAR(comm(0, &StageCost::forward), 3 * ar, 3);
   EXPECT_NEAR(comm(2, &StageCost::backward), 3 * ar, 3);
   EXPECT_NEAR(comm(2, &StageCost::forward), 2 * ar + 3 * 10819200, 6);
+}
+
+TEST(StageTime, ColumnParallelInputGradientsRunBesideTheirWeightGradients) {
+  // t = 2 on one node, as above: the Q, K, V and the MLP up projections'
+  // input-gradient all-reduces, 5.0531648e-4 s each, run beside their own
+  // weight-gradient GEMMs: 2 h (3h / t) s = 927712935936 FLOP and
+  // 2 h (4h / t) s = 1236950581248 FLOP at 1e14 FLOP/s, 9.28 and 12.37 ms,
+  // so a whole backward hides both and an input gradient alone pays both.
+  Config c = make_config(gpt3(3), 3, 2, 1, round_hardware(8, 1));
+  Config no_link = c;
+  no_link.hardware->intra_node_bandwidth_gbps = 1e30;
+  no_link.hardware->intra_node_latency_us = 0;
+  const Picos all_reduce = 505316480;
+  const StageCost layer = build_ok(c).stages[1];
+  const StageCost free_layer = build_ok(no_link).stages[1];
+  EXPECT_EQ(layer.backward, free_layer.backward);
+  EXPECT_NEAR(layer.backward_overlap, 2 * all_reduce, 2);
+  EXPECT_NEAR(input_grad_time(layer) - input_grad_time(free_layer), 2 * all_reduce, 2);
+  EXPECT_EQ(compute_time(layer, ActionKind::kBackwardInput), input_grad_time(layer));
+
+  // At 1 GB/s each all-reduce (2 * 1e-6 + 50331648 / 1e9 s) outlasts its
+  // GEMM: B hides the two GEMMs' times, 9277129359 + 12369505812 ps.
+  c.hardware->intra_node_bandwidth_gbps = 1;
+  const StageCost slow = build_ok(c).stages[1];
+  EXPECT_NEAR(slow.backward_overlap, 9277129359 + 12369505812, 2);
+  EXPECT_EQ(slow.backward, input_grad_time(slow) + slow.weight_grad - slow.backward_overlap);
 }
 
 // ---------------------------------------------------------------- transfers
