@@ -38,7 +38,7 @@ const Source kSources[] = {
     {"bloom", 0.035, 0.035},
     {"llama3-405b", 0.117, 0.275},
     {"bloom-layouts", 0.069, 0.139, 0.794},
-    {"korthikanti2022", 0.048, 0.111, 1.0},
+    {"korthikanti2022", 0.048, 0.111, 1.0}, {"megatron-readme", 0.045, 0.045},
 };
 
 // docs/validation.md, the stage times of Zero Bubble Table 9, rounded up.
