@@ -65,7 +65,9 @@ Status check_stages(const CostTable& costs) {
     if (c.forward_comm > c.forward || c.backward_comm > input_grad_time(c)) {
       return Error{fmt::format(
           "{}: the communication of the {} is more than the time it is part of{}", where,
-          c.forward_comm > c.forward ? "forward" : "input gradient (backward less weight gradient)",
+          c.forward_comm > c.forward ? "forward"
+                                     : "input gradient (backward less weight gradient, plus the "
+                                       "backward's overlap)",
           kFrom)};
     }
   }
@@ -154,8 +156,7 @@ Picos overlapped_pair_time(Picos forward, Picos forward_comm, Picos backward, Pi
 
 void cap_communication(StageCost& cost) {
   cost.forward_comm = std::min(cost.forward_comm, cost.forward);
-  cost.backward_overlap =
-      std::min({cost.backward_overlap, cost.weight_grad, cost.backward - cost.weight_grad});
+  cost.backward_overlap = std::min(cost.backward_overlap, cost.weight_grad);
   cost.backward_comm = std::min(cost.backward_comm, input_grad_time(cost));
   cost.backward_overlap = std::min(cost.backward_overlap, cost.backward_comm);
 }

@@ -53,8 +53,10 @@ void calibrate_backward(BackwardForm form, const Calibration& calibration, Stage
     c.backward = input + c.weight_grad - c.backward_overlap;
   } else if (const std::optional<KindCalibration>& b = calibration.backward) {
     // W is not timed on its own here; it keeps its share of B (o >= 0
-    // keeps it within B').
+    // keeps it within B'), and the overlap its share, so that an I alone
+    // is scaled as B is.
     c.weight_grad = duration_to_picos(b->scale * static_cast<double>(c.weight_grad));
+    c.backward_overlap = duration_to_picos(b->scale * static_cast<double>(c.backward_overlap));
     c.backward = affine(c.backward, b);
   }
 }

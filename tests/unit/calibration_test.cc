@@ -149,6 +149,32 @@ TEST(ApplyCalibration, WholeAndSplitBackwards) {
   EXPECT_EQ(t.optimizer_step, (std::vector<Picos>{3'000'000'000, 1'000'000'000, 2'000'000'000}));
 }
 
+TEST(ApplyCalibration, AnOverlappedBackwardKeepsItsInputGradientAlone) {
+  // B 2 ms = I 1.5 ms + W 0.8 ms - 0.3 ms hidden beside W, 0.5 ms of I
+  // communicating.
+  Calibration c;
+  c.backward = KindCalibration{0.5, 2e-4};
+  c.backward_input = KindCalibration{2, 1e-4};
+  c.backward_weight = KindCalibration{0.25, 3e-4};
+  CostTable t = table(2);
+  for (StageCost& s : t.stages) {
+    s.backward_comm = 500'000'000;
+    s.backward_overlap = 300'000'000;
+  }
+  ASSERT_EQ(input_grad_time(t.stages[0]), 1'500'000'000);
+  apply_calibration(c, {0, 1}, {BackwardForm::kWhole, BackwardForm::kSplit}, FixedCosts{}, t);
+  // Whole: B' = 0.5 * 2 ms + 0.2 ms, W and the overlap their shares
+  // (0.4 and 0.15 ms), so that I alone is 0.5 * 1.5 ms + 0.2 ms.
+  EXPECT_EQ(t.stages[0].backward, 1'200'000'000);
+  EXPECT_EQ(t.stages[0].backward_overlap, 150'000'000);
+  EXPECT_EQ(input_grad_time(t.stages[0]), 950'000'000);
+  // Split: I' = 2 * 1.5 ms + 0.1 ms and W' = 0.25 * 0.8 ms + 0.3 ms each as
+  // measured alone; B = I' + W' less the 0.3 ms beside W.
+  EXPECT_EQ(input_grad_time(t.stages[1]), 3'100'000'000);
+  EXPECT_EQ(t.stages[1].weight_grad, 500'000'000);
+  EXPECT_EQ(t.stages[1].backward, 3'100'000'000 + 500'000'000 - 300'000'000);
+}
+
 TEST(ApplyCalibration, FixedCostsAndAbsentEntriesAreLeftAlone) {
   Calibration c;
   c.forward = KindCalibration{2, 0};
