@@ -12,13 +12,23 @@ constexpr double kMicro = 1e-6;
 // cuBLAS splits a short, wide product's K over several tiles (split-K) to
 // fill the device; each part keeps at least this much of K.
 constexpr double kMinSplitK = 256;
+// NCCL's LL protocol writes 16-byte lines of 8 data bytes and two flags
+// (union ncclLLFifoLine, src/include/device.h): half the link's bandwidth,
+// with no handshake to wait for, so small messages take little more than
+// the steps' latency.
+constexpr double kLowLatencyShare = 0.5;
 
 }  // namespace
 
 double collective_seconds(CollectiveKind kind, double bytes, int n, const Link& link) {
   if (n <= 1 || bytes <= 0) return 0;
   const double steps = kind == CollectiveKind::kAllReduce ? 2.0 * (n - 1) : n - 1.0;
-  return steps * link.latency_s + steps * bytes / n / link.bus_bandwidth_Bps(bytes);
+  // NCCL picks the faster protocol for the message: Simple, at the size
+  // curve's bus bandwidth, or, with a size curve, LL at half the link's
+  // bandwidth without Simple's fill (the two meet at half_bytes).
+  const double bus_Bps = std::max(link.bus_bandwidth_Bps(bytes),
+                                  link.half_bytes > 0 ? kLowLatencyShare * link.bandwidth_Bps : 0);
+  return steps * link.latency_s + steps * bytes / n / bus_Bps;
 }
 
 double all_to_all_seconds(double bytes, const AllToAllLinks& group) {

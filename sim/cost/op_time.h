@@ -41,7 +41,9 @@ struct GemmTiling {
 
 // A collective of `bytes` (the buffer each GPU holds) on a ring of n GPUs:
 // n - 1 steps for a reduce-scatter or an all-gather, 2 (n - 1) for an
-// all-reduce, each moving 1 / n of the buffer at the link's bus bandwidth.
+// all-reduce, each moving 1 / n of the buffer at the link's bus bandwidth
+// for that size, or at half the link's bandwidth if that is faster (NCCL's
+// LL protocol, below half_bytes).
 double collective_seconds(CollectiveKind kind, double bytes, int n, const Link& link);
 // A point-to-point transfer of `bytes`.
 double transfer_seconds(double bytes, const Link& link);

@@ -55,6 +55,9 @@ std::string parameter_status_text(const ParameterResult& p) {
                          100 * p.largest_row_change);
     case ParameterStatus::kCollinear:
       return fmt::format("not fitted: collinear with {}", fmt::join(p.collinear_with, ", "));
+    case ParameterStatus::kUndetermined:
+      return fmt::format("not fitted: {:g}% noise in the rows could move it {:.0f}% of its range",
+                         100 * kRowNoise, 100 * p.noise_spread);
   }
   return "";
 }
@@ -73,11 +76,11 @@ std::string parameter_table(const HardwareFitResult& fit) {
   return out +
          fmt::format(
              "Not fitted, and kept at its preset value: a parameter a tenth of whose range moves\n"
-             "no row's prediction by more than {:g}% (insensitive), or whose effect the rows "
-             "cannot\n"
+             "no row's prediction by more than {:g}% (insensitive), whose effect the rows cannot\n"
              "tell from the others' (collinear: the Jacobian with unit columns has a singular\n"
-             "value below {:g}).\n",
-             100 * kMinRowChange, kMinSingularValue);
+             "value below {:g}), or that {:g}% noise in each row could move over {:g}% of its\n"
+             "range (undetermined).\n",
+             100 * kMinRowChange, kMinSingularValue, 100 * kRowNoise, 100 * kMaxNoiseSpread);
 }
 
 std::string row_table(const MeasuredRuns& runs, const HardwareFitResult& fit) {
@@ -180,7 +183,7 @@ std::string hardware_fit_json(const MeasuredRuns& runs, const HardwareFitResult&
     w.begin_object().field("name", p.parameter->name).field("status", to_string(p.status));
     w.field("preset", p.preset).field("value", p.value);
     w.field("lower", p.parameter->lower).field("upper", p.parameter->upper);
-    w.field("largest_row_change", p.largest_row_change);
+    w.field("largest_row_change", p.largest_row_change).field("noise_spread", p.noise_spread);
     w.field("standard_error", p.standard_error).field("at_bound", p.at_bound);
     w.key("collinear_with").begin_array();
     for (const std::string& other : p.collinear_with) w.value(other);

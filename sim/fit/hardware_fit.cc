@@ -334,6 +334,26 @@ void set_aside_collinear(const Probe& probe, std::vector<ParameterResult>* param
   }
 }
 
+// Sets aside, one at a time, the parameter that noise of kRowNoise in the
+// rows would move the most, while that is over kMaxNoiseSpread of its range.
+void set_aside_undetermined(const Probe& probe, std::vector<ParameterResult>* params,
+                            std::vector<int>* fitted) {
+  while (!fitted->empty()) {
+    Eigen::MatrixXd j(probe.secants.rows(), static_cast<Eigen::Index>(fitted->size()));
+    for (size_t c = 0; c < fitted->size(); ++c) {
+      j.col(static_cast<Eigen::Index>(c)) = probe.secants.col((*fitted)[c]);
+    }
+    const Eigen::MatrixXd pinv = j.completeOrthogonalDecomposition().pseudoInverse();
+    Eigen::Index widest = 0;
+    const double spread = kRowNoise * pinv.cwiseAbs().rowwise().sum().maxCoeff(&widest);
+    if (spread <= kMaxNoiseSpread) return;
+    ParameterResult& dropped = (*params)[(*fitted)[widest]];
+    dropped.status = ParameterStatus::kUndetermined;
+    dropped.noise_spread = spread;
+    fitted->erase(fitted->begin() + widest);
+  }
+}
+
 // Decides which parameters are fitted (returned, in table order) and fills
 // in each one's status.
 std::vector<int> identify(const Probe& probe, std::vector<ParameterResult>* params) {
@@ -347,6 +367,7 @@ std::vector<int> identify(const Probe& probe, std::vector<ParameterResult>* para
     }
   }
   set_aside_collinear(probe, params, &fitted);
+  set_aside_undetermined(probe, params, &fitted);
   return fitted;
 }
 
@@ -442,6 +463,8 @@ const char* to_string(ParameterStatus status) {
       return "insensitive";
     case ParameterStatus::kCollinear:
       return "collinear";
+    case ParameterStatus::kUndetermined:
+      return "undetermined";
   }
   return "?";
 }

@@ -49,7 +49,10 @@ struct FitParameter {
 // The parameters the fit may adjust, in the order reports list them: the
 // efficiencies first, then the shapes of their curves. The order is also a
 // priority: of parameters the rows cannot tell apart, the one listed last
-// is set aside. To fit another HardwareSpec field, add a line.
+// is set aside. To fit another HardwareSpec field, add a line. Not
+// collective_half_mb: only messages above it depend on it (NCCL's LL
+// protocol below, op_time.cc), and below it it trades against the
+// collective efficiency; nccl-tests measure it (the presets' source).
 inline constexpr FitParameter kFitParameters[] = {
     {"max_gemm_efficiency", &HardwareSpec::max_gemm_efficiency, 0.3, 1.0},
     {"hbm_efficiency", &HardwareSpec::hbm_efficiency, 0.3, 1.0},
@@ -59,7 +62,6 @@ inline constexpr FitParameter kFitParameters[] = {
     {"flash_forward_efficiency", &HardwareSpec::flash_forward_efficiency, 0.2, 1.0},
     {"flash_backward_efficiency", &HardwareSpec::flash_backward_efficiency, 0.2, 1.0},
     {"gemm_tile_k_overhead", &HardwareSpec::gemm_tile_k_overhead, 0.0, 512.0},
-    {"collective_half_mb", &HardwareSpec::collective_half_mb, 0.0, 200.0},
 };
 inline constexpr int kNumFitParameters = static_cast<int>(std::size(kFitParameters));
 
@@ -72,11 +74,19 @@ inline constexpr double kMinRowChange = 1e-3;
 // change by a vector of norm ~1, would change them by only 5 %: measurement
 // noise along it is amplified about 20-fold into the parameters.
 inline constexpr double kMinSingularValue = 0.05;
+// Determined: rows off by up to kRowNoise each, in the worst combination,
+// would move the parameter by less than kMaxNoiseSpread of its range
+// (kRowNoise times the sum of |J+| over its row of the probes' secants,
+// J+ = (J^T J)^-1 J^T). Iteration times measured on a shared cluster vary
+// by a few percent.
+inline constexpr double kRowNoise = 0.03;
+inline constexpr double kMaxNoiseSpread = 0.5;
 
 enum class ParameterStatus {
   kFitted,
-  kInsensitive,  // no row's prediction depends on it enough
-  kCollinear,    // its effect is (nearly) a combination of the others'
+  kInsensitive,   // no row's prediction depends on it enough
+  kCollinear,     // its effect is (nearly) a combination of the others'
+  kUndetermined,  // the rows' noise could move it over much of its range
 };
 const char* to_string(ParameterStatus status);
 
@@ -88,6 +98,9 @@ struct ParameterResult {
   // The largest |relative change| of a row's prediction when the parameter
   // moves by kProbeFraction of its range from the preset.
   double largest_row_change = 0;
+  // kUndetermined: kRowNoise in the rows could move it this fraction of
+  // its range.
+  double noise_spread = 0;
   // kCollinear: the parameters it trades off with.
   std::vector<std::string> collinear_with;
   // kFitted, with more rows than fitted parameters: the standard error from

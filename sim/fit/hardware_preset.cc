@@ -65,6 +65,10 @@ std::string parameter_comment(const ParameterResult& p, size_t rows,
     case ParameterStatus::kCollinear:
       return fmt::format("# not fitted: the rows cannot tell it from {}\n",
                          fmt::join(p.collinear_with, ", "));
+    case ParameterStatus::kUndetermined:
+      return fmt::format(
+          "# not fitted: {:g} % noise in the rows could move it over {:.0f} % of its range\n",
+          100 * kRowNoise, 100 * p.noise_spread);
   }
   return "";
 }
