@@ -1,0 +1,193 @@
+// The cost table's communication between stages and at the end of the
+// iteration (sim/cost/cost_model_comm.cc): pipeline transfers by placement,
+// scatter/gather, the data-parallel gradient sync and the optimizer step,
+// each against a hand calculation on round hardware.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "sim/cost/cost_model.h"
+#include "tests/unit/cost_model_fixtures.h"
+
+namespace ppsim {
+namespace {
+
+using namespace cost_model_test;  // NOLINT: the fixtures of the cost model's tests
+
+// ---------------------------------------------------------------- transfers
+
+TEST(P2p, IntraOrInterNodeByPlacement) {
+  // p = 4, t = 2, d = 2, 8 GPUs a node: rank r starts at GPU 4r, so ranks 0
+  // and 1 share node 0 and ranks 2 and 3 node 1.
+  Config c = make_config(tiny(4), 4, 2, 2, round_hardware(8, 2));
+  c.model->hidden = 1024;
+  c.model->ffn_hidden = 4096;
+  c.model->seq_len = 1024;
+  const CostTable table = build_ok(c);
+  // b s h * 2 = 2097152 bytes.
+  EXPECT_EQ(table.p2p_bytes, (std::vector<int64_t>(3, 2097152)));
+  const Picos intra = 21971520;   // 1e-6 + 2097152 / 1e11 s
+  const Picos inter = 214715200;  // 5e-6 + 2097152 / 1e10 s
+  EXPECT_EQ(table.p2p_forward, (std::vector<Picos>{intra, inter, intra}));
+  EXPECT_EQ(table.p2p_backward, table.p2p_forward);
+
+  c.parallel.sequence_parallel = true;
+  const CostTable sp = build_ok(c);
+  EXPECT_EQ(sp.p2p_bytes[0], 1048576);
+  EXPECT_EQ(sp.p2p_forward[0], 11485760);  // 1e-6 + 1048576 / 1e11 s
+}
+
+TEST(P2p, OneStepAtThePairsOwnLatencyAndBandwidth) {
+  // The placement above: boundaries 0 and 2 inside a node, 1 across.
+  Config c = make_config(tiny(4), 4, 2, 2, round_hardware(8, 2));
+  c.model->hidden = 1024;
+  c.model->ffn_hidden = 4096;
+  c.model->seq_len = 1024;
+  // The collectives' size curve (half the bandwidth at 2 MB) is not a
+  // transfer's: the times above hold with it.
+  c.hardware->collective_half_mb = 2;
+  const Picos intra = 21971520;   // 1e-6 + 2097152 / 1e11 s
+  const Picos inter = 214715200;  // 5e-6 + 2097152 / 1e10 s
+  EXPECT_EQ(build_ok(c).p2p_forward, (std::vector<Picos>{intra, inter, intra}));
+  // A pair's own figures: 200 us for every transfer, 40 GB/s inside a node;
+  // across nodes still the NIC's 10 GB/s.
+  c.hardware->p2p_latency_us = 200;
+  c.hardware->p2p_bandwidth_gbps = 40;
+  const Picos pair_intra = 252428800;  // 2e-4 + 2097152 / 4e10 s
+  const Picos pair_inter = 409715200;  // 2e-4 + 2097152 / 1e10 s
+  const CostTable table = build_ok(c);
+  EXPECT_EQ(table.p2p_forward, (std::vector<Picos>{pair_intra, pair_inter, pair_intra}));
+  EXPECT_EQ(table.p2p_backward, table.p2p_forward);
+}
+
+TEST(P2p, ScatterGatherSendsAPieceAndGathersItOverTheTensorGroup) {
+  // The placement above (t = 2): boundaries 0 and 2 inside a node, 1 across.
+  Config c = make_config(tiny(4), 4, 2, 2, round_hardware(8, 2));
+  c.model->hidden = 1024;
+  c.model->ffn_hidden = 4096;
+  c.model->seq_len = 1024;
+  c.parallel.p2p_scatter_gather = true;
+  // Half of the 2097152 bytes each, then the receivers' all-gather of the
+  // whole over NVLink, one ring step: 1e-6 + 1048576 / 1e11 s.
+  const Picos gather = 11485760;
+  const Picos intra = 11485760 + gather;   // 1e-6 + 1048576 / 1e11 s, then the gather
+  const Picos inter = 109857600 + gather;  // 5e-6 + 1048576 / 1e10 s, then the gather
+  const CostTable table = build_ok(c);
+  EXPECT_EQ(table.p2p_bytes, (std::vector<int64_t>(3, 2097152)));  // what arrives, whole
+  EXPECT_EQ(table.p2p_forward, (std::vector<Picos>{intra, inter, intra}));
+  EXPECT_EQ(table.p2p_backward, table.p2p_forward);
+  // With sequence parallelism each GPU sends its own half anyway, and with
+  // t = 1 there is nothing to split: as without the key.
+  c.parallel.sequence_parallel = true;
+  EXPECT_EQ(build_ok(c).p2p_forward[0], 11485760);
+  Config one = make_config(tiny(4), 4, 1, 4, round_hardware(8, 2));
+  one.parallel.p2p_scatter_gather = true;
+  Config plain = one;
+  plain.parallel.p2p_scatter_gather = false;
+  EXPECT_EQ(build_ok(one).p2p_forward, build_ok(plain).p2p_forward);
+}
+
+TEST(P2p, EachDirectionGathersOverItsReceiversTensorGroup) {
+  // t = 3 on nodes of 4 GPUs: rank 0's group (GPUs 0-2) sits in node 0,
+  // rank 1's (GPUs 3-5) straddles nodes 0 and 1. An activation is
+  // gathered by rank 1, over the network; a gradient by rank 0, over
+  // NVLink (1 us + 100 GB/s against 5 us + 10 GB/s): the forward takes
+  // longer, by what the gather pays more.
+  Config c = make_config(tiny(2), 2, 3, 1, round_hardware(4, 2));
+  c.model->heads = 3;
+  c.model->hidden = 24;
+  c.model->kv_heads = 3;
+  c.parallel.p2p_scatter_gather = true;
+  const CostTable table = build_ok(c);
+  EXPECT_GT(table.p2p_forward[0], table.p2p_backward[0]);
+  c.parallel.p2p_scatter_gather = false;
+  EXPECT_EQ(build_ok(c).p2p_forward, build_ok(c).p2p_backward);
+}
+
+TEST(P2p, StagesOnOneRankHandOverForFree) {
+  Config c = make_config(tiny(2), 1, 1, 1, round_hardware(1, 1));
+  c.parallel.virtual_stages = 2;
+  EXPECT_EQ(build_ok(c).p2p_forward, (std::vector<Picos>{0}));
+}
+
+// ---------------------------------------------------------------- end of iteration
+
+TEST(GradSync, DataParallelRingInsideANode) {
+  // p = 1, t = 2, d = 4: 8 GPUs, one node. Psi = (2 * 872 + 128 + 32 + 16)
+  // / 2 = 960 per GPU; bf16 gradients are reduced in fp32: 3840 bytes.
+  Config c = make_config(tiny(2), 1, 2, 4, round_hardware(8, 1));
+  // All-reduce: 2*3*1e-6 + 1.5 * 3840 / 1e11 = 6.0576e-6 s.
+  EXPECT_EQ(build_ok(c).grad_sync[0], 6057600);
+  // ZeRO 1: reduce-scatter of the gradients, 3e-6 + 0.75 * 3840 / 1e11, then
+  // all-gather of the new bf16 weights, 3e-6 + 0.75 * 1920 / 1e11.
+  c.training.zero_stage = 1;
+  EXPECT_EQ(build_ok(c).grad_sync[0], 6043200);
+  // ZeRO 3: the reduce-scatter only.
+  c.training.zero_stage = 3;
+  EXPECT_EQ(build_ok(c).grad_sync[0], 3028800);
+  // Overlapped with the last microbatch's backward, which is longer: hidden.
+  c.training.overlap_grad_reduce = true;
+  EXPECT_EQ(build_ok(c).grad_sync[0], 0);
+}
+
+TEST(GradSync, DataParallelAcrossNodes) {
+  // t d = 16 > 8 GPUs a node. Psi = 1920 / 4 = 480, 1920 bytes of fp32
+  // gradients. The data-parallel group (GPUs 0, 4, 8, 12) has two members a
+  // node, each with its own NIC: 2 x 10 GB/s.
+  // 6 * 5e-6 + 1.5 * 1920 / 2e10 = 3.0144e-5 s.
+  Config c = make_config(tiny(2), 1, 4, 4, round_hardware(8, 2));
+  EXPECT_EQ(build_ok(c).grad_sync[0], 30144000);
+  // Four NICs for eight GPUs: half a NIC each, 2 x 5 GB/s.
+  c.hardware->nics_per_node = 4;
+  EXPECT_EQ(build_ok(c).grad_sync[0], 30288000);
+}
+
+TEST(GradSync, NoDataParallelismNothingToSync) {
+  EXPECT_EQ(build_ok(make_config(tiny(2), 1, 2, 1, round_hardware(8, 1))).grad_sync[0], 0);
+}
+
+TEST(GradSync, TiedEmbeddingBetweenFirstAndLastRank) {
+  // V h = 128 fp32 gradients, 512 bytes, all-reduced by two ranks: 2 alpha + 512 / beta.
+  Config c = make_config(tiny(2), 2, 1, 1, round_hardware(8, 1));
+  EXPECT_EQ(build_ok(c).grad_sync, (std::vector<Picos>{2005120, 2005120}));  // NVLink
+  c.hardware = round_hardware(1, 2);
+  EXPECT_EQ(build_ok(c).grad_sync, (std::vector<Picos>{10051200, 10051200}));  // network
+  // Untied embeddings have nothing to sum.
+  c.model->tie_embeddings = false;
+  EXPECT_EQ(build_ok(c).grad_sync, (std::vector<Picos>{0, 0}));
+}
+
+// DualPipe holds the model twice: rank 0's stages 0 and 3 are rank 1's
+// stages 2 and 1 of the other chain, and the two copies sum their
+// gradients. Each rank holds a layer with the embedding (872 + 128 + 32)
+// and a layer with the final norm and the tied copy (872 + 128 + 16): 2048
+// fp32 gradients, 8192 bytes, all-reduced by two ranks: 2 alpha + 8192 / beta.
+TEST(GradSync, DualPipesCopiesSumTheirGradients) {
+  Config c = make_config(tiny(2), 2, 1, 1, round_hardware(8, 1));
+  c.schedule.kind = ScheduleKind::kDualPipe;
+  c.parallel.virtual_stages = 2;
+  const Result<CostTable> table = build_cost_table(c, {0, 1, 1, 0});
+  ASSERT_TRUE(table.ok()) << table.error().message;
+  EXPECT_EQ(table->static_bytes, (std::vector<int64_t>{16 * 2048, 16 * 2048}));
+  EXPECT_EQ(table->grad_sync, (std::vector<Picos>{2081920, 2081920}));
+}
+
+TEST(OptimizerStep, AdamBytesOverHbm) {
+  // 960 parameters per GPU, bf16 with fp32 gradients: per parameter updated,
+  // the norm's read 4, Adam 28, the master copy 4 + 2; per parameter, the
+  // gradient zeroed, 4. At 1e12 B/s: 960 * 42 bytes.
+  Config c = make_config(tiny(2), 1, 2, 4, round_hardware(8, 1));
+  EXPECT_EQ(build_ok(c).optimizer_step[0], 40320);
+  // ZeRO 1 updates a quarter: 240 * 38 + 960 * 4.
+  c.training.zero_stage = 1;
+  EXPECT_EQ(build_ok(c).optimizer_step[0], 12960);
+  // fp16 gradients are 2 bytes and are unscaled first (read and write):
+  // 960 * (2 + 4 + 28 + 4 + 2 + 2).
+  c.model->dtype = DType::kFp16;
+  c.hardware->peak_tflops_fp16 = 100;
+  c.training.zero_stage = 0;
+  EXPECT_EQ(build_ok(c).optimizer_step[0], 960 * 42);
+}
+
+}  // namespace
+}  // namespace ppsim
