@@ -40,6 +40,7 @@ const Source kSources[] = {
     {"bloom-layouts", 0.070, 0.140, 0.794},
     {"korthikanti2022", 0.048, 0.111, 1.0},
     {"megatron-readme", 0.045, 0.045},
+    {"mt-nlg", 0.193, 0.212},
 };
 
 // docs/validation.md, the stage times of Zero Bubble Table 9, rounded up.
