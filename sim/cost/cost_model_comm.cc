@@ -70,7 +70,9 @@ Result<Link> p2p_link(const HardwareSpec& hw, bool one_node) {
 // Data-parallel reduction of `grad_bytes` of gradients on each of d GPUs:
 // the reduction, and for ZeRO 1 and 2 the updated weights' all-gather
 // (`weight_bytes`). ZeRO 0 all-reduces; ZeRO 1 and 2 reduce-scatter; ZeRO 3
-// gathers weights layer by layer in the next forward, which is not modelled.
+// has reduced every microbatch's gradients already and gathers its weights
+// in every forward and backward (sharded_weight_traffic): nothing at the
+// end.
 struct DataParallelSync {
   double reduce_s = 0;
   double gather_s = 0;
@@ -81,9 +83,26 @@ DataParallelSync data_parallel_sync(double grad_bytes, double weight_bytes, int 
   if (zero_stage == 0) {
     return {collective_seconds(CollectiveKind::kAllReduce, grad_bytes, d, link), 0};
   }
-  const double scatter_s = collective_seconds(CollectiveKind::kReduceScatter, grad_bytes, d, link);
-  if (zero_stage == 3) return {scatter_s, 0};
-  return {scatter_s, collective_seconds(CollectiveKind::kAllGather, weight_bytes, d, link)};
+  if (zero_stage == 3) return {};
+  return {collective_seconds(CollectiveKind::kReduceScatter, grad_bytes, d, link),
+          collective_seconds(CollectiveKind::kAllGather, weight_bytes, d, link)};
+}
+
+// The links of rank r's data-parallel groups: the dense weights' (over d
+// cp GPUs) and the routed experts' (over their d cp / EP copies).
+struct DataLinks {
+  Link dense;
+  Link expert;
+};
+
+Result<DataLinks> data_links(const Config& config, const Placement& placement, int r) {
+  const HardwareSpec& hw = *config.hardware;
+  const bool one_node = placement.data_groups_in_node(r);
+  const Result<Link> dense = group_link(hw, one_node, placement.data_members_per_node(r));
+  if (!dense.ok()) return dense.error();
+  const Result<Link> expert = group_link(hw, one_node, placement.expert_data_members_per_node(r));
+  if (!expert.ok()) return expert.error();
+  return DataLinks{*dense, *expert};
 }
 
 // Bytes per parameter of one optimizer step (docs/cost_model.md): the
@@ -248,18 +267,14 @@ Result<DataParallelSync> rank_gradient_sync(const Config& config, const Placemen
   const auto experts = static_cast<double>(held.expert);
   DataParallelSync sync;
   if (d > 1) {
-    const Result<Link> link =
-        group_link(hw, placement.data_groups_in_node(r), placement.data_members_per_node(r));
-    if (!link.ok()) return link.error();
+    const Result<DataLinks> links = data_links(config, placement, r);
+    if (!links.ok()) return links.error();
     sync = data_parallel_sync(dense * shape.grad_bytes, dense * dtype_bytes(config.model->dtype), d,
-                              zero, *link);
+                              zero, links->dense);
     if (experts > 0 && expert_d > 1) {
-      const Result<Link> expert_link = group_link(hw, placement.data_groups_in_node(r),
-                                                  placement.expert_data_members_per_node(r));
-      if (!expert_link.ok()) return expert_link.error();
       const DataParallelSync expert_sync =
           data_parallel_sync(experts * shape.grad_bytes, experts * dtype_bytes(config.model->dtype),
-                             expert_d, zero, *expert_link);
+                             expert_d, zero, links->expert);
       sync.reduce_s += expert_sync.reduce_s;
       sync.gather_s += expert_sync.gather_s;
     }
@@ -272,6 +287,36 @@ Result<DataParallelSync> rank_gradient_sync(const Config& config, const Placemen
                                         (dense + experts) * shape.grad_bytes, 2, *link);
   }
   return sync;
+}
+
+// ZeRO 3 (DeepSpeed's stage 3; FSDP's full sharding) keeps 1/(d cp) of
+// the weights on each GPU: a stage's forward all-gathers its weights first,
+// frees them, and its backward gathers them again and reduce-scatters the
+// gradients it made, every microbatch (Rajbhandari et al. 2020, ZeRO,
+// section 7.2.2: 3 Psi of traffic against data parallelism's 2 Psi; Zhao et
+// al. 2023, PyTorch FSDP, section 3.3).
+Result<ShardedWeightTraffic> sharded_weight_traffic(const Config& config,
+                                                    const Placement& placement,
+                                                    const RankParameters& held, int rank) {
+  const int d = config.parallel.weight_replicas();
+  const int expert_d = d / config.parallel.expert;
+  if (config.training.zero_stage != 3 || d == 1) return ShardedWeightTraffic{};
+  const Result<DataLinks> links = data_links(config, placement, rank);
+  if (!links.ok()) return links.error();
+  const double weight_bytes = dtype_bytes(config.model->dtype);
+  const double grad_bytes = OpShape::of(config).grad_bytes;
+  ShardedWeightTraffic traffic;
+  const auto add = [&](int64_t params, int group, const Link& link) {
+    if (params == 0 || group == 1) return;
+    const auto n = static_cast<double>(params);
+    traffic.gather_s +=
+        collective_seconds(CollectiveKind::kAllGather, n * weight_bytes, group, link);
+    traffic.scatter_s +=
+        collective_seconds(CollectiveKind::kReduceScatter, n * grad_bytes, group, link);
+  };
+  add(held.dense, d, links->dense);
+  add(held.expert, expert_d, links->expert);
+  return traffic;
 }
 
 // End-of-iteration work per rank: gradient reduction (what of it the

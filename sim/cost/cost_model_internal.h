@@ -172,6 +172,10 @@ struct RankParameters {
 // t, the routed experts over t and EP.
 RankParameters rank_parameters(const Config& config, const std::vector<int>& layers,
                                const std::vector<int>& stage_rank, int rank);
+// What one GPU holds of stage `stage`'s parameters (as rank_parameters, one
+// stage).
+RankParameters stage_gpu_parameters(const Config& config, const std::vector<int>& layers,
+                                    const std::vector<int>& stage_rank, int stage);
 void fill_memory(const Config& config, const std::vector<int>& layers,
                  const std::vector<int>& stage_rank, const std::vector<Slice>& slices,
                  CostTable& table);
@@ -183,6 +187,18 @@ Status check_hardware(const Config& config);
 Result<GroupLinks> group_links(const Config& config, const Placement& placement, int rank);
 Status fill_p2p_times(const Config& config, const std::vector<int>& stage_rank,
                       const Placement& placement, int num_slices, CostTable& table);
+// ZeRO 3's traffic for one microbatch of a stage whose GPUs hold `held`
+// (stage_gpu_parameters) on pipeline rank `rank`: the all-gather of its
+// weights, which its forward runs and its backward runs again, and the
+// reduce-scatter of its gradients after the backward. Zero below ZeRO 3 or
+// without data parallelism.
+struct ShardedWeightTraffic {
+  double gather_s = 0;
+  double scatter_s = 0;
+};
+Result<ShardedWeightTraffic> sharded_weight_traffic(const Config& config,
+                                                    const Placement& placement,
+                                                    const RankParameters& held, int rank);
 Status fill_rank_times(const Config& config, const std::vector<int>& layers,
                        const std::vector<int>& stage_rank, const Placement& placement,
                        CostTable& table);

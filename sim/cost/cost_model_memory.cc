@@ -243,6 +243,11 @@ int64_t zero_static_bytes(int64_t params, int data, int zero_stage) {
 
 }  // namespace
 
+RankParameters stage_gpu_parameters(const Config& config, const std::vector<int>& layers,
+                                    const std::vector<int>& stage_rank, int stage) {
+  return per_gpu(stage_parameters(config, layers, stage_rank, stage), config.parallel);
+}
+
 RankParameters rank_parameters(const Config& config, const std::vector<int>& layers,
                                const std::vector<int>& stage_rank, int rank) {
   RankParameters total;
@@ -255,6 +260,30 @@ RankParameters rank_parameters(const Config& config, const std::vector<int>& lay
   return per_gpu(total, config.parallel);
 }
 
+// ZeRO 3 gathers a stage's weights unit by unit: a layer, or the word
+// embedding (or output matrix) whole. The largest unit of stage s, per GPU:
+// held twice in the model's dtype (the one running and the next, gathered
+// ahead of it) and once as the gradient it makes before its reduce-scatter
+// (FSDP's forward and backward prefetch, Zhao et al. 2023, section 3.3).
+int64_t gathered_unit_bytes(const Config& config, const std::vector<int>& layers, int s) {
+  const ModelSpec& model = *config.model;
+  const ParallelSpec& parallel = config.parallel;
+  const int moe = stage_moe_layers(model, layers, s);
+  int64_t unit = 0;
+  if (layers[s] > moe) unit = ceil_div(layer_parameters(model), parallel.tensor);
+  if (moe > 0) {
+    const int64_t routed = routed_expert_parameters(model);
+    unit = std::max(unit, ceil_div(moe_layer_parameters(model, false) - routed, parallel.tensor) +
+                              ceil_div(routed, int64_t{parallel.tensor} * parallel.expert));
+  }
+  if (config.first_of_chain(s) || config.last_of_chain(s)) {
+    unit = std::max(unit, ceil_div(int64_t{model.vocab} * model.hidden, parallel.tensor));
+  }
+  const auto per_value =
+      static_cast<int64_t>(2 * dtype_bytes(model.dtype) + OpShape::of(config).grad_bytes);
+  return unit * per_value;
+}
+
 // What a rank holds for a while beyond its microbatches' activations, the
 // most of: under full recomputation, the layer whose backward recomputes it
 // (one microbatch's whole activation, without recomputation); on a stage
@@ -262,6 +291,8 @@ RankParameters rank_parameters(const Config& config, const std::vector<int>& lay
 // fp32 softmax Megatron's vocabulary-parallel cross entropy keeps for the
 // backward. The two come one after the other (the loss's backward frees the
 // softmax before the last layer recomputes), so the larger counts.
+// Under ZeRO 3 the rank also holds, beside all of that, its stages' largest
+// gathered unit (gathered_unit_bytes).
 std::vector<int64_t> working_bytes(const Config& config, const std::vector<int>& layers,
                                    const std::vector<int>& stage_rank,
                                    const std::vector<Slice>& slices) {
@@ -285,6 +316,14 @@ std::vector<int64_t> working_bytes(const Config& config, const std::vector<int>&
       if (moe_layers[s] > 0) rank_most = std::max(rank_most, moe);
       if (config.last_of_chain(s)) rank_most = std::max(rank_most, logits);
     }
+  }
+  if (config.training.zero_stage == 3 && parallel.weight_replicas() > 1) {
+    std::vector<int64_t> gathered(parallel.pipeline, 0);
+    for (int s = 0; s < config.num_stages(); ++s) {
+      int64_t& rank_gathered = gathered[stage_rank[s]];
+      rank_gathered = std::max(rank_gathered, gathered_unit_bytes(config, layers, s));
+    }
+    for (int r = 0; r < parallel.pipeline; ++r) most[r] += gathered[r];
   }
   return most;
 }
@@ -339,8 +378,7 @@ void fill_memory(const Config& config, const std::vector<int>& layers,
   table.working_bytes = working_bytes(config, layers, stage_rank, slices);
   table.stage_weight_bytes.resize(config.num_stages());
   for (int s = 0; s < config.num_stages(); ++s) {
-    const RankParameters params =
-        per_gpu(stage_parameters(config, layers, stage_rank, s), parallel);
+    const RankParameters params = stage_gpu_parameters(config, layers, stage_rank, s);
     table.stage_weight_bytes[s] = params.total() * dtype_bytes(model.dtype);
   }
 }

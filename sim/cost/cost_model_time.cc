@@ -129,7 +129,30 @@ struct StagePieces {
   bool embedding = false;
   bool logits = false;
   GroupLinks links;
+  ShardedWeightTraffic sharded;  // ZeRO 3's, per microbatch (slice)
 };
+
+// ZeRO 3's gathers and reduce-scatter beside the stage's compute: each
+// collective runs on its own stream while the compute before it goes on
+// (the forward's gather ahead of the forward, the backward's ahead of the
+// input gradient, the reduce-scatter behind the weight gradient), and only
+// what outlasts that compute adds to its phase. The compute is the phase
+// less its own communication.
+void add_sharded_weight_traffic(const ShardedWeightTraffic& traffic, Block& block) {
+  const auto outlasting = [](double comm_s, Picos compute) {
+    return std::max(Picos{0}, seconds_to_picos(comm_s) - compute);
+  };
+  const Picos forward = outlasting(traffic.gather_s, block.forward - block.forward_comm);
+  const Picos input_grad_compute =
+      block.backward - block.weight_grad + block.backward_overlap - block.backward_comm;
+  const Picos input_grad = outlasting(traffic.gather_s, input_grad_compute);
+  const Picos weight_grad = outlasting(traffic.scatter_s, block.weight_grad);
+  block.forward = duration_plus(block.forward, forward);
+  block.forward_comm = duration_plus(block.forward_comm, forward);
+  block.backward = duration_plus(block.backward, duration_plus(input_grad, weight_grad));
+  block.weight_grad = duration_plus(block.weight_grad, weight_grad);
+  block.backward_comm = duration_plus(block.backward_comm, input_grad);
+}
 
 // Forward, backward and W of one slice of a microbatch on one stage: the one
 // place both build_cost_table and slice_cost_function time a stage. With
@@ -155,6 +178,7 @@ Block stage_block(const BlockTimer& timer, const StagePieces& stage, const Slice
     block += piece(measured != nullptr ? measured->head_at(j) : nullptr,
                    [&] { return timer.logits(slice, link); });
   }
+  add_sharded_weight_traffic(stage.sharded, block);
   return block;
 }
 
@@ -171,6 +195,10 @@ Result<StagePieces> stage_pieces(const Config& config, const std::vector<int>& l
   const Result<GroupLinks> links = group_links(config, placement, stage_rank[s]);
   if (!links.ok()) return links.error();
   pieces.links = *links;
+  const Result<ShardedWeightTraffic> sharded = sharded_weight_traffic(
+      config, placement, stage_gpu_parameters(config, layers, stage_rank, s), stage_rank[s]);
+  if (!sharded.ok()) return sharded.error();
+  pieces.sharded = *sharded;
   return pieces;
 }
 

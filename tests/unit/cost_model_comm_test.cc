@@ -122,12 +122,81 @@ TEST(GradSync, DataParallelRingInsideANode) {
   // all-gather of the new bf16 weights, 3e-6 + 0.75 * 1920 / 1e11.
   c.training.zero_stage = 1;
   EXPECT_EQ(build_ok(c).grad_sync[0], 6043200);
-  // ZeRO 3: the reduce-scatter only.
-  c.training.zero_stage = 3;
-  EXPECT_EQ(build_ok(c).grad_sync[0], 3028800);
   // Overlapped with the last microbatch's backward, which is longer: hidden.
   c.training.overlap_grad_reduce = true;
   EXPECT_EQ(build_ok(c).grad_sync[0], 0);
+  // ZeRO 3 reduced every microbatch's gradients in its backward (below):
+  // nothing left at the end.
+  c.training.overlap_grad_reduce = false;
+  c.training.zero_stage = 3;
+  EXPECT_EQ(build_ok(c).grad_sync[0], 0);
+}
+
+// ---------------------------------------------------------------- ZeRO 3
+
+// Stage 0's costs under ZeRO 1 (no traffic in the microbatches) and ZeRO 3.
+struct ZeroOneAndThree {
+  StageCost base;
+  StageCost sharded;
+};
+
+ZeroOneAndThree stage_under_zero_1_and_3(Config c) {
+  c.training.zero_stage = 1;
+  const StageCost base = build_ok(c).stages[0];
+  c.training.zero_stage = 3;
+  return {base, build_ok(c).stages[0]};
+}
+
+// The tiny model on p = 1, t = 2, d = 4 (one node): 960 parameters per GPU
+// (above), gathered in bf16 (1920 bytes: 3e-6 + 0.75 * 1920 / 1e11 s) for
+// the forward and again for the input gradient, their fp32 gradients
+// reduce-scattered after the weight gradient (3840 bytes: 3e-6 + 0.75 *
+// 3840 / 1e11 s). Each outlasts the phase's nanoseconds of compute, so the
+// phase takes its communication plus the collective.
+TEST(ShardedWeights, GathersOutlastingTinyPhasesSetTheirTime) {
+  const auto [base, sharded] =
+      stage_under_zero_1_and_3(make_config(tiny(2), 1, 2, 4, round_hardware(8, 1)));
+  const Picos gather = 3014400;
+  const Picos scatter = 3028800;
+  ASSERT_LT(base.forward - base.forward_comm, gather);
+  ASSERT_LT(base.weight_grad, scatter);
+  EXPECT_EQ(sharded.forward, base.forward_comm + gather);
+  EXPECT_EQ(sharded.forward_comm, base.forward_comm + gather - (base.forward - base.forward_comm));
+  EXPECT_EQ(input_grad_time(sharded), base.backward_comm + gather);
+  EXPECT_EQ(sharded.weight_grad, scatter);
+  // A whole backward pays both: B = I + W.
+  EXPECT_EQ(sharded.backward, input_grad_time(sharded) + scatter - sharded.backward_overlap);
+}
+
+TEST(ShardedWeights, GathersHideUnderLongCompute) {
+  // Two GPT-3 layers with the embedding on d = 2 in one node: 4.25e9
+  // parameters, whose bf16 weights (8.5 GB) gather in 0.5 * 8.5e9 / 1e11 =
+  // 42.5 ms and fp32 gradients (17 GB) reduce-scatter in 85 ms, while a
+  // forward of 2048 tokens takes at least 2 * 2048 * 4.25e9 / 1e14 = 174
+  // ms, and the weight gradient as long: every collective hides.
+  const auto [base, sharded] =
+      stage_under_zero_1_and_3(make_config(gpt3(2), 1, 1, 2, round_hardware(8, 1)));
+  EXPECT_EQ(sharded.forward, base.forward);
+  EXPECT_EQ(sharded.backward, base.backward);
+  EXPECT_EQ(sharded.weight_grad, base.weight_grad);
+}
+
+TEST(ShardedWeights, NothingToGatherWithoutDataParallelism) {
+  const auto [base, sharded] =
+      stage_under_zero_1_and_3(make_config(tiny(2), 1, 2, 1, round_hardware(8, 1)));
+  EXPECT_EQ(sharded.forward, base.forward);
+  EXPECT_EQ(sharded.backward, base.backward);
+}
+
+TEST(ShardedWeights, TheLargestGatheredUnitIsHeldBesideTheActivations) {
+  // The stage's largest unit is a layer, 872 / 2 = 436 parameters per GPU
+  // (the word embedding is 16 * 8 / 2 = 64): twice in bf16 (running and
+  // gathered ahead) and its fp32 gradient, 436 * (2 * 2 + 4) = 3488 bytes.
+  Config c = make_config(tiny(2), 1, 2, 4, round_hardware(8, 1));
+  c.training.zero_stage = 1;
+  const int64_t base = build_ok(c).working_bytes[0];
+  c.training.zero_stage = 3;
+  EXPECT_EQ(build_ok(c).working_bytes[0], base + 3488);
 }
 
 TEST(GradSync, DataParallelAcrossNodes) {
