@@ -69,10 +69,11 @@ Result<Link> p2p_link(const HardwareSpec& hw, bool one_node) {
 
 // Data-parallel reduction of `grad_bytes` of gradients on each of d GPUs:
 // the reduction, and for ZeRO 1 and 2 the updated weights' all-gather
-// (`weight_bytes`). ZeRO 0 all-reduces; ZeRO 1 and 2 reduce-scatter; ZeRO 3
-// has reduced every microbatch's gradients already and gathers its weights
-// in every forward and backward (sharded_weight_traffic): nothing at the
-// end.
+// (`weight_bytes`). ZeRO 0 all-reduces; ZeRO 1 reduce-scatters; ZeRO 2 and
+// 3 have reduced every microbatch's gradients in its backward, and ZeRO 3
+// gathers its weights in every forward and backward
+// (sharded_weight_traffic): ZeRO 2 only gathers the updated weights, ZeRO
+// 3 does nothing at the end.
 struct DataParallelSync {
   double reduce_s = 0;
   double gather_s = 0;
@@ -84,8 +85,9 @@ DataParallelSync data_parallel_sync(double grad_bytes, double weight_bytes, int 
     return {collective_seconds(CollectiveKind::kAllReduce, grad_bytes, d, link), 0};
   }
   if (zero_stage == 3) return {};
-  return {collective_seconds(CollectiveKind::kReduceScatter, grad_bytes, d, link),
-          collective_seconds(CollectiveKind::kAllGather, weight_bytes, d, link)};
+  const double gather_s = collective_seconds(CollectiveKind::kAllGather, weight_bytes, d, link);
+  if (zero_stage == 2) return {0, gather_s};
+  return {collective_seconds(CollectiveKind::kReduceScatter, grad_bytes, d, link), gather_s};
 }
 
 // The links of rank r's data-parallel groups: the dense weights' (over d
@@ -289,18 +291,20 @@ Result<DataParallelSync> rank_gradient_sync(const Config& config, const Placemen
   return sync;
 }
 
-// ZeRO 3 (DeepSpeed's stage 3; FSDP's full sharding) keeps 1/(d cp) of
-// the weights on each GPU: a stage's forward all-gathers its weights first,
-// frees them, and its backward gathers them again and reduce-scatters the
-// gradients it made, every microbatch (Rajbhandari et al. 2020, ZeRO,
-// section 7.2.2: 3 Psi of traffic against data parallelism's 2 Psi; Zhao et
+// ZeRO 2 and 3 keep 1/(d cp) of the gradients on each GPU, so every
+// microbatch's backward reduce-scatters the gradients it made; ZeRO 3
+// (DeepSpeed's stage 3; FSDP's full sharding) keeps 1/(d cp) of the weights
+// too: a stage's forward all-gathers its weights first, frees them, and its
+// backward gathers them again (Rajbhandari et al. 2020, ZeRO, sections
+// 5.2 and 7.2.2: 3 Psi of traffic against data parallelism's 2 Psi; Zhao et
 // al. 2023, PyTorch FSDP, section 3.3).
 Result<ShardedWeightTraffic> sharded_weight_traffic(const Config& config,
                                                     const Placement& placement,
                                                     const RankParameters& held, int rank) {
   const int d = config.parallel.weight_replicas();
   const int expert_d = d / config.parallel.expert;
-  if (config.training.zero_stage != 3 || d == 1) return ShardedWeightTraffic{};
+  const int zero = config.training.zero_stage;
+  if (zero < 2 || d == 1) return ShardedWeightTraffic{};
   const Result<DataLinks> links = data_links(config, placement, rank);
   if (!links.ok()) return links.error();
   const double weight_bytes = dtype_bytes(config.model->dtype);
@@ -309,8 +313,10 @@ Result<ShardedWeightTraffic> sharded_weight_traffic(const Config& config,
   const auto add = [&](int64_t params, int group, const Link& link) {
     if (params == 0 || group == 1) return;
     const auto n = static_cast<double>(params);
-    traffic.gather_s +=
-        collective_seconds(CollectiveKind::kAllGather, n * weight_bytes, group, link);
+    if (zero == 3) {
+      traffic.gather_s +=
+          collective_seconds(CollectiveKind::kAllGather, n * weight_bytes, group, link);
+    }
     traffic.scatter_s +=
         collective_seconds(CollectiveKind::kReduceScatter, n * grad_bytes, group, link);
   };

@@ -125,9 +125,12 @@ TEST(GradSync, DataParallelRingInsideANode) {
   // Overlapped with the last microbatch's backward, which is longer: hidden.
   c.training.overlap_grad_reduce = true;
   EXPECT_EQ(build_ok(c).grad_sync[0], 0);
-  // ZeRO 3 reduced every microbatch's gradients in its backward (below):
-  // nothing left at the end.
+  // ZeRO 2 and 3 reduced every microbatch's gradients in its backward
+  // (below): ZeRO 2 gathers the new weights, 3e-6 + 0.75 * 1920 / 1e11;
+  // ZeRO 3 has nothing left to do.
   c.training.overlap_grad_reduce = false;
+  c.training.zero_stage = 2;
+  EXPECT_EQ(build_ok(c).grad_sync[0], 3014400);
   c.training.zero_stage = 3;
   EXPECT_EQ(build_ok(c).grad_sync[0], 0);
 }
@@ -166,6 +169,18 @@ TEST(ShardedWeights, GathersOutlastingTinyPhasesSetTheirTime) {
   EXPECT_EQ(sharded.weight_grad, scatter);
   // A whole backward pays both: B = I + W.
   EXPECT_EQ(sharded.backward, input_grad_time(sharded) + scatter - sharded.backward_overlap);
+}
+
+TEST(ShardedWeights, ZeroTwoReduceScattersEveryBackwardAndGathersNothing) {
+  // The tiny model above: ZeRO 2 shards the gradients, not the weights.
+  Config c = make_config(tiny(2), 1, 2, 4, round_hardware(8, 1));
+  c.training.zero_stage = 1;
+  const StageCost base = build_ok(c).stages[0];
+  c.training.zero_stage = 2;
+  const StageCost sharded = build_ok(c).stages[0];
+  EXPECT_EQ(sharded.forward, base.forward);
+  EXPECT_EQ(input_grad_time(sharded), input_grad_time(base));
+  EXPECT_EQ(sharded.weight_grad, 3028800);
 }
 
 TEST(ShardedWeights, GathersHideUnderLongCompute) {
