@@ -152,6 +152,14 @@ struct PricedPiece {
   // What a whole backward (B) saves over the input gradient then the
   // weight gradient (StageCost::backward_overlap), in seconds.
   double backward_overlap_seconds = 0;
+  // ZeRO 2's and 3's collectives for the piece's weights per microbatch
+  // (0 below ZeRO 2 or without data parallelism), alone: ZeRO 3's
+  // all-gather of them (before the forward, and again before the input
+  // gradient), the reduce-scatter of their gradients after the weight
+  // gradient. A stage's times add what outlasts its compute, over all its
+  // pieces together (docs/cost_model.md, "ZeRO 2 and 3").
+  double gather_seconds = 0;
+  double scatter_seconds = 0;
 };
 // Where each piece's time goes (`ppsim simulate --ops`), priced as
 // piece_times prices them (rank 0's links). Errors as piece_times'.

@@ -172,6 +172,9 @@ struct RankParameters {
 // t, the routed experts over t and EP.
 RankParameters rank_parameters(const Config& config, const std::vector<int>& layers,
                                const std::vector<int>& stage_rank, int rank);
+// What one GPU holds of one layer's parameters (a mixture-of-experts layer
+// with `moe`).
+RankParameters layer_gpu_parameters(const Config& config, bool moe);
 // What one GPU holds of stage `stage`'s parameters (as rank_parameters, one
 // stage).
 RankParameters stage_gpu_parameters(const Config& config, const std::vector<int>& layers,

@@ -243,6 +243,14 @@ int64_t zero_static_bytes(int64_t params, int data, int zero_stage) {
 
 }  // namespace
 
+RankParameters layer_gpu_parameters(const Config& config, bool moe) {
+  const ModelSpec& model = *config.model;
+  if (!moe) return per_gpu(RankParameters{layer_parameters(model), 0}, config.parallel);
+  const int64_t routed = routed_expert_parameters(model);
+  return per_gpu(RankParameters{moe_layer_parameters(model, false) - routed, routed},
+                 config.parallel);
+}
+
 RankParameters stage_gpu_parameters(const Config& config, const std::vector<int>& layers,
                                     const std::vector<int>& stage_rank, int stage) {
   return per_gpu(stage_parameters(config, layers, stage_rank, stage), config.parallel);
@@ -270,12 +278,8 @@ int64_t gathered_unit_bytes(const Config& config, const std::vector<int>& layers
   const ParallelSpec& parallel = config.parallel;
   const int moe = stage_moe_layers(model, layers, s);
   int64_t unit = 0;
-  if (layers[s] > moe) unit = ceil_div(layer_parameters(model), parallel.tensor);
-  if (moe > 0) {
-    const int64_t routed = routed_expert_parameters(model);
-    unit = std::max(unit, ceil_div(moe_layer_parameters(model, false) - routed, parallel.tensor) +
-                              ceil_div(routed, int64_t{parallel.tensor} * parallel.expert));
-  }
+  if (layers[s] > moe) unit = layer_gpu_parameters(config, false).total();
+  if (moe > 0) unit = std::max(unit, layer_gpu_parameters(config, true).total());
   if (config.first_of_chain(s) || config.last_of_chain(s)) {
     unit = std::max(unit, ceil_div(int64_t{model.vocab} * model.hidden, parallel.tensor));
   }

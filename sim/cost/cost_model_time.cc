@@ -247,10 +247,15 @@ Status fill_times(const Config& config, const std::vector<int>& layers,
 
 using cost_model_internal::Block;
 using cost_model_internal::BlockTimer;
+using cost_model_internal::ceil_div;
 using cost_model_internal::check_hardware;
 using cost_model_internal::group_links;
+using cost_model_internal::layer_gpu_parameters;
 using cost_model_internal::Placement;
 using cost_model_internal::rank_sequence;
+using cost_model_internal::RankParameters;
+using cost_model_internal::sharded_weight_traffic;
+using cost_model_internal::ShardedWeightTraffic;
 using cost_model_internal::Slice;
 using cost_model_internal::stage_block;
 using cost_model_internal::stage_layers;
@@ -388,6 +393,30 @@ PricedPiece priced_piece(const char* name, const PieceOps& ops, const OpTimer& t
           timer.beside_weight_grad_seconds(ops.input_grad, ops.weight_grad, links)};
 }
 
+// What one GPU holds of the embedding's and of the head's weights (the
+// head's: the final norm, and the output matrix when it is not the
+// embedding's on the same rank).
+RankParameters embedding_gpu_parameters(const Config& config) {
+  return {ceil_div(input_embedding_parameters(*config.model), config.parallel.tensor), 0};
+}
+
+RankParameters head_gpu_parameters(const Config& config) {
+  const ModelSpec& model = *config.model;
+  const bool own_matrix = !model.tie_embeddings || config.parallel.pipeline > 1;
+  const int64_t matrix = own_matrix ? int64_t{model.vocab} * model.hidden : 0;
+  return {ceil_div(matrix + norm_parameters(model), config.parallel.tensor), 0};
+}
+
+// The piece's ZeRO 2 and 3 collectives on pipeline rank 0.
+Status add_sharded_traffic(const Config& config, const RankParameters& held, PricedPiece& piece) {
+  const Result<ShardedWeightTraffic> traffic = sharded_weight_traffic(
+      config, Placement(config.parallel, config.hardware->gpus_per_node), held, 0);
+  if (!traffic.ok()) return traffic.error();
+  piece.gather_seconds = traffic->gather_s;
+  piece.scatter_seconds = traffic->scatter_s;
+  return Status();
+}
+
 }  // namespace
 
 Result<std::vector<PricedPiece>> priced_pieces(const Config& config) {
@@ -397,16 +426,25 @@ Result<std::vector<PricedPiece>> priced_pieces(const Config& config) {
   const OpTimer timer(*config.hardware, config.model->dtype, config.parallel.tensor);
   const Slice whole = rank_sequence(*config.model, config.parallel);
   const TokenSlice slice{whole.tokens, whole.context};
-  std::vector<PricedPiece> pieces;
+  std::vector<std::pair<PricedPiece, RankParameters>> pieces;
   if (config.model->moe_layers() < config.model->layers) {
-    pieces.push_back(priced_piece("dense layer", layer_ops(shape, slice), timer, *links));
+    pieces.emplace_back(priced_piece("dense layer", layer_ops(shape, slice), timer, *links),
+                        layer_gpu_parameters(config, false));
   }
   if (config.model->moe) {
-    pieces.push_back(priced_piece("MoE layer", moe_layer_ops(shape, slice), timer, *links));
+    pieces.emplace_back(priced_piece("MoE layer", moe_layer_ops(shape, slice), timer, *links),
+                        layer_gpu_parameters(config, true));
   }
-  pieces.push_back(priced_piece("embedding", embedding_ops(shape, slice), timer, *links));
-  pieces.push_back(priced_piece("logits and loss", head_ops(shape, slice), timer, *links));
-  return pieces;
+  pieces.emplace_back(priced_piece("embedding", embedding_ops(shape, slice), timer, *links),
+                      embedding_gpu_parameters(config));
+  pieces.emplace_back(priced_piece("logits and loss", head_ops(shape, slice), timer, *links),
+                      head_gpu_parameters(config));
+  std::vector<PricedPiece> priced;
+  for (auto& [piece, held] : pieces) {
+    if (Status s = add_sharded_traffic(config, held, piece); !s.ok()) return Error{s.message()};
+    priced.push_back(std::move(piece));
+  }
+  return priced;
 }
 
 }  // namespace ppsim

@@ -103,6 +103,24 @@ std::string format_phase(const PricedPhase& phase) {
   return out;
 }
 
+// ZeRO 2's and 3's collectives of the piece's weights, when it has any.
+std::string format_sharded_traffic(const PricedPiece& piece) {
+  if (piece.gather_seconds > 0) {
+    return fmt::format(
+        "  ZeRO 3, per microbatch: weights all-gathered in {} (before the forward and again "
+        "before the input gradient), gradients reduce-scattered in {} (after the weight "
+        "gradient), each beside the compute; the stage times add what outlasts it\n",
+        format_duration(piece.gather_seconds), format_duration(piece.scatter_seconds));
+  }
+  if (piece.scatter_seconds > 0) {
+    return fmt::format(
+        "  ZeRO 2, per microbatch: gradients reduce-scattered in {} after the weight gradient, "
+        "beside the compute; the stage times add what outlasts it\n",
+        format_duration(piece.scatter_seconds));
+  }
+  return {};
+}
+
 }  // namespace
 
 std::string format_op_table(const std::string& heading, const std::vector<PricedPiece>& pieces) {
@@ -116,6 +134,7 @@ std::string format_op_table(const std::string& heading, const std::vector<Priced
           "W\" run beside their weight-gradient GEMMs)\n",
           format_duration(piece.backward_overlap_seconds));
     }
+    out += format_sharded_traffic(piece);
   }
   return out;
 }

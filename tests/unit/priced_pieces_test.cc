@@ -18,6 +18,7 @@ using cost_model_test::make_config;
 using cost_model_test::mixtral_8x7b;
 using cost_model_test::round_hardware;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 std::vector<PricedPiece> priced_ok(const Config& config) {
   Result<std::vector<PricedPiece>> pieces = priced_pieces(config);
@@ -144,6 +145,33 @@ TEST(PricedPieces, AnOverlappedCollectivePaysOnlyWhatOutlastsItsGemm) {
   // reduce-scatter after the attention output and MLP down.
   EXPECT_EQ(overlapped, 4);
   EXPECT_LT(forward.seconds, sum_of_ops(forward));
+}
+
+TEST(PricedPieces, ShardedDataParallelismListsEachPiecesGatherAndReduceScatter) {
+  // The tiny model (h 8, ffn 32, V 16, s 4, learned positions) on t = 2, d =
+  // 4 in one node. A layer's 872 parameters, 436 per GPU: its bf16 weights
+  // (872 bytes) all-gather in 3e-6 + 0.75 * 872 / 1e11 s, its fp32
+  // gradients (1744 bytes) reduce-scatter in 3e-6 + 0.75 * 1744 / 1e11 s.
+  // The embedding: (128 + 32) / 2 = 80 per GPU, 160 bytes of weights.
+  Config config = make_config(cost_model_test::tiny(2), 1, 2, 4, round_hardware(8, 1));
+  config.training.zero_stage = 3;
+  const std::vector<PricedPiece> pieces = priced_ok(config);
+  ASSERT_EQ(names(pieces),
+            (std::vector<std::string>{"dense layer", "embedding", "logits and loss"}));
+  EXPECT_DOUBLE_EQ(pieces[0].gather_seconds, 3e-6 + 0.75 * 872 / 1e11);
+  EXPECT_DOUBLE_EQ(pieces[0].scatter_seconds, 3e-6 + 0.75 * 1744 / 1e11);
+  EXPECT_DOUBLE_EQ(pieces[1].gather_seconds, 3e-6 + 0.75 * 160 / 1e11);
+  EXPECT_THAT(format_op_table("", pieces), HasSubstr("ZeRO 3, per microbatch: weights"));
+  // ZeRO 2 shards only the gradients; ZeRO 1 reduces once per iteration.
+  config.training.zero_stage = 2;
+  const std::vector<PricedPiece> zero2 = priced_ok(config);
+  EXPECT_EQ(zero2[0].gather_seconds, 0);
+  EXPECT_DOUBLE_EQ(zero2[0].scatter_seconds, 3e-6 + 0.75 * 1744 / 1e11);
+  EXPECT_THAT(format_op_table("", zero2), HasSubstr("ZeRO 2, per microbatch: gradients"));
+  config.training.zero_stage = 1;
+  const std::vector<PricedPiece> zero1 = priced_ok(config);
+  EXPECT_EQ(zero1[0].scatter_seconds, 0);
+  EXPECT_THAT(format_op_table("", zero1), Not(HasSubstr("ZeRO")));
 }
 
 TEST(PricedPieces, AMixtureOfExpertsModelListsTheLayerKindsItHas) {
