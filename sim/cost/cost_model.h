@@ -49,6 +49,10 @@ int64_t layer_parameters(const ModelSpec& model);
 int64_t norm_parameters(const ModelSpec& model);
 // The first stage's: word embedding, and learned positions where the model has them.
 int64_t input_embedding_parameters(const ModelSpec& model);
+// The last stage's: the final norm and the output matrix, which with tied
+// embeddings is the word embedding itself unless that sits on another rank
+// (Megatron then keeps a copy there: `embedding_elsewhere`).
+int64_t output_parameters(const ModelSpec& model, bool embedding_elsewhere);
 // Parameters of one mixture-of-experts layer: the attention and norms as a
 // dense layer's, the router (h x experts) and every expert MLP (routed and
 // shared), or with `active` only those one token visits (top_k + shared).

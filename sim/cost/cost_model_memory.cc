@@ -206,15 +206,11 @@ RankParameters stage_parameters(const Config& config, const std::vector<int>& la
   if (moe > 0) {
     params.dense += moe * (moe_layer_parameters(model, false) - routed_expert_parameters(model));
   }
-  const int64_t word_embedding = static_cast<int64_t>(model.vocab) * model.hidden;
   if (config.first_of_chain(stage)) params.dense += input_embedding_parameters(model);
   if (config.last_of_chain(stage)) {
-    params.dense += norm_parameters(model);
-    // Untied: the output layer's own matrix. Tied: Megatron keeps a copy of
-    // the word embedding on the last stage when that is another rank.
     const int first = stage - (config.model_stages() - 1);
-    const bool copy = stage != first && stage_rank[stage] != stage_rank[first];
-    if (!model.tie_embeddings || copy) params.dense += word_embedding;
+    params.dense +=
+        output_parameters(model, stage != first && stage_rank[stage] != stage_rank[first]);
   }
   return params;
 }
@@ -423,6 +419,13 @@ int64_t moe_layer_parameters(const ModelSpec& model, bool active) {
 
 int64_t norm_parameters(const ModelSpec& model) {
   return model.norm == Norm::kLayerNorm ? 2LL * model.hidden : model.hidden;
+}
+
+int64_t output_parameters(const ModelSpec& model, bool embedding_elsewhere) {
+  const int64_t matrix = !model.tie_embeddings || embedding_elsewhere
+                             ? static_cast<int64_t>(model.vocab) * model.hidden
+                             : 0;
+  return norm_parameters(model) + matrix;
 }
 
 int64_t input_embedding_parameters(const ModelSpec& model) {

@@ -41,6 +41,8 @@ struct Block {
     backward_overlap = duration_plus(backward_overlap, other.backward_overlap);
     return *this;
   }
+  // The input gradient on its own, as input_grad_time (costs.h).
+  Picos input_grad() const { return backward - weight_grad + backward_overlap; }
 };
 
 Block repeat(const Block& block, int64_t n) {
@@ -129,23 +131,20 @@ struct StagePieces {
   bool embedding = false;
   bool logits = false;
   GroupLinks links;
-  ShardedWeightTraffic sharded;  // ZeRO 3's, per microbatch (slice)
+  ShardedWeightTraffic sharded;  // ZeRO 2's and 3's, per microbatch (slice)
 };
 
-// ZeRO 3's gathers and reduce-scatter beside the stage's compute: each
-// collective runs on its own stream while the compute before it goes on
-// (the forward's gather ahead of the forward, the backward's ahead of the
-// input gradient, the reduce-scatter behind the weight gradient), and only
-// what outlasts that compute adds to its phase. The compute is the phase
-// less its own communication.
+// ZeRO 2's and 3's collectives beside the stage's compute: each runs on its
+// own stream while the compute before it goes on (ZeRO 3's gather ahead of
+// the forward and again ahead of the input gradient, the reduce-scatter
+// behind the weight gradient), and only what outlasts that compute adds to
+// its phase. The compute is the phase less its own communication.
 void add_sharded_weight_traffic(const ShardedWeightTraffic& traffic, Block& block) {
   const auto outlasting = [](double comm_s, Picos compute) {
     return std::max(Picos{0}, seconds_to_picos(comm_s) - compute);
   };
   const Picos forward = outlasting(traffic.gather_s, block.forward - block.forward_comm);
-  const Picos input_grad_compute =
-      block.backward - block.weight_grad + block.backward_overlap - block.backward_comm;
-  const Picos input_grad = outlasting(traffic.gather_s, input_grad_compute);
+  const Picos input_grad = outlasting(traffic.gather_s, block.input_grad() - block.backward_comm);
   const Picos weight_grad = outlasting(traffic.scatter_s, block.weight_grad);
   block.forward = duration_plus(block.forward, forward);
   block.forward_comm = duration_plus(block.forward_comm, forward);
@@ -393,30 +392,6 @@ PricedPiece priced_piece(const char* name, const PieceOps& ops, const OpTimer& t
           timer.beside_weight_grad_seconds(ops.input_grad, ops.weight_grad, links)};
 }
 
-// What one GPU holds of the embedding's and of the head's weights (the
-// head's: the final norm, and the output matrix when it is not the
-// embedding's on the same rank).
-RankParameters embedding_gpu_parameters(const Config& config) {
-  return {ceil_div(input_embedding_parameters(*config.model), config.parallel.tensor), 0};
-}
-
-RankParameters head_gpu_parameters(const Config& config) {
-  const ModelSpec& model = *config.model;
-  const bool own_matrix = !model.tie_embeddings || config.parallel.pipeline > 1;
-  const int64_t matrix = own_matrix ? int64_t{model.vocab} * model.hidden : 0;
-  return {ceil_div(matrix + norm_parameters(model), config.parallel.tensor), 0};
-}
-
-// The piece's ZeRO 2 and 3 collectives on pipeline rank 0.
-Status add_sharded_traffic(const Config& config, const RankParameters& held, PricedPiece& piece) {
-  const Result<ShardedWeightTraffic> traffic = sharded_weight_traffic(
-      config, Placement(config.parallel, config.hardware->gpus_per_node), held, 0);
-  if (!traffic.ok()) return traffic.error();
-  piece.gather_seconds = traffic->gather_s;
-  piece.scatter_seconds = traffic->scatter_s;
-  return Status();
-}
-
 }  // namespace
 
 Result<std::vector<PricedPiece>> priced_pieces(const Config& config) {
@@ -426,22 +401,31 @@ Result<std::vector<PricedPiece>> priced_pieces(const Config& config) {
   const OpTimer timer(*config.hardware, config.model->dtype, config.parallel.tensor);
   const Slice whole = rank_sequence(*config.model, config.parallel);
   const TokenSlice slice{whole.tokens, whole.context};
+  // Each piece's weights on one GPU of rank 0, for ZeRO 2's and 3's
+  // collectives; the output matrix is the embedding's when p = 1.
+  const int t = config.parallel.tensor;
+  const ModelSpec& model = *config.model;
   std::vector<std::pair<PricedPiece, RankParameters>> pieces;
-  if (config.model->moe_layers() < config.model->layers) {
+  if (model.moe_layers() < model.layers) {
     pieces.emplace_back(priced_piece("dense layer", layer_ops(shape, slice), timer, *links),
                         layer_gpu_parameters(config, false));
   }
-  if (config.model->moe) {
+  if (model.moe) {
     pieces.emplace_back(priced_piece("MoE layer", moe_layer_ops(shape, slice), timer, *links),
                         layer_gpu_parameters(config, true));
   }
   pieces.emplace_back(priced_piece("embedding", embedding_ops(shape, slice), timer, *links),
-                      embedding_gpu_parameters(config));
-  pieces.emplace_back(priced_piece("logits and loss", head_ops(shape, slice), timer, *links),
-                      head_gpu_parameters(config));
+                      RankParameters{ceil_div(input_embedding_parameters(model), t), 0});
+  pieces.emplace_back(
+      priced_piece("logits and loss", head_ops(shape, slice), timer, *links),
+      RankParameters{ceil_div(output_parameters(model, config.parallel.pipeline > 1), t), 0});
+  const Placement placement(config.parallel, config.hardware->gpus_per_node);
   std::vector<PricedPiece> priced;
   for (auto& [piece, held] : pieces) {
-    if (Status s = add_sharded_traffic(config, held, piece); !s.ok()) return Error{s.message()};
+    const Result<ShardedWeightTraffic> traffic = sharded_weight_traffic(config, placement, held, 0);
+    if (!traffic.ok()) return traffic.error();
+    piece.gather_seconds = traffic->gather_s;
+    piece.scatter_seconds = traffic->scatter_s;
     priced.push_back(std::move(piece));
   }
   return priced;

@@ -137,17 +137,21 @@ TEST(GradSync, DataParallelRingInsideANode) {
 
 // ---------------------------------------------------------------- ZeRO 3
 
-// Stage 0's costs under ZeRO 1 (no traffic in the microbatches) and ZeRO 3.
+// Stage 0's costs under ZeRO stage `zero`.
+StageCost stage_under_zero(Config c, int zero) {
+  c.training.zero_stage = zero;
+  return build_ok(c).stages[0];
+}
+
+// What ZeRO 2 and 3 change is measured against ZeRO 1, which moves nothing
+// in the microbatches.
 struct ZeroOneAndThree {
   StageCost base;
   StageCost sharded;
 };
 
-ZeroOneAndThree stage_under_zero_1_and_3(Config c) {
-  c.training.zero_stage = 1;
-  const StageCost base = build_ok(c).stages[0];
-  c.training.zero_stage = 3;
-  return {base, build_ok(c).stages[0]};
+ZeroOneAndThree stage_under_zero_1_and_3(const Config& c) {
+  return {stage_under_zero(c, 1), stage_under_zero(c, 3)};
 }
 
 // The tiny model on p = 1, t = 2, d = 4 (one node): 960 parameters per GPU
@@ -173,11 +177,9 @@ TEST(ShardedWeights, GathersOutlastingTinyPhasesSetTheirTime) {
 
 TEST(ShardedWeights, ZeroTwoReduceScattersEveryBackwardAndGathersNothing) {
   // The tiny model above: ZeRO 2 shards the gradients, not the weights.
-  Config c = make_config(tiny(2), 1, 2, 4, round_hardware(8, 1));
-  c.training.zero_stage = 1;
-  const StageCost base = build_ok(c).stages[0];
-  c.training.zero_stage = 2;
-  const StageCost sharded = build_ok(c).stages[0];
+  const Config c = make_config(tiny(2), 1, 2, 4, round_hardware(8, 1));
+  const StageCost base = stage_under_zero(c, 1);
+  const StageCost sharded = stage_under_zero(c, 2);
   EXPECT_EQ(sharded.forward, base.forward);
   EXPECT_EQ(input_grad_time(sharded), input_grad_time(base));
   EXPECT_EQ(sharded.weight_grad, 3028800);
