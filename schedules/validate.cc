@@ -144,12 +144,17 @@ Status check_coverage(const Schedule& s, ActionIndex& index) {
   // A microbatch passes through its chain's stages only; with one chain,
   // through all (and no division per action to say so).
   const bool one_chain = s.num_chains == 1;
+  // One unsigned comparison each: a negative value wraps past the bound.
+  const auto below = [](int32_t value, int bound) {
+    return static_cast<uint32_t>(value) < static_cast<uint32_t>(bound);
+  };
   int node = 0;
   for (int rank = 0; rank < s.num_ranks; ++rank) {
-    for (size_t pos = 0; pos < s.programs[rank].size(); ++pos) {
-      const Action& a = s.programs[rank][pos];
-      if (a.stage < 0 || a.stage >= s.num_stages || a.microbatch < 0 ||
-          a.microbatch >= s.num_microbatches || a.slice < 0 || a.slice >= s.num_slices) {
+    const std::vector<Action>& program = s.programs[rank];
+    for (size_t pos = 0, size = program.size(); pos < size; ++pos) {
+      const Action& a = program[pos];
+      if (!below(a.stage, s.num_stages) || !below(a.microbatch, s.num_microbatches) ||
+          !below(a.slice, s.num_slices)) {
         return Error{fmt::format(
             "rank {} runs {}, outside the {} stages and {} microbatches of this schedule{}", rank,
             to_string(a), s.num_stages, s.num_microbatches,
@@ -239,9 +244,9 @@ Status check_covered(const Schedule& s, ActionIndex& index) {
 
 }  // namespace
 
-Status validate_coverage(const Schedule& s) {
+Status validate_coverage(const Schedule& s, ActionIndex* numbered) {
   ActionIndex index;
-  return check_covered(s, index);
+  return check_covered(s, numbered != nullptr ? *numbered : index);
 }
 
 Status validate(const Schedule& s) {

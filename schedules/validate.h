@@ -15,16 +15,19 @@
 // is a deadlock, reported as the cycle of actions: "1B0 -> 0B0 -> 0F1 -> 1B0".
 #pragma once
 
+#include "schedules/action_index.h"
 #include "schedules/schedule.h"
 
 namespace ppsim {
 
 Status validate(const Schedule& schedule);
 // All of validate() but the deadlock search, in time linear in the actions:
-// what the engine needs to replay a schedule. A generated schedule is
-// checked only this far; should it deadlock after all, the engine stalls
-// and reports validate()'s cycle.
-Status validate_coverage(const Schedule& schedule);
+// what the engine needs to replay a schedule, and checks before it does.
+// A generated schedule is checked only this far; should it deadlock after
+// all, the engine stalls and reports validate()'s cycle. Where `numbered`
+// is given and the schedule is covered, it is left holding each action's
+// number: rank by rank, in program order, from 0.
+Status validate_coverage(const Schedule& schedule, ActionIndex* numbered = nullptr);
 
 // Calls `visit(dependency)` for each action that `action` waits for besides
 // its predecessor in program order. `is_split(stage, microbatch, slice)`

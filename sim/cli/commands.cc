@@ -10,6 +10,7 @@
 
 #include "schedules/csv.h"
 #include "schedules/generators.h"
+#include "schedules/validate.h"
 #include "sim/cli/options.h"
 #include "sim/config/config.h"
 #include "sim/core/text_file.h"
@@ -405,6 +406,7 @@ int run_schedule(const std::vector<std::string>& args) {
   const auto generated = [&]() -> Result<ScheduleFile> {
     Result<Schedule> s = schedule_for(*config);
     if (!s) return s.error();
+    if (Status st = validate_coverage(*s); !st) return Error{st.message()};
     return ScheduleFile{std::move(*s), {}};
   };
   Result<ScheduleFile> schedule = csv_in.empty() ? generated() : load_schedule_csv(csv_in, *config);

@@ -515,10 +515,11 @@ Status Engine::run(const Schedule& schedule, const CostTable& costs, Timeline* t
   }
   PPSIM_CHECK(schedule.num_actions() * options.iterations <
               static_cast<size_t>(std::numeric_limits<int32_t>::max()));
+  if (Status st = validate_coverage(schedule, &numbered_); !st) return st;
   prepare_timeline(schedule, costs, options, timeline);
   if (ProgramOrderReplay::covers(schedule, options)) {
     const ProgramOrderReplay::Outcome outcome =
-        program_order_.run(schedule, costs, options, timeline);
+        program_order_.run(schedule, numbered_, costs, options, timeline);
     if (outcome != ProgramOrderReplay::Outcome::kNotCovered) {
       return conclude(schedule, outcome == ProgramOrderReplay::Outcome::kStalled, *timeline);
     }

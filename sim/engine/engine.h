@@ -59,11 +59,12 @@ struct RunOptions {
 
 class Engine {
  public:
-  // REQUIRES: validate_coverage(schedule).ok(); costs sized for schedule's
-  // stages and ranks and within their bounds (check_costs);
-  // options.iterations >= 1. Overwrites *timeline, reusing its capacity.
-  // Errors (the timeline is then not to be read): a deadlock, as
-  // validate() words it, and a run longer than kMaxPicos.
+  // REQUIRES: costs sized for schedule's stages and ranks and within their
+  // bounds (check_costs); options.iterations >= 1. Overwrites *timeline,
+  // reusing its capacity. Errors (the timeline is then not to be read): what
+  // validate_coverage finds (an action outside the schedule's shape, on the
+  // wrong rank, missing or twice), a deadlock, as validate() words it, and
+  // a run longer than kMaxPicos.
   Status run(const Schedule& schedule, const CostTable& costs, Timeline* timeline,
              const RunOptions& options = {});
 
@@ -191,6 +192,7 @@ class Engine {
   // gradient sync and step then.
   bool steps_in_program_ = false;
   uint64_t seq_ = 0;
+  ActionIndex numbered_;              // action -> its number, rank by rank (validate_coverage's)
   ProgramOrderReplay program_order_;  // the runs it covers; its buffers kept too
 };
 

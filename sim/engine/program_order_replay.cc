@@ -22,55 +22,76 @@ int32_t ProgramOrderReplay::link_of(int src, int dst) {
   return id;
 }
 
-bool ProgramOrderReplay::index(const Schedule& s, const CostTable& costs) {
+void ProgramOrderReplay::index_routes(const Schedule& s, const CostTable& costs) {
+  links_.resize(s.num_ranks);
+  for (std::vector<Link>& links : links_) links.clear();  // keeping their memory
+  link_free_.clear();
+  routes_.assign(2 * costs.p2p_forward.size(), Route{});
+  for (size_t k = 0; k < costs.p2p_forward.size(); ++k) {
+    const int lower = s.stage_rank[k / s.num_slices];
+    const int upper = s.stage_rank[k / s.num_slices + 1];
+    if (lower == upper) continue;
+    routes_[2 * k] = Route{link_of(lower, upper), costs.p2p_forward[k]};
+    routes_[2 * k + 1] = Route{link_of(upper, lower), costs.p2p_backward[k]};
+  }
+}
+
+void ProgramOrderReplay::index_action_costs(const CostTable& costs) {
+  action_costs_.resize(costs.stages.size() * kNumActionKinds);
+  for (size_t k = 0; k < costs.stages.size(); ++k) {
+    const StageCost& cost = costs.stages[k];
+    for (int kind = 0; kind < kNumActionKinds; ++kind) {
+      const auto action = static_cast<ActionKind>(kind);
+      action_costs_[k * kNumActionKinds + kind] = ActionCost{
+          compute_time(cost, action), action == ActionKind::kForward ? cost.activation_bytes : 0,
+          freed_bytes(cost, action)};
+    }
+  }
+}
+
+bool ProgramOrderReplay::index(const Schedule& s, const ActionIndex& numbered,
+                               const CostTable& costs) {
   const int ranks = s.num_ranks;
-  index_.reset(s.num_stages, s.num_microbatches, s.num_slices);
   begin_.assign(1, 0);
   for (int rank = 0; rank < ranks; ++rank) {
-    int32_t id = begin_.back();
-    for (const Action& a : s.programs[rank]) {
-      if (a.overlaps_next || a.kind == ActionKind::kStep) return false;
-      index_[a] = id++;
-    }
-    begin_.push_back(id);
+    begin_.push_back(begin_.back() + static_cast<int32_t>(s.programs[rank].size()));
   }
   const size_t n = static_cast<size_t>(begin_.back());
-  dep_begin_.reserve(n + 1);
-  dep_begin_.assign(1, 0);
-  deps_.clear();
-  deps_.reserve(3 * n);  // F: one or two inputs; B and I: two or three; W: one
   slots_.clear();
   slots_.reserve(n);
   advise_huge_pages(slots_);
   slots_.resize(n);
-  links_.resize(ranks);
-  for (std::vector<Link>& links : links_) links.clear();  // keeping their memory
-  link_free_.clear();
+  index_routes(s, costs);
+  index_action_costs(costs);
   const auto is_split = [&](int stage, int mb, int slice) {
-    return index_.contains({ActionKind::kBackwardInput, stage, mb, slice});
+    return numbered.contains({ActionKind::kBackwardInput, stage, mb, slice});
   };
   bool covered = true;
   const int stages_per_chain = s.stages_per_chain();
+  int32_t id = 0;
   for (int rank = 0; rank < ranks; ++rank) {
     for (const Action& a : s.programs[rank]) {
-      const int32_t consumer = index_[a];
+      if (a.overlaps_next || a.kind == ActionKind::kStep) return false;
       for_each_data_dependency(a, stages_per_chain, s.num_slices, is_split, [&](const Action& dep) {
-        const int32_t producer = index_[dep];
+        const int32_t producer = numbered[dep];
         PPSIM_CHECK(producer >= 0);
-        deps_.push_back(producer);
-        const int from = s.stage_rank[dep.stage];
-        if (from == rank) return;
-        Slot& slot = slots_[producer];
-        covered &= slot.remote < 0;  // one transfer per action
-        slot.remote = consumer;
-        slot.link = link_of(from, rank);
+        // An input on the same rank ran earlier in the program, and ended
+        // before the rank's last action did; one later in the program is a
+        // deadlock, which the event engine reports.
+        if (s.stage_rank[dep.stage] == rank) {
+          covered &= producer < id;
+          return;
+        }
+        Slot& out = slots_[producer];
+        Slot& in = slots_[id];
+        covered &= out.route < 0 && in.input < 0;  // one transfer per action, one input
         // Across ranks data flows between stages at the same slice: the
         // smaller (stage, slice) index is the transfer's (boundary, slice).
         const int boundary = std::min(dep.stage, a.stage) * s.num_slices + a.slice;
-        slot.transfer = dep.kind == ActionKind::kForward ? costs.p2p_forward[boundary]
-                                                         : costs.p2p_backward[boundary];
+        out.route = 2 * boundary + (dep.kind == ActionKind::kForward ? 0 : 1);
+        in.input = producer;
       });
-      dep_begin_.push_back(static_cast<int32_t>(deps_.size()));
+      ++id;
     }
   }
   return covered;
@@ -91,33 +112,29 @@ bool ProgramOrderReplay::advance(const Schedule& s, const CostTable& costs,
   const int32_t from = r.pos;
   for (; r.pos < length; ++r.pos) {
     const int32_t id = first + r.pos;
-    Picos start = std::max(r.free_at, r.sends_end);
-    bool ready = true;
-    for (int32_t k = dep_begin_[id]; k < dep_begin_[id + 1]; ++k) {
-      const Slot& dep = slots_[deps_[k]];
-      if (dep.end < 0) {
-        ready = false;
-        break;
-      }
-      start = std::max(start, dep.remote == id ? dep.arrival : dep.end);
-    }
-    if (!ready) break;
-    const Action& a = program[r.pos];
-    const StageCost& cost = costs.stages[a.stage * s.num_slices + a.slice];
-    const Picos end = add_saturated(start, compute_time(cost, a.kind));
-    if (last) busy += static_cast<double>(end - start);
-    if (a.kind == ActionKind::kForward) {
-      r.activation += cost.activation_bytes;
-      peak = std::max(peak, r.activation);
-    }
-    const int64_t freed = freed_bytes(cost, a.kind);
-    r.activation -= freed;
-    if (freed < 0) peak = std::max(peak, r.activation);  // an I that leaves more than F took
     Slot& slot = slots_[id];
-    r.free_at = slot.end = end;
-    if (slot.remote >= 0) {
-      Picos& link_free = link_free_[slot.link];
-      slot.arrival = link_free = add_saturated(std::max(end, link_free), slot.transfer);
+    Picos start = std::max(r.free_at, r.sends_end);
+    if (slot.input >= 0) {
+      const Picos arrival = slots_[slot.input].arrival;
+      if (arrival < 0) break;
+      start = std::max(start, arrival);
+    }
+    const Action& a = program[r.pos];
+    const ActionCost& cost = action_costs_[(a.stage * s.num_slices + a.slice) * kNumActionKinds +
+                                           static_cast<int>(a.kind)];
+    const Picos end = add_saturated(start, cost.time);
+    if (last) busy += static_cast<double>(end - start);
+    // The activation never exceeds the peak, so only a growth can raise it:
+    // an F's, or an I that leaves more than its F took.
+    r.activation += cost.grows;
+    peak = std::max(peak, r.activation);
+    r.activation -= cost.frees;
+    peak = std::max(peak, r.activation);
+    r.free_at = end;
+    if (slot.route >= 0) {
+      const Route& route = routes_[slot.route];
+      Picos& link_free = link_free_[route.link];
+      slot.arrival = link_free = add_saturated(std::max(end, link_free), route.transfer);
       if (options.blocking_sends) r.sends_end = std::max(r.sends_end, slot.arrival);
     }
   }
@@ -146,7 +163,7 @@ ProgramOrderReplay::Outcome ProgramOrderReplay::run_programs(const Schedule& s,
                                                              int iteration, Timeline* timeline) {
   const int ranks = s.num_ranks;
   const bool last = iteration + 1 == options.iterations;
-  for (Slot& slot : slots_) slot.end = -1;
+  for (Slot& slot : slots_) slot.arrival = -1;
   int remaining = ranks;
   int64_t visits_left = int64_t{kMaxVisitsPerAction} * begin_.back() + 2 * ranks;
   // Rounds sweep up and down in turn: activations flow up the ranks and
@@ -196,9 +213,10 @@ void ProgramOrderReplay::run_epilogue(const CostTable& costs, int iteration, Tim
 }
 
 ProgramOrderReplay::Outcome ProgramOrderReplay::run(const Schedule& schedule,
+                                                    const ActionIndex& numbered,
                                                     const CostTable& costs,
                                                     const RunOptions& options, Timeline* timeline) {
-  if (!index(schedule, costs)) return Outcome::kNotCovered;
+  if (!index(schedule, numbered, costs)) return Outcome::kNotCovered;
   ranks_.assign(schedule.num_ranks, RankState{});
   for (int iteration = 0; iteration < options.iterations; ++iteration) {
     if (const Outcome o = run_programs(schedule, costs, options, iteration, timeline);

@@ -61,8 +61,9 @@ void batches_as_iterations(int m, Timeline* timeline);
 // there is no model): schedule.slices equal ones, or TeraPipe's optimal cut
 // for the model's costs. Empty for other kinds.
 Result<std::vector<int>> slice_lengths_for(const Config& config);
-// The config's schedule, validated: generated for its kind and (p, m, v)
-// with `slices` token slices, or read from schedule.file for kind "custom".
+// The config's schedule: generated for its kind and (p, m, v) with `slices`
+// token slices (correct by construction; Engine::run checks its coverage
+// all the same), or read from schedule.file for kind "custom" and validated.
 // zb-auto judges its candidates with `calibration` applied (as simulate()
 // takes it: null for the profile's own).
 // `notes`, when given, gets what reading a custom schedule's file had to

@@ -85,6 +85,41 @@ TEST(Validate, TheEngineReportsADeadlockAsValidateWordsIt) {
   EXPECT_EQ(tallied.message(), error_of(s));
 }
 
+// The replay in program order skips an input on the action's own rank, which
+// ran earlier in the program; one later in the program is a deadlock, left
+// to the event engine to report. Here 1F0 needs 0F0, which its rank runs
+// after it.
+TEST(Validate, TheEngineReportsADeadlockWithinOneRank) {
+  Result<Schedule> s = schedule_from_csv("1F0,0F0,1B0,0B0\n", "test.csv");
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  ASSERT_TRUE(validate_coverage(*s).ok());
+  const std::string message = error_of(*s);
+  EXPECT_THAT(message, HasSubstr("1F0 -> 0F0"));
+  RunOptions summary_only;
+  summary_only.record = false;
+  Timeline t;
+  const Status tallied = Engine().run(*s, uniform_costs(2, 1, 1, 2), &t, summary_only);
+  ASSERT_FALSE(tallied.ok());
+  EXPECT_EQ(tallied.message(), message);
+}
+
+// Engine::run checks coverage itself, as validate_coverage words it, with
+// records and without: no schedule reaches a replay with an action missing.
+TEST(Validate, TheEngineRefusesAScheduleWithAnActionMissing) {
+  const Schedule s = two_ranks("0F0,0B0,0F1", "1F0,1B0,1F1,1B1");
+  const Status coverage = validate_coverage(s);
+  ASSERT_FALSE(coverage.ok());
+  EXPECT_THAT(coverage.message(), HasSubstr("missing the backward of stage 0 microbatch 1"));
+  for (const bool record : {true, false}) {
+    RunOptions options;
+    options.record = record;
+    Timeline t;
+    const Status run = Engine().run(s, uniform_costs(2, 2, 1, 2), &t, options);
+    ASSERT_FALSE(run.ok()) << "record " << record;
+    EXPECT_EQ(run.message(), coverage.message()) << "record " << record;
+  }
+}
+
 // An overlapped pair starts only when both its actions may: a backward that
 // needs its own pair's forward waits for itself.
 TEST(Validate, AnOverlappedPairThatNeedsItsOwnForwardIsADeadlock) {
