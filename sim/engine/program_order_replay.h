@@ -62,8 +62,8 @@ class ProgramOrderReplay {
   void index_action_costs(const CostTable& costs);
   // Runs `rank`'s program on from its position as far as its inputs are
   // known; whether it ran any action.
-  bool advance(const Schedule& schedule, const CostTable& costs, const RunOptions& options,
-               bool last, int rank, Timeline* timeline);
+  bool advance(const Schedule& schedule, const RunOptions& options, bool last, int rank,
+               Timeline* timeline);
   // The rank's program is done: its gradient sync, and when it reaches the
   // barrier.
   void sync_gradients(const CostTable& costs, int iteration, int rank, Timeline* timeline);
