@@ -222,18 +222,39 @@ RankParameters per_gpu(const RankParameters& stage, const ParallelSpec& parallel
                         ceil_div(stage.expert, int64_t{parallel.tensor} * parallel.expert)};
 }
 
-// Mixed-precision Adam, K = 12 (Rajbhandari et al. 2020): 2 bytes of 16-bit
-// weights, 2 of gradients, 12 of fp32 master weights, m and v per parameter.
-int64_t zero_static_bytes(int64_t params, int data, int zero_stage) {
+// What Adam's training keeps per parameter between iterations, at the
+// activations' peak: the weights in the model's dtype, the accumulated
+// gradient (fp32 in bf16 training: OpShape::grad_bytes) and the optimizer's
+// state, fp32 master weights, m and v in mixed precision, m and v alone in
+// fp32 (Megatron-LM's distributed optimizer guide: 18 bytes undistributed
+// and 6 + 12/d distributed for bf16 with fp32 gradients, 16 and 8 + 8/d in
+// fp32; with 16-bit gradients Rajbhandari et al. 2020's K = 12, 16 and 4 +
+// 12/d, the fp32 copy of the gradient that fp16's step makes living only
+// as long as the step).
+struct BytesPerParameter {
+  int64_t weights;
+  int64_t grads;
+  int64_t optimizer;
+};
+
+BytesPerParameter bytes_per_parameter(const Config& config) {
+  const DType dtype = config.model->dtype;
+  return BytesPerParameter{dtype_bytes(dtype), OpShape::of(config).grad_bytes,
+                           dtype == DType::kFp32 ? 8 : 12};
+}
+
+// ZeRO's stages shard the optimizer state (1), then the gradients (2), then
+// the weights (3) over the d copies.
+int64_t zero_static_bytes(int64_t params, int data, int zero_stage, const BytesPerParameter& b) {
   switch (zero_stage) {
     case 0:
-      return 16 * params;
+      return (b.weights + b.grads + b.optimizer) * params;
     case 1:
-      return 4 * params + ceil_div(12 * params, data);
+      return (b.weights + b.grads) * params + ceil_div(b.optimizer * params, data);
     case 2:
-      return 2 * params + ceil_div(14 * params, data);
+      return b.weights * params + ceil_div((b.grads + b.optimizer) * params, data);
     default:
-      return ceil_div(16 * params, data);
+      return ceil_div((b.weights + b.grads + b.optimizer) * params, data);
   }
 }
 
@@ -369,11 +390,13 @@ void fill_memory(const Config& config, const std::vector<int>& layers,
   // The dense weights' optimizer state is sharded over their d cp copies,
   // the routed experts' over the d cp / EP copies of each.
   const int zero = config.training.zero_stage;
+  const BytesPerParameter per_parameter = bytes_per_parameter(config);
   for (int r = 0; r < parallel.pipeline; ++r) {
     const RankParameters params = rank_parameters(config, layers, stage_rank, r);
     table.static_bytes[r] =
-        zero_static_bytes(params.dense, parallel.weight_replicas(), zero) +
-        zero_static_bytes(params.expert, parallel.weight_replicas() / parallel.expert, zero);
+        zero_static_bytes(params.dense, parallel.weight_replicas(), zero, per_parameter) +
+        zero_static_bytes(params.expert, parallel.weight_replicas() / parallel.expert, zero,
+                          per_parameter);
   }
   table.working_bytes = working_bytes(config, layers, stage_rank, slices);
   table.stage_weight_bytes.resize(config.num_stages());

@@ -254,7 +254,8 @@ TEST(GradSync, DualPipesCopiesSumTheirGradients) {
   c.parallel.virtual_stages = 2;
   const Result<CostTable> table = build_cost_table(c, {0, 1, 1, 0});
   ASSERT_TRUE(table.ok()) << table.error().message;
-  EXPECT_EQ(table->static_bytes, (std::vector<int64_t>{16 * 2048, 16 * 2048}));
+  // Two copies of 1024 parameters per rank, 18 bytes each in bf16.
+  EXPECT_EQ(table->static_bytes, (std::vector<int64_t>{18 * 2048, 18 * 2048}));
   EXPECT_EQ(table->grad_sync, (std::vector<Picos>{2081920, 2081920}));
 }
 

@@ -147,34 +147,61 @@ TEST(BuildCostTable, FewerLayersThanStagesIsAnError) {
 // ---------------------------------------------------------------- memory
 
 TEST(StaticBytes, ZeroStagesOnAMiddleRank) {
-  // Rank 1 of 3 holds one layer, Psi = 872; over d = 4.
-  const int64_t expected[] = {
-      16 * 872,                // 13952
-      4 * 872 + 12 * 872 / 4,  // 3488 + 2616 = 6104
-      2 * 872 + 14 * 872 / 4,  // 1744 + 3052 = 4796
-      16 * 872 / 4,            // 3488
+  // Rank 1 of 3 holds one layer, Psi = 872; over d = 4. Per parameter: the
+  // weights, the accumulated gradient and the optimizer's state, sharded
+  // by ZeRO's stages in that order from the last (Megatron-LM's
+  // distributed optimizer guide: bf16 with fp32 gradients 18 and 6 + 12/d,
+  // fp32 16 and 8 + 8/d; fp16, Rajbhandari et al. 2020's K = 12).
+  struct Case {
+    DType dtype;
+    int64_t expected[4];
   };
-  for (int zero = 0; zero <= 3; ++zero) {
-    Config c = make_config(tiny(3), 3, 1, 4);
-    c.training.zero_stage = zero;
-    EXPECT_EQ(build_ok(c).static_bytes[1], expected[zero]) << "zero " << zero;
+  const Case cases[] = {
+      // bf16: 2 + 4 (fp32 gradient) + 12 (fp32 master, m, v).
+      {DType::kBf16,
+       {18 * 872,                // 15696
+        6 * 872 + 12 * 872 / 4,  // 5232 + 2616 = 7848
+        2 * 872 + 16 * 872 / 4,  // 1744 + 3488 = 5232
+        18 * 872 / 4}},          // 3924
+      // fp16: 2 + 2 + 12.
+      {DType::kFp16,
+       {16 * 872,                // 13952
+        4 * 872 + 12 * 872 / 4,  // 3488 + 2616 = 6104
+        2 * 872 + 14 * 872 / 4,  // 1744 + 3052 = 4796
+        16 * 872 / 4}},          // 3488
+      // fp32: 4 + 4 + 8 (m, v; no master copy).
+      {DType::kFp32,
+       {16 * 872,                // 13952
+        8 * 872 + 8 * 872 / 4,   // 6976 + 1744 = 8720
+        4 * 872 + 12 * 872 / 4,  // 3488 + 2616 = 6104
+        16 * 872 / 4}},          // 3488
+  };
+  for (const Case& k : cases) {
+    for (int zero = 0; zero <= 3; ++zero) {
+      Config c = make_config(tiny(3), 3, 1, 4);
+      c.model->dtype = k.dtype;
+      c.training.zero_stage = zero;
+      EXPECT_EQ(build_ok(c).static_bytes[1], k.expected[zero])
+          << "dtype " << static_cast<int>(k.dtype) << " zero " << zero;
+    }
   }
 }
 
 TEST(StaticBytes, EmbeddingOnFirstAndTiedCopyOnLast) {
   const CostTable table = build_ok(make_config(tiny(3), 3, 1, 1));
-  // First: 872 + V h + s h = 872 + 128 + 32 = 1032 parameters, 16 bytes each.
+  // First: 872 + V h + s h = 872 + 128 + 32 = 1032 parameters, 18 bytes each
+  // in bf16 (ZeRO 0: 2 of weights, 4 of fp32 gradient, 12 of Adam's state).
   // Last: 872 + V h + the final layer norm's 2h = 1016.
-  EXPECT_EQ(table.static_bytes, (std::vector<int64_t>{16 * 1032, 16 * 872, 16 * 1016}));
+  EXPECT_EQ(table.static_bytes, (std::vector<int64_t>{18 * 1032, 18 * 872, 18 * 1016}));
   // One rank holds both ends: one copy, 3 * 872 + 128 + 32 + 16 = 2792.
   EXPECT_EQ(build_ok(make_config(tiny(3), 1, 1, 1)).static_bytes,
-            (std::vector<int64_t>{16 * 2792}));
+            (std::vector<int64_t>{18 * 2792}));
   // Tensor parallelism splits it: 872 / 2 on the middle rank.
-  EXPECT_EQ(build_ok(make_config(tiny(3), 3, 2, 1)).static_bytes[1], 16 * 436);
+  EXPECT_EQ(build_ok(make_config(tiny(3), 3, 2, 1)).static_bytes[1], 18 * 436);
   // Untied, the last stage holds its own output matrix even on one rank.
   Config untied = make_config(tiny(3), 1, 1, 1);
   untied.model->tie_embeddings = false;
-  EXPECT_EQ(build_ok(untied).static_bytes, (std::vector<int64_t>{16 * (2792 + 128)}));
+  EXPECT_EQ(build_ok(untied).static_bytes, (std::vector<int64_t>{18 * (2792 + 128)}));
 }
 
 // DualPipe holds the model twice, one chain of stages per direction: stage

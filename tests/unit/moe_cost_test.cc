@@ -179,13 +179,14 @@ Config tiny_moe(int layers, int dense_layers, int p, int d, int expert, const Ha
 
 TEST(MoeCostTable, ExpertsAreSplitOverTheExpertGroup) {
   // One stage, d 2, EP 2: dense 352 + embedding 160 + final norm 16 = 528
-  // parameters on each GPU, and half the experts, 288.
+  // parameters on each GPU, and half the experts, 288; 18 bytes each in
+  // bf16 (2 of weights, 4 of fp32 gradient, 12 of Adam's state).
   Config c = tiny_moe(1, 0, 1, 2, 2, round_hardware(2, 1));
-  EXPECT_EQ(build_ok(c).static_bytes[0], 16 * (528 + 288));
+  EXPECT_EQ(build_ok(c).static_bytes[0], 18 * (528 + 288));
   // ZeRO 1 shards the dense weights' state over their 2 copies, the
-  // experts' over their 1: 4 x 528 + 12 x 528 / 2 + 16 x 288.
+  // experts' over their 1: 6 x 528 + 12 x 528 / 2 + 18 x 288.
   c.training.zero_stage = 1;
-  EXPECT_EQ(build_ok(c).static_bytes[0], 4 * 528 + 6 * 528 + 16 * 288);
+  EXPECT_EQ(build_ok(c).static_bytes[0], 6 * 528 + 6 * 528 + 18 * 288);
 }
 
 TEST(MoeCostTable, OnlyReplicatedWeightsSumTheirGradients) {
@@ -205,8 +206,8 @@ TEST(MoeCostTable, DenseLayersComeFirst) {
   // layer (872) and the embedding (160); stage 1 the MoE layer (928), the
   // final norm (16) and the tied embedding's copy (128).
   const CostTable table = build_ok(tiny_moe(2, 1, 2, 1, 1, round_hardware(2, 1)));
-  EXPECT_EQ(table.static_bytes[0], 16 * (872 + 160));
-  EXPECT_EQ(table.static_bytes[1], 16 * (928 + 16 + 128));
+  EXPECT_EQ(table.static_bytes[0], 18 * (872 + 160));  // 18 bytes a parameter in bf16
+  EXPECT_EQ(table.static_bytes[1], 18 * (928 + 16 + 128));
 }
 
 TEST(MoeCostTable, AnExpertGroupAcrossNodesPaysTheNetwork) {

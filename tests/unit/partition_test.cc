@@ -342,10 +342,10 @@ TEST(PartitionConfig, CostTableUsesExplicitSplit) {
     EXPECT_EQ(table.stages[s].forward * 6, even_table.stages[s].forward * layers[s]) << s;
     EXPECT_EQ(table.stages[s].backward * 6, even_table.stages[s].backward * layers[s]) << s;
   }
-  // Static bytes of a middle rank: 16 bytes of mixed-precision Adam state per
-  // parameter of its layers (t = 1, ZeRO 0).
-  EXPECT_EQ(table.static_bytes[1], 16 * 9 * layer_parameters(model));
-  EXPECT_EQ(table.static_bytes[2], 16 * 7 * layer_parameters(model));
+  // Static bytes of a middle rank: 18 bytes per parameter of its layers in
+  // bf16 (t = 1, ZeRO 0: weights 2, fp32 gradient 4, Adam's state 12).
+  EXPECT_EQ(table.static_bytes[1], 18 * 9 * layer_parameters(model));
+  EXPECT_EQ(table.static_bytes[2], 18 * 7 * layer_parameters(model));
   // An asynchronous schedule's weight version: the stage's parameters in bf16.
   EXPECT_EQ(table.stage_weight_bytes[2], 2 * 7 * layer_parameters(model));
 }
