@@ -226,11 +226,11 @@ RankParameters per_gpu(const RankParameters& stage, const ParallelSpec& parallel
 // activations' peak: the weights in the model's dtype, the accumulated
 // gradient (fp32 in bf16 training: OpShape::grad_bytes) and the optimizer's
 // state, fp32 master weights, m and v in mixed precision, m and v alone in
-// fp32 (Megatron-LM's distributed optimizer guide: 18 bytes undistributed
+// fp32 (Megatron Core's distributed optimizer guide: 18 bytes undistributed
 // and 6 + 12/d distributed for bf16 with fp32 gradients, 16 and 8 + 8/d in
-// fp32; with 16-bit gradients Rajbhandari et al. 2020's K = 12, 16 and 4 +
-// 12/d, the fp32 copy of the gradient that fp16's step makes living only
-// as long as the step).
+// fp32; in fp16 Rajbhandari et al. 2020's K = 12, 16 and 4 + 12/d, where
+// the guide's 20 and 4 + 16/d add the fp32 gradient copy that the step
+// makes and the next zero_grad frees, before the activations' peak).
 struct BytesPerParameter {
   int64_t weights;
   int64_t grads;
