@@ -89,6 +89,7 @@ bool ProgramOrderReplay::index(const Schedule& s, const ActionIndex& numbered,
         // smaller (stage, slice) index is the transfer's (boundary, slice).
         const int boundary = std::min(dep.stage, a.stage) * s.num_slices + a.slice;
         out.route = 2 * boundary + (dep.kind == ActionKind::kForward ? 0 : 1);
+        PPSIM_CHECK(routes_[out.route].link >= 0);  // the boundary's stages are on two ranks
         in.input = producer;
       });
       ++id;
