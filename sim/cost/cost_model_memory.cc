@@ -224,7 +224,7 @@ RankParameters per_gpu(const RankParameters& stage, const ParallelSpec& parallel
 
 // What Adam's training keeps per parameter between iterations, at the
 // activations' peak: the weights in the model's dtype, the accumulated
-// gradient (fp32 in bf16 training: OpShape::grad_bytes) and the optimizer's
+// gradient (fp32 in bf16 training: accumulated_gradient_bytes) and the optimizer's
 // state, fp32 master weights, m and v in mixed precision, m and v alone in
 // fp32 (Megatron Core's distributed optimizer guide: 18 bytes undistributed
 // and 6 + 12/d distributed for bf16 with fp32 gradients, 16 and 8 + 8/d in
@@ -239,7 +239,7 @@ struct BytesPerParameter {
 
 BytesPerParameter bytes_per_parameter(const Config& config) {
   const DType dtype = config.model->dtype;
-  return BytesPerParameter{dtype_bytes(dtype), OpShape::of(config).grad_bytes,
+  return BytesPerParameter{dtype_bytes(dtype), accumulated_gradient_bytes(dtype),
                            dtype == DType::kFp32 ? 8 : 12};
 }
 
@@ -301,7 +301,7 @@ int64_t gathered_unit_bytes(const Config& config, const std::vector<int>& layers
     unit = std::max(unit, ceil_div(int64_t{model.vocab} * model.hidden, parallel.tensor));
   }
   const auto per_value =
-      static_cast<int64_t>(2 * dtype_bytes(model.dtype) + OpShape::of(config).grad_bytes);
+      static_cast<int64_t>(2 * dtype_bytes(model.dtype) + accumulated_gradient_bytes(model.dtype));
   return unit * per_value;
 }
 

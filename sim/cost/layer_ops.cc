@@ -386,12 +386,13 @@ OpShape OpShape::of(const Config& config) {
   shape.tp_comm_overlap = config.parallel.tp_comm_overlap;
   shape.tp_backward_overlap = config.parallel.tp_backward_overlap;
   shape.fused_grad_accumulation = config.training.grad_accumulation_fusion;
-  // Megatron accumulates and reduces gradients in fp32 when training in
-  // bf16 (it forces accumulate_allreduce_grads_in_fp32), in the model's
-  // dtype otherwise (megatron/training/arguments.py).
-  shape.grad_bytes = config.model->dtype == DType::kBf16 ? 4 : dtype_bytes(config.model->dtype);
+  shape.grad_bytes = accumulated_gradient_bytes(config.model->dtype);
   shape.expert = config.parallel.expert;
   return shape;
+}
+
+int accumulated_gradient_bytes(DType dtype) {
+  return dtype == DType::kBf16 ? 4 : dtype_bytes(dtype);
 }
 
 PieceOps layer_ops(const OpShape& shape, const TokenSlice& slice) {

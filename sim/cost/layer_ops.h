@@ -137,6 +137,12 @@ struct OpShape {
   static OpShape of(const Config& config);
 };
 
+// Bytes per value of the gradient a framework accumulates and reduces:
+// Megatron (and DeepSpeed's bf16 optimizer) keep fp32 gradients when
+// training in bf16 (Megatron forces accumulate_allreduce_grads_in_fp32,
+// megatron/training/arguments.py), the model's dtype otherwise.
+int accumulated_gradient_bytes(DType dtype);
+
 // The three phases of one piece. Recompute is not here: full recompute runs
 // the forward again before I, selective the attention core's forward
 // (attention_core_forward), both decided by the caller.
