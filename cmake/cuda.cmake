@@ -19,9 +19,13 @@ if(PPSIM_CUDA AND CUDAToolkit_FOUND AND CUDAToolkit_VERSION VERSION_LESS PPSIM_C
   message(STATUS "ppsim: CUDA ${CUDAToolkit_VERSION} is older than ${PPSIM_CUDA_MIN_VERSION}; "
                  "building without the GPU parts")
 elseif(PPSIM_CUDA AND CMAKE_CUDA_COMPILER AND CUDAToolkit_FOUND AND TARGET CUDA::cupti)
-  # Hopper first, then Ada, Ampere and Turing (CUDA 13 builds nothing older).
+  # Machine code for Turing (7.5), Ampere (8.0, which runs unchanged on 8.6
+  # and 8.9: one binary serves a major version) and Hopper (9.0), and
+  # Hopper's PTX, which the driver compiles for anything newer. CUDA 13
+  # builds nothing older. Was 75 80 86 89 90, each with its PTX: the same
+  # GPUs run, at twice the device compilation (issue 14, CI time).
   if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
-    set(CMAKE_CUDA_ARCHITECTURES 75 80 86 89 90)
+    set(CMAKE_CUDA_ARCHITECTURES 75-real 80-real 90)
   endif()
   enable_language(CUDA)
   set(CMAKE_CUDA_STANDARD 17)  # what CMake 3.25 knows for nvcc
