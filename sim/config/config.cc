@@ -62,7 +62,7 @@ const std::vector<std::string_view> kMlaKeys = {"q_lora_rank", "kv_lora_rank", "
                                                 "qk_rope_head_dim", "v_head_dim"};
 const std::vector<std::string_view> kMoeKeys = {
     "experts",      "top_k",           "expert_ffn_hidden", "shared_experts",
-    "dense_layers", "capacity_factor", "imbalance"};
+    "dense_layers", "capacity_factor", "imbalance",         "max_nodes_per_token"};
 
 // Plausible ranges: a CPU core (0.05 TFLOP/s, 10 GB/s in cpu-2core.yaml) to
 // a thousand times a B200 (2250 dense bf16 TFLOP/s, 8 TB/s HBM, 1.8 TB/s
@@ -227,6 +227,7 @@ MoeSpec Loader::read_moe(const Map& s, const ModelSpec& model) const {
   moe.expert_ffn_hidden = to_int(s.get("expert_ffn_hidden"), 1, kMaxHidden);
   read_int(s, "shared_experts", moe.shared_experts, 0, kMaxSharedExperts);
   read_int(s, "dense_layers", moe.dense_layers, 0, model.layers - 1);
+  read_int(s, "max_nodes_per_token", moe.max_nodes_per_token, 0, moe.experts);
   if (s.has("capacity_factor")) {
     moe.capacity_factor = to_number(s.get("capacity_factor"), Bound::kPositive);
   }
@@ -391,6 +392,9 @@ TrainingSpec Loader::read_training(const Map& s) const {
   read_bool(s, "overlap_grad_reduce", training.overlap_grad_reduce);
   read_bool(s, "grad_accumulation_fusion", training.grad_accumulation_fusion);
   read_bool(s, "blocking_p2p", training.blocking_p2p);
+  if (s.has("moe_dispatcher")) {
+    training.moe_dispatcher = to_enum(s.get("moe_dispatcher"), kMoeDispatchers);
+  }
   return training;
 }
 
@@ -472,10 +476,10 @@ Config Loader::load(YAML::Node root) const {
           top.get("parallel"),
           {"pipeline", "tensor", "data", "context", "expert", "virtual_stages", "sequence_parallel",
            "tp_comm_overlap", "tp_backward_overlap", "p2p_scatter_gather", "layers_per_stage"}),
-      .training =
-          section(top.get("training"),
-                  {"global_batch", "micro_batch", "recompute", "zero_stage", "optimizer_step",
-                   "overlap_grad_reduce", "grad_accumulation_fusion", "blocking_p2p"}),
+      .training = section(
+          top.get("training"),
+          {"global_batch", "micro_batch", "recompute", "zero_stage", "optimizer_step",
+           "overlap_grad_reduce", "grad_accumulation_fusion", "blocking_p2p", "moe_dispatcher"}),
       .schedule = section(top.get("schedule"), {"kind", "file", "slices", "slicing",
                                                 "slice_granularity", "memory_limit_gib"}),
       .fixed = section(costs.get("fixed"), fixed_keys()),

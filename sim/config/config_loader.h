@@ -36,6 +36,7 @@ inline constexpr std::array kRecomputes = {Recompute::kNone, Recompute::kSelecti
 inline constexpr std::array kSlicings = {SlicingMethod::kEven, SlicingMethod::kOptimal};
 inline constexpr std::array kOptimizerSteps = {OptimizerStep::kSynchronous,
                                                OptimizerStep::kPostValidation};
+inline constexpr std::array kMoeDispatchers = {MoeDispatcher::kAllToAll, MoeDispatcher::kDeepEp};
 inline constexpr std::array kMlps = {Mlp::kGelu, Mlp::kSwiglu};
 inline constexpr std::array kNorms = {Norm::kLayerNorm, Norm::kRmsNorm};
 inline constexpr std::array kAttentions = {Attention::kStandard, Attention::kFlash};

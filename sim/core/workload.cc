@@ -41,6 +41,10 @@ const char* to_string(OptimizerStep step) {
   return step == OptimizerStep::kSynchronous ? "synchronous" : "post_validation";
 }
 
+const char* to_string(MoeDispatcher dispatcher) {
+  return dispatcher == MoeDispatcher::kAllToAll ? "alltoall" : "deepep";
+}
+
 const char* to_string(SlicingMethod slicing) {
   return slicing == SlicingMethod::kEven ? "even" : "optimal";
 }

@@ -20,6 +20,12 @@ enum class Recompute { kNone, kSelective, kFull };
 // starts the next iteration before all have finished this one;
 // `post_validation` (Qi et al. 2024) steps at once and checks afterwards.
 enum class OptimizerStep { kSynchronous, kPostValidation };
+// How a MoE layer's tokens reach their experts' GPUs and back: `alltoall`
+// (Megatron-Core's all-to-all token dispatcher) moves one row per routed
+// expert; `deepep` (DeepEP's kernels, Megatron-Core's flex dispatcher) one
+// per destination GPU, and across nodes one per destination node, relayed
+// over NVLink there (docs/cost_model.md, "Mixture of experts").
+enum class MoeDispatcher { kAllToAll, kDeepEp };
 // How a token-level schedule cuts a sequence: equal slices, or TeraPipe's
 // optimal cut for the model's costs.
 enum class SlicingMethod { kEven, kOptimal };
@@ -38,6 +44,7 @@ int dtype_bytes(DType dtype);
 const char* to_string(DType dtype);
 const char* to_string(Recompute recompute);
 const char* to_string(OptimizerStep step);
+const char* to_string(MoeDispatcher dispatcher);
 const char* to_string(SlicingMethod slicing);
 const char* to_string(Mlp mlp);
 const char* to_string(Norm norm);
@@ -60,6 +67,9 @@ struct MoeSpec {
   int dense_layers = 0;        // the first N layers keep the dense MLP
   double capacity_factor = 0;  // tokens an expert takes at most, over the mean; 0: dropless
   double imbalance = 1;        // tokens on the busiest expert over the mean
+  // Node-limited routing (DeepSeek-V3): each token's experts lie on at most
+  // this many nodes of its expert group; 0: no limit.
+  int max_nodes_per_token = 0;
 };
 
 // Multi-head latent attention (DeepSeek-V2 and V3; docs/DESIGN.md,
@@ -247,6 +257,7 @@ struct TrainingSpec {
   // engine); false: they overlap its compute (Megatron-Core's overlapped
   // p2p, Zero Bubble's runtime).
   bool blocking_p2p = false;
+  MoeDispatcher moe_dispatcher = MoeDispatcher::kAllToAll;
 };
 
 struct ScheduleSpec {

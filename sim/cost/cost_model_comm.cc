@@ -137,6 +137,10 @@ Result<AllToAllLinks> expert_links(const Config& config, const Placement& placem
   AllToAllLinks group;
   group.members = config.parallel.expert;
   group.per_node = placement.expert_members_per_node(rank);
+  if (config.model->moe) {
+    group.shares = exchange_shares(*config.model->moe, config.training.moe_dispatcher,
+                                   group.members, group.per_node);
+  }
   const Result<Link> nvlink = group_link(*config.hardware, true, group.per_node);
   if (!nvlink.ok()) return nvlink.error();
   group.nvlink = *nvlink;

@@ -166,6 +166,24 @@ struct ExpertLoad {
 };
 ExpertLoad expert_load(const MoeSpec& moe, int expert_parallel);
 
+// Of the bytes a GPU receives in a MoE layer's dispatch or combine (a row
+// per routed expert, its own included), the shares that move over NVLink
+// and over the network, in an expert group of `members` GPUs, `per_node` of
+// them to a node. The all-to-all dispatcher moves every row: (per_node - 1)
+// / members and (members - per_node) / members. DeepEP moves a token once
+// to each GPU that holds one of its experts, and across nodes once to each
+// such node, relayed over NVLink there: with balanced routing, the expected
+// distinct GPUs D and remote nodes R of a token's top_k experts give
+// D / top_k x (per_node - 1) / per_node and R / top_k; node-limited routing
+// (moe.max_nodes_per_token) caps the nodes (docs/cost_model.md, "Mixture of
+// experts").
+struct ExchangeShares {
+  double nvlink = 0;
+  double network = 0;
+};
+ExchangeShares exchange_shares(const MoeSpec& moe, MoeDispatcher dispatcher, int members,
+                               int per_node);
+
 // A mixture-of-experts layer (model.moe): the attention half of layer_ops,
 // then the router, the permutation and all-to-all dispatch of each token's
 // top_k copies to its experts' GPUs (an all-gather over the tensor group

@@ -121,6 +121,24 @@ void add_moe_weight_grad(PhaseBuilder& p, const Routing& r) {
   });
 }
 
+// The chance that none of a token's k experts, k distinct of `experts`
+// equally likely ones (balanced routing), is among `held` of them: C(experts
+// - held, k) / C(experts, k).
+double chance_of_none(double experts, double held, int k) {
+  double chance = 1;
+  for (int i = 0; i < k; ++i) {
+    if (experts - held - i <= 0) return 0;
+    chance *= (experts - held - i) / (experts - i);
+  }
+  return chance;
+}
+
+// The expected number of `holders`, each holding an equal part of
+// `experts`, that hold at least one of a token's k experts.
+double distinct_holders(double experts, double holders, int k) {
+  return holders * (1 - chance_of_none(experts, experts / holders, k));
+}
+
 // The shared experts: one dense MLP of shared_experts x expert_ffn_hidden.
 MlpWidth shared_width(const OpShape& shape) {
   const MoeSpec& moe = *shape.model.moe;
@@ -129,6 +147,26 @@ MlpWidth shared_width(const OpShape& shape) {
 }
 
 }  // namespace
+
+ExchangeShares exchange_shares(const MoeSpec& moe, MoeDispatcher dispatcher, int members,
+                               int per_node) {
+  const double n = members;
+  const double q = per_node;
+  if (dispatcher == MoeDispatcher::kAllToAll) return {(q - 1) / n, (n - q) / n};
+  const int k = moe.top_k;
+  const double nodes = n / q;
+  double experts = moe.experts;
+  double gpus = n;
+  double used_nodes = distinct_holders(experts, nodes, k);
+  if (moe.max_nodes_per_token > 0 && moe.max_nodes_per_token < used_nodes) {
+    // The router picks the nodes first, then the k experts among theirs.
+    used_nodes = moe.max_nodes_per_token;
+    experts *= used_nodes / nodes;
+    gpus *= used_nodes / nodes;
+  }
+  const double used_gpus = distinct_holders(experts, gpus, k);
+  return {used_gpus / k * (q - 1) / q, used_nodes * (nodes - 1) / nodes / k};
+}
 
 ExpertLoad expert_load(const MoeSpec& moe, int expert_parallel) {
   ExpertLoad load;

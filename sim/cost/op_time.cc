@@ -32,10 +32,9 @@ double collective_seconds(CollectiveKind kind, double bytes, int n, const Link& 
 }
 
 double all_to_all_seconds(double bytes, const AllToAllLinks& group) {
-  const double n = group.members;
-  if (n <= 1 || bytes <= 0) return 0;
-  const double local = bytes * (group.per_node - 1) / n;
-  const double remote = bytes * (n - group.per_node) / n;
+  if (group.members <= 1 || bytes <= 0) return 0;
+  const double local = bytes * group.shares.nvlink;
+  const double remote = bytes * group.shares.network;
   const auto part = [](double part_bytes, const Link& link) {
     return part_bytes > 0 ? link.latency_s + part_bytes / link.bus_bandwidth_Bps(part_bytes) : 0;
   };

@@ -50,18 +50,19 @@ double transfer_seconds(double bytes, const Link& link);
 
 // An all-to-all group of `members` GPUs, `per_node` of which share each
 // node: each GPU exchanges with the others of its node over NVLink and with
-// the rest over its share of the NICs, both at once.
+// the rest over its share of the NICs, both at once, `shares` of what it
+// receives on each (exchange_shares).
 struct AllToAllLinks {
   int members = 1;
   int per_node = 1;
   Link nvlink;
   Link network;
+  ExchangeShares shares;
 };
 
-// An all-to-all in which each GPU receives `bytes` (its own share included,
-// which does not move): (per_node - 1) / members of them over NVLink and
-// (members - per_node) / members over the network, the slower of the two
-// setting the time.
+// An all-to-all in which each GPU receives `bytes`: shares.nvlink of them
+// over NVLink and shares.network over the network, the slower of the two
+// setting the time; nothing in a group of one.
 double all_to_all_seconds(double bytes, const AllToAllLinks& group);
 
 // The links one GPU's groups talk over: its tensor-parallel group's

@@ -191,6 +191,8 @@ constexpr BadValue kBadValues[] = {
      "test.yaml:20:24: training.overlap_grad_reduce: expected true or false, got \"later\""},
     {"training", "  blocking_p2p: sometimes",
      "test.yaml:20:17: training.blocking_p2p: expected true or false, got \"sometimes\""},
+    {"training", "  moe_dispatcher: nccl",
+     "test.yaml:20:19: training.moe_dispatcher: expected one of alltoall, deepep, got \"nccl\""},
     {"parallel", "  p2p_scatter_gather: 2",
      "test.yaml:17:23: parallel.p2p_scatter_gather: expected true or false, got \"2\""},
     {"hardware", "  nics_per_node: -1",
@@ -351,6 +353,16 @@ TEST(ConfigModelPresetTest, ANestedMapKeepsThePresetsOtherKeys) {
     EXPECT_EQ(moe.expert_ffn_hidden, 14336);
     EXPECT_DOUBLE_EQ(moe.imbalance, imbalance);
   }
+  // Node-limited routing: none in Mixtral's preset; at most its 8 experts'
+  // nodes.
+  EXPECT_EQ(parse_config(text, "test.yaml", {})->model->moe->max_nodes_per_token, 0);
+  EXPECT_EQ(parse_config(text, "test.yaml", {{"model.moe.max_nodes_per_token", "2"}})
+                ->model->moe->max_nodes_per_token,
+            2);
+  EXPECT_EQ(
+      parse_config(text, "test.yaml", {{"model.moe.max_nodes_per_token", "9"}}).error().message,
+      "--set model.moe.max_nodes_per_token=9: model.moe.max_nodes_per_token: expected an "
+      "integer from 0 to 8, got \"9\"");
   // A key the preset's map has not is still refused, named in the config.
   std::string bad = text;
   bad.replace(bad.find("imbalance: 1.5"), 14, "imbalence: 1.5");

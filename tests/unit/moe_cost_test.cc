@@ -26,16 +26,57 @@ using ::testing::HasSubstr;
 // ---------------------------------------------------------------- the exchange
 
 TEST(AllToAll, TheSlowerOfNvlinkAndTheNetworkSetsTheTime) {
-  // 8 members, 4 per node, each receiving 8e6 bytes: 3/8 of them from its
-  // node (1 us + 3e6 / 1e11 = 31 us), 4/8 from the other (5 us + 4e6 / 1e10
-  // = 405 us); its own 1/8 does not move.
-  AllToAllLinks group{8, 4, Link{1e-6, 100e9, 0}, Link{5e-6, 10e9, 0}};
+  // 8 members, 4 per node, each receiving 8e6 bytes from the all-to-all
+  // dispatcher: 3/8 of them from its node (1 us + 3e6 / 1e11 = 31 us), 4/8
+  // from the other (5 us + 4e6 / 1e10 = 405 us); its own 1/8 does not move.
+  const MoeSpec moe = *cost_model_test::mixtral_8x7b().moe;
+  AllToAllLinks group{8, 4, Link{1e-6, 100e9, 0}, Link{5e-6, 10e9, 0},
+                      exchange_shares(moe, MoeDispatcher::kAllToAll, 8, 4)};
   EXPECT_NEAR(all_to_all_seconds(8e6, group), 405e-6, 1e-15);
   // All 8 in one node: 7/8 over NVLink, 1 us + 7e6 / 1e11 = 71 us.
   group.per_node = 8;
+  group.shares = exchange_shares(moe, MoeDispatcher::kAllToAll, 8, 8);
   EXPECT_NEAR(all_to_all_seconds(8e6, group), 71e-6, 1e-15);
   // A group of one exchanges nothing.
   EXPECT_EQ(all_to_all_seconds(8e6, AllToAllLinks{}), 0);
+}
+
+TEST(AllToAll, DeepEpSendsATokenOncePerGpuAndOncePerRemoteNode) {
+  // Mixtral's 8 experts, top 2, one per GPU of an expert group of 8 in two
+  // nodes of 4. A token's 2 experts are on 2 distinct GPUs, always; the
+  // other node holds neither with probability C(4,2)/C(8,2) = 6/28, so the
+  // token crosses to it with 22/28. Per routed row: NVLink (2/2) x 3/4 = 0.75
+  // (each row relayed to its GPU, unless that GPU took it itself), the
+  // network (22/28) / 2 = 11/28 (a token crosses once to the other node).
+  const MoeSpec mixtral = *cost_model_test::mixtral_8x7b().moe;
+  const ExchangeShares two_nodes = exchange_shares(mixtral, MoeDispatcher::kDeepEp, 8, 4);
+  EXPECT_NEAR(two_nodes.nvlink, 0.75, 1e-12);
+  EXPECT_NEAR(two_nodes.network, 11.0 / 28, 1e-12);
+  // The all-to-all dispatcher moves both rows: 4/8 of them across nodes.
+  EXPECT_NEAR(exchange_shares(mixtral, MoeDispatcher::kAllToAll, 8, 4).network, 0.5, 1e-12);
+
+  // DeepSeek-V3's routing (256 experts, top 8, at most 4 nodes) over 64
+  // GPUs in 8 nodes of 8: unlimited, a token would reach 8 (1 - C(224,8) /
+  // C(256,8)) = 5.3 nodes; the limit makes it 4, 3.5 of them remote: 3.5 / 8
+  // = 0.4375 of the rows cross the network, where the all-to-all dispatcher
+  // sends 56/64 = 0.875. Its 8 experts among the 4 nodes' 128 on 32 GPUs
+  // of 4 each: 32 (1 - C(124,8) / C(128,8)) distinct GPUs, 7/8 of them
+  // reached over NVLink.
+  MoeSpec deepseek;
+  deepseek.experts = 256;
+  deepseek.top_k = 8;
+  deepseek.max_nodes_per_token = 4;
+  const ExchangeShares limited = exchange_shares(deepseek, MoeDispatcher::kDeepEp, 64, 8);
+  EXPECT_NEAR(limited.network, 0.4375, 1e-12);
+  double none_on_a_gpu = 1;  // C(124,8) / C(128,8)
+  for (int i = 0; i < 8; ++i) none_on_a_gpu *= (124.0 - i) / (128.0 - i);
+  EXPECT_NEAR(limited.nvlink, 32 * (1 - none_on_a_gpu) / 8 * 7 / 8, 1e-12);
+  // Without the limit: 5.3 nodes, 7/8 of them remote.
+  deepseek.max_nodes_per_token = 0;
+  double none_on_a_node = 1;  // C(224,8) / C(256,8)
+  for (int i = 0; i < 8; ++i) none_on_a_node *= (224.0 - i) / (256.0 - i);
+  EXPECT_NEAR(exchange_shares(deepseek, MoeDispatcher::kDeepEp, 64, 8).network,
+              8 * (1 - none_on_a_node) * 7 / 8 / 8, 1e-12);
 }
 
 // Mixtral 8x7B on t GPUs (with sequence parallelism) of an expert group of EP.
