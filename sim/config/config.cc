@@ -159,7 +159,7 @@ std::vector<std::string_view> model_keys(bool in_config) {
   std::vector<std::string_view> keys = {
       "layers",         "hidden", "ffn_hidden", "heads", "kv_heads",  "seq_len",
       "vocab",          "dtype",  "mlp",        "norm",  "attention", "positions",
-      "tie_embeddings", "bias",   "dropout",    "moe",   "mla"};
+      "tie_embeddings", "bias",   "dropout",    "moe",   "mla",       "head_dim"};
   if (in_config) keys.insert(keys.begin(), "preset");
   return keys;
 }
@@ -211,6 +211,11 @@ MlaSpec Loader::read_mla(const Map& s, const Map& model_section, const ModelSpec
   mla.qk_nope_head_dim = to_int(s.get("qk_nope_head_dim"), 1, kMaxHeadDim);
   mla.qk_rope_head_dim = to_int(s.get("qk_rope_head_dim"), 0, kMaxHeadDim);
   mla.v_head_dim = to_int(s.get("v_head_dim"), 1, kMaxHeadDim);
+  if (model.explicit_head_dim > 0) {
+    throw_expected(model_section.get("head_dim"),
+                   "no model.head_dim with model.mla: its qk_nope_head_dim, qk_rope_head_dim and "
+                   "v_head_dim give the heads' widths");
+  }
   if (model.kv_heads != model.heads) {
     throw_expected(model_section.get("kv_heads"),
                    fmt::format("model.heads ({}) with model.mla: every head has its own keys and "
@@ -251,8 +256,12 @@ void Loader::read_model_shape(const Map& s, ModelSpec& model) const {
   model.heads = to_int(s.get("heads"), 1);
   model.seq_len = to_int(s.get("seq_len"), 1, kMaxTokens);
   model.vocab = to_int(s.get("vocab"), 1, kMaxTokens);
-  if (model.hidden % model.heads != 0) {
-    throw_expected(s.get("heads"), fmt::format("a divisor of model.hidden ({})", model.hidden));
+  if (s.has("head_dim")) {
+    model.explicit_head_dim = to_int(s.get("head_dim"), 1, kMaxHeadDim);
+  } else if (model.hidden % model.heads != 0) {
+    throw_expected(s.get("heads"), fmt::format("a divisor of model.hidden ({}), or a "
+                                               "model.head_dim to say each head's width",
+                                               model.hidden));
   }
   read_int(s, "kv_heads", model.kv_heads, 0);
   if (model.kv_heads == 0) model.kv_heads = model.heads;

@@ -104,8 +104,11 @@ struct ModelSpec {
   double dropout = 0.1;        // attention and hidden dropout probability; 0: no dropout kernels
   std::optional<MoeSpec> moe;  // none: every layer dense
   std::optional<MlaSpec> mla;  // none: the heads' own Q, K and V projections
+  // model.head_dim: each head's width when it is not hidden / heads (Qwen3:
+  // 32 heads of 128 on a hidden size of 2048); 0: hidden / heads.
+  int explicit_head_dim = 0;
 
-  int head_dim() const { return hidden / heads; }
+  int head_dim() const { return explicit_head_dim > 0 ? explicit_head_dim : hidden / heads; }
   // Per head, the width queries and keys are multiplied over, and the
   // values' (head_dim both, unless multi-head latent attention sets them).
   int qk_head_dim() const {

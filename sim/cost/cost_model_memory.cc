@@ -37,13 +37,13 @@ int64_t latent_attention_parameters(const ModelSpec& model) {
   return queries + keys_values + heads * mla.v_head_dim * h;
 }
 
-// Q and the output projection h x h each, K and V h x kv_heads head_dim
-// each, with their biases where the model has them; or multi-head latent
-// attention's.
+// Q and the output projection h x heads head_dim each (h x h unless
+// model.head_dim says otherwise), K and V h x kv_heads head_dim each, with
+// their biases where the model has them; or multi-head latent attention's.
 int64_t attention_parameters(const ModelSpec& model) {
   if (model.mla) return latent_attention_parameters(model);
   const int64_t h = model.hidden;
-  const int64_t q = h;
+  const int64_t q = static_cast<int64_t>(model.heads) * model.head_dim();
   const int64_t kv = static_cast<int64_t>(model.key_value_heads()) * model.head_dim();
   const int64_t bias = model.bias ? 1 : 0;
   return h * (q + 2 * kv) + q * h + bias * (q + 2 * kv + h);

@@ -62,8 +62,30 @@ costs:
 
 TEST(ConfigTest, HiddenDivisibleByHeads) {
   EXPECT_EQ(error_of(kModel, {{"model.heads", "15"}}),
-            "--set model.heads=15: model.heads: expected a divisor of model.hidden (2048), got "
-            "\"15\"");
+            "--set model.heads=15: model.heads: expected a divisor of model.hidden (2048), or a "
+            "model.head_dim to say each head's width, got \"15\"");
+}
+
+// model.head_dim: each head's width when it is not hidden / heads; then any
+// head count that divides among the tensor ranks goes (14 of 2048).
+TEST(ConfigTest, AHeadDimSaysEachHeadsWidth) {
+  const Result<Config> config =
+      parse_config(yaml(kModel), "test.yaml", {{"model.heads", "14"}, {"model.head_dim", "64"}});
+  ASSERT_TRUE(config.ok()) << config.error().message;
+  EXPECT_EQ(config->model->head_dim(), 64);
+  EXPECT_EQ(config->model->qk_head_dim(), 64);
+  EXPECT_EQ(error_of(kModel, {{"model.head_dim", "0"}}),
+            "--set model.head_dim=0: model.head_dim: expected an integer from 1 to 4096, got "
+            "\"0\"");
+  // Multi-head latent attention gives its heads' widths itself.
+  EXPECT_EQ(error_of(kModel, {{"model.head_dim", "64"},
+                              {"model.mla.kv_lora_rank", "512"},
+                              {"model.mla.qk_nope_head_dim", "128"},
+                              {"model.mla.qk_rope_head_dim", "64"},
+                              {"model.mla.v_head_dim", "128"}}),
+            "--set model.head_dim=64: model.head_dim: expected no model.head_dim with model.mla: "
+            "its qk_nope_head_dim, qk_rope_head_dim and v_head_dim give the heads' widths, got "
+            "\"64\"");
 }
 
 TEST(ConfigTest, HeadsDivisibleByTensor) {

@@ -386,7 +386,8 @@ TEST(ConfigModelPresetTest, UnknownPresetListsTheShippedOnes) {
   EXPECT_THAT(error, StartsWith("test.yaml:2:11: model.preset: expected one of the presets in "));
   EXPECT_THAT(error,
               HasSubstr("(or a YAML file's path): deepseek-v3, gpt3-175b, llama2-70b, llama2-7b, "
-                        "llama3-405b, llama3-70b, llama3-8b, mixtral-8x7b, got \"gpt5\""));
+                        "llama3-405b, llama3-70b, llama3-8b, mixtral-8x7b, qwen3-30b-a3b, got "
+                        "\"gpt5\""));
 }
 
 TEST(ConfigModelPresetTest, PresetPathIsRelativeToTheConfig) {

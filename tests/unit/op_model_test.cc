@@ -449,7 +449,10 @@ INSTANTIATE_TEST_SUITE_P(
                     // DeepSeek-V3's "37 B activated" is rounded to two figures
                     // (mla_test.cc counts 37.55 B by hand, 36.63 B without the
                     // input embedding): 1.5 %.
-                    PublishedCount{"deepseek-v3", 671e9, 37e9, 0.015}),
+                    PublishedCount{"deepseek-v3", 671e9, 37e9, 0.015},
+                    // Qwen3-30B-A3B's "3.3 B activated", two figures again:
+                    // 3.35 B counted (1.5 %).
+                    PublishedCount{"qwen3-30b-a3b", 30.5e9, 3.3e9, 0.02}),
     [](const testing::TestParamInfo<PublishedCount>& info) {
       std::string name = info.param.preset;
       for (char& c : name) c = c == '-' ? '_' : c;

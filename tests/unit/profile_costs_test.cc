@@ -199,6 +199,18 @@ TEST_F(ProfileCosts, CostsLinkNamesTheLinkThatCarriesTheTransfers) {
                 "device-to-device, nccl)");
 }
 
+// A profile's layers are looked up by hidden and heads, which say nothing
+// of a head width other than hidden / heads.
+TEST_F(ProfileCosts, AHeadDimCannotUseAProfile) {
+  write(dir / "prof.yaml", whole_sequence_profile());
+  const Result<Config> config = config_in(dir, kConfig, {{"model.head_dim", "8"}});
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.error().message,
+            "--set model.head_dim=8: model.head_dim: cannot be combined with costs.profile: a "
+            "profile's layers are looked up by hidden and heads, whose heads are hidden / heads "
+            "wide");
+}
+
 TEST_F(ProfileCosts, CostsLinkNeedsAProfile) {
   const Result<Config> config =
       config_in(dir,
