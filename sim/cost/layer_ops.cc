@@ -388,6 +388,7 @@ OpShape OpShape::of(const Config& config) {
   shape.fused_grad_accumulation = config.training.grad_accumulation_fusion;
   shape.grad_bytes = accumulated_gradient_bytes(config.model->dtype);
   shape.expert = config.parallel.expert;
+  shape.moe_dispatcher = config.training.moe_dispatcher;
   return shape;
 }
 

@@ -133,6 +133,7 @@ struct OpShape {
   bool fused_grad_accumulation = true;
   int grad_bytes = 4;  // bytes per value of the accumulated gradient
   int expert = 1;      // expert-parallel degree EP of the model's MoE layers
+  MoeDispatcher moe_dispatcher = MoeDispatcher::kAllToAll;
 
   static OpShape of(const Config& config);
 };
@@ -185,8 +186,9 @@ ExchangeShares exchange_shares(const MoeSpec& moe, MoeDispatcher dispatcher, int
                                int per_node);
 
 // A mixture-of-experts layer (model.moe): the attention half of layer_ops,
-// then the router, the permutation and all-to-all dispatch of each token's
-// top_k copies to its experts' GPUs (an all-gather over the tensor group
+// then the router, the permutation (not with DeepEP, whose dispatch reads
+// the tokens as they are) and all-to-all dispatch of each token's top_k
+// copies to its experts' GPUs (an all-gather over the tensor group
 // after it), the local experts' GEMMs (those at the mean and the busiest,
 // which paces the layer), the way back, and the shared experts as a dense
 // MLP (docs/cost_model.md, "Mixture of experts").

@@ -18,7 +18,11 @@ namespace {
 // `routed` tokens it normalizes to top_k experts each, receives `received`
 // rows from its expert group, and with t > 1 gathers the tensor group's
 // into `gathered` rows for its local experts, `mean` of them on each expert
-// at the mean and `busiest` on the busiest.
+// at the mean and `busiest` on the busiest. `source_permutes`: the GPU
+// copies each token's row top_k times in expert order before the dispatch
+// and sums them after the combine (the all-to-all dispatcher, or no expert
+// parallelism); DeepEP's dispatch reads the tokens as they are and its
+// combine sums the returning rows itself.
 struct Routing {
   double experts;
   double top_k;
@@ -29,6 +33,7 @@ struct Routing {
   double mean;
   double busiest;
   MlpWidth width;  // an expert's columns on this GPU
+  bool source_permutes;
 };
 
 Routing routing_of(const OpShape& shape, const Dims& d) {
@@ -44,6 +49,7 @@ Routing routing_of(const OpShape& shape, const Dims& d) {
   r.mean = d.tokens * moe.top_k / r.local;
   r.busiest = r.mean * load.busiest_expert;
   r.width = mlp_width(shape.model, static_cast<double>(moe.expert_ffn_hidden) / shape.tensor);
+  r.source_permutes = shape.moe_dispatcher == MoeDispatcher::kAllToAll || shape.expert == 1;
   return r;
 }
 
@@ -90,12 +96,12 @@ void add_moe_forward(PhaseBuilder& p, const ModelSpec& model, const Routing& r) 
   p.gemm("router", r.routed, r.experts, h);
   p.memory("router softmax and top-k", r.routed * r.experts * (B + kRouterFp32Bytes));
   // Each token's row copied top_k times in expert order.
-  p.memory("token permutation", 2 * r.routed * r.top_k * h * B);
+  if (r.source_permutes) p.memory("token permutation", 2 * r.routed * r.top_k * h * B);
   around_local_experts(p, r, false, [&](double batch, double tokens) {
     add_mlp_core_forward(p, model, r.width, tokens, batch);
   });
   // Each token's top_k rows read, weighted and summed into one.
-  p.memory("token unpermutation", r.routed * h * B * (r.top_k + 1));
+  if (r.source_permutes) p.memory("token unpermutation", r.routed * h * B * (r.top_k + 1));
 }
 
 void add_moe_input_grad(PhaseBuilder& p, const ModelSpec& model, const Routing& r) {
@@ -103,11 +109,13 @@ void add_moe_input_grad(PhaseBuilder& p, const ModelSpec& model, const Routing& 
   const double B = p.dims().value_bytes;
   // The gradient copied to each of the top_k rows, and the rows read again
   // for the routing weights' gradient.
-  p.memory("token unpermutation backward", r.routed * h * B * (2 * r.top_k + 1));
+  if (r.source_permutes) {
+    p.memory("token unpermutation backward", r.routed * h * B * (2 * r.top_k + 1));
+  }
   around_local_experts(p, r, true, [&](double batch, double tokens) {
     add_mlp_core_input_grad(p, model, r.width, tokens, batch);
   });
-  p.memory("token permutation backward", r.routed * h * B * (r.top_k + 1));
+  if (r.source_permutes) p.memory("token permutation backward", r.routed * h * B * (r.top_k + 1));
   p.memory("router softmax and top-k backward", r.routed * r.experts * (B + kRouterFp32Bytes));
   p.gemm("router input gradient", r.routed, h, r.experts);
 }

@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <string_view>
 #include <vector>
 
 #include "sim/cost/cost_model.h"
@@ -95,6 +96,48 @@ std::vector<double> bytes_of(const OpList& ops, CollectiveKind kind) {
     if (op.kind == OpKind::kCollective && op.collective == kind) bytes.push_back(op.bytes);
   }
   return bytes;
+}
+
+// The bytes of the memory-bound kernel called `name` in `ops`; 0 if none.
+double memory_bytes(const OpList& ops, std::string_view name) {
+  for (const Op& op : ops) {
+    if (op.kind == OpKind::kMemory && op.name == name) return op.bytes;
+  }
+  return 0;
+}
+
+TEST(MoeExchange, DeepEpReadsTheTokensAsTheyAreAndSumsThemInItsCombine) {
+  // Mixtral, EP 8, 4096 tokens of 4096 bf16 values, top 2. The all-to-all
+  // dispatcher copies each row twice in expert order first (read and write:
+  // 2 x 4096 x 2 x 4096 x 2 = 134217728 bytes) and after the combine reads
+  // both rows and writes their weighted sum (3 x 4096 x 4096 x 2 =
+  // 100663296); backward, the gradient copied to both rows and the rows read
+  // again ((2 x 2 + 1) x 33554432 = 167772160), then the two rows summed
+  // (100663296).
+  OpShape shape = mixtral_shape(1, 8);
+  const PieceOps alltoall = moe_layer_ops(shape, TokenSlice{4096, 0});
+  EXPECT_EQ(memory_bytes(alltoall.forward, "token permutation"), 134217728);
+  EXPECT_EQ(memory_bytes(alltoall.forward, "token unpermutation"), 100663296);
+  EXPECT_EQ(memory_bytes(alltoall.input_grad, "token unpermutation backward"), 167772160);
+  EXPECT_EQ(memory_bytes(alltoall.input_grad, "token permutation backward"), 100663296);
+  // DeepEP's dispatch reads each token's row where it is, and its combine
+  // sums the rows coming back: none of the four. Its exchanges carry the
+  // same rows (their shares of the links differ, exchange_shares).
+  shape.moe_dispatcher = MoeDispatcher::kDeepEp;
+  const PieceOps deepep = moe_layer_ops(shape, TokenSlice{4096, 0});
+  for (const char* name : {"token permutation", "token unpermutation"}) {
+    EXPECT_EQ(memory_bytes(deepep.forward, name), 0) << name;
+  }
+  for (const char* name : {"token unpermutation backward", "token permutation backward"}) {
+    EXPECT_EQ(memory_bytes(deepep.input_grad, name), 0) << name;
+  }
+  EXPECT_EQ(bytes_of(deepep.forward, CollectiveKind::kAllToAll),
+            bytes_of(alltoall.forward, CollectiveKind::kAllToAll));
+  // Without expert parallelism there is nothing to dispatch: the grouped
+  // GEMMs still need the rows in expert order.
+  shape.expert = 1;
+  EXPECT_EQ(memory_bytes(moe_layer_ops(shape, TokenSlice{4096, 0}).forward, "token permutation"),
+            134217728);
 }
 
 TEST(MoeExchange, MixtralDispatchAndCombineBytesByHand) {
