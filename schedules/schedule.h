@@ -54,6 +54,14 @@ struct Schedule {
   }
 };
 
+// `pass` run `passes` times over on every rank, pass k's microbatches
+// numbered after pass k - 1's: one iteration of several pipeline flushes
+// (gradient accumulation as PyTorch's pipelining runs it, a step() per
+// pass). Each pass waits for the previous one only through each rank's
+// program order, as the runtimes run them.
+// REQUIRES: one chain; no posted transfers (generated schedules have none).
+Schedule repeat_passes(const Schedule& pass, int passes);
+
 // Text form of one rank's program: "0F0 0F1 0B0 ...", an overlapped pair
 // as "(0F7;7B3)" (Action::overlaps_next).
 std::string program_to_string(const std::vector<Action>& program);

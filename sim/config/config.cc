@@ -489,8 +489,9 @@ Config Loader::load(YAML::Node root) const {
           top.get("training"),
           {"global_batch", "micro_batch", "recompute", "zero_stage", "optimizer_step",
            "overlap_grad_reduce", "grad_accumulation_fusion", "blocking_p2p", "moe_dispatcher"}),
-      .schedule = section(top.get("schedule"), {"kind", "file", "slices", "slicing",
-                                                "slice_granularity", "memory_limit_gib"}),
+      .schedule =
+          section(top.get("schedule"), {"kind", "file", "slices", "slicing", "slice_granularity",
+                                        "memory_limit_gib", "flushes"}),
       .fixed = section(costs.get("fixed"), fixed_keys()),
       .costs = costs,
   };
@@ -512,6 +513,7 @@ Config Loader::load(YAML::Node root) const {
   }
   config.schedule.file = read_schedule_file(tree.schedule, config.schedule.kind);
   read_slicing(tree.schedule, config.schedule);
+  read_int(tree.schedule, "flushes", config.schedule.flushes, 1, kMaxGlobalBatch);
   if (tree.model.present()) config.model = read_model(tree.model);
   if (tree.hardware.present()) config.hardware = read_hardware(tree.hardware);
   config.fixed = read_fixed(tree.fixed, config.parallel);

@@ -95,6 +95,10 @@ void Loader::check_cross_fields(const Config& config, const Sections& tree) cons
     throw_expected(tree.schedule.get("slicing"),
                    "even when there is no model: the optimal cut needs the model's costs");
   }
+  if (const std::string misfit = flushes_misfit(config); !misfit.empty()) {
+    const Value flushes = tree.schedule.get("flushes");
+    throw_error(flushes.mark(), flushes.path, misfit, flushes.file);
+  }
   if (config.model && sched.slices > 0 && config.model->seq_len % sched.slices != 0) {
     throw_expected(tree.schedule.get("slices"),
                    fmt::format("a divisor of model.seq_len ({})", config.model->seq_len));

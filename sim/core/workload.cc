@@ -81,6 +81,34 @@ double HardwareSpec::peak_tflops(DType dtype) const {
   return 0;
 }
 
+std::string flushes_misfit(const Config& config) {
+  const int flushes = config.schedule.flushes;
+  if (flushes == 1) return "";
+  const std::string kind(to_string(config.schedule.kind));
+  switch (config.schedule.kind) {
+    case ScheduleKind::kCustom:
+      return "cannot be combined with schedule.kind custom: the file holds the whole iteration";
+    case ScheduleKind::kZbAuto:
+      return "cannot be combined with schedule.kind zb-auto, whose search places all the "
+             "iteration's microbatches in one pass";
+    case ScheduleKind::kDualPipe:
+      return "cannot be combined with schedule.kind dualpipe, whose two chains each take half "
+             "the iteration's microbatches";
+    case ScheduleKind::kPipeDream:
+    case ScheduleKind::kPipeDream2bw:
+      return "cannot be combined with schedule.kind " + kind +
+             ", which never flushes: its optimizer steps inside the stream";
+    default:
+      break;
+  }
+  const int m = config.num_microbatches();
+  if (m % flushes != 0) {
+    return std::to_string(flushes) + " does not divide the iteration's " + std::to_string(m) +
+           " microbatches (global_batch / (micro_batch x data))";
+  }
+  return "";
+}
+
 std::string Config::model_stages_formula(std::string_view p_times_v) const {
   std::string formula(p_times_v);
   if (num_chains() > 1) formula += " / 2 (DualPipe holds the model twice)";

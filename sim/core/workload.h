@@ -276,6 +276,11 @@ struct ScheduleSpec {
   // the rank's static bytes (the tightest rank), or without hardware, what
   // 1F1B keeps on rank 0 (p microbatches).
   double memory_limit_gib = 0;
+  // The iteration's microbatches run as this many passes of the schedule,
+  // each a whole pipeline of m / flushes microbatches from fill to drain,
+  // the optimizer stepping once after the last: gradient accumulation as
+  // PyTorch's pipelining runs it (a step() per pass); 1: one pass of all m.
+  int flushes = 1;
 };
 
 // Durations per stage and microbatch, for idealized studies and for
@@ -335,6 +340,11 @@ struct Config {
     return training.global_batch / (training.micro_batch * parallel.data);
   }
 };
+
+// Why schedule.flushes cannot cut `config`'s iteration into passes (a kind
+// whose iteration is not one generated pass, or a count that does not divide
+// its microbatches), worded to follow the key; empty when it can.
+std::string flushes_misfit(const Config& config);
 
 // The `search:` section of a sweep file (`ppsim explore`): the values to try
 // for each dimension. The loader fills in the defaults of an omitted key

@@ -135,17 +135,27 @@ Result<Schedule> schedule_for(const Config& config, int slices, const Calibratio
     }
     return std::move(file->schedule);
   }
+  if (const std::string misfit = flushes_misfit(config); !misfit.empty()) {
+    return Error{fmt::format("{}: schedule.flushes: {}", config.source, misfit)};
+  }
   if (config.schedule.kind == ScheduleKind::kZbAuto) return make_zb_auto_for(config, calibration);
   const int m = config.num_microbatches();
+  const int flushes = config.schedule.flushes;
   // An asynchronous schedule never flushes: simulate a stream of several
-  // batches and measure the batches in its middle.
-  const int stream = is_asynchronous(config.schedule.kind) ? kAsyncBatches * m : m;
+  // batches and measure the batches in its middle. A synchronous one runs
+  // its passes one after another.
+  const int stream = is_asynchronous(config.schedule.kind) ? kAsyncBatches * m : m / flushes;
   const ScheduleParams params{config.parallel.pipeline, stream, config.parallel.virtual_stages,
                               slices, m};
   Result<Schedule> schedule = make_schedule(config.schedule.kind, params);
-  if (!schedule) return Error{fmt::format("{}: {}", config.source, schedule.error().message)};
+  if (!schedule) {
+    const std::string pass =
+        flushes > 1 ? fmt::format(" (one of schedule.flushes' {} passes)", flushes) : "";
+    return Error{fmt::format("{}: {}{}", config.source, schedule.error().message, pass)};
+  }
   // Generated: the engine checks its coverage as it numbers the actions, and
   // finds a deadlock by stalling, without a search.
+  if (flushes > 1) return repeat_passes(*schedule, flushes);
   return schedule;
 }
 

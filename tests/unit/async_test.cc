@@ -30,6 +30,37 @@ Simulation run(const std::string& kind, int p, int m) {
   return std::move(*sim);
 }
 
+// The opposite of no flush: schedule.flushes runs the batch as passes of m /
+// F microbatches, each filling and draining the pipeline, (m/F + p - 1)(tf +
+// tb) each; a bubble of (p - 1) / (m/F + p - 1).
+TEST(Flushes, EveryPassFillsAndDrainsThePipeline) {
+  const int p = 4;
+  const int m = 8;
+  for (const auto& [flushes, pass_microbatches] : {std::pair{1, 8}, {2, 4}, {4, 2}, {8, 1}}) {
+    const std::string yaml = "parallel: {pipeline: " + std::to_string(p) +
+                             "}\ntraining: {global_batch: " + std::to_string(m) +
+                             "}\nschedule: {kind: 1f1b, flushes: " + std::to_string(flushes) +
+                             "}\ncosts:\n  fixed: {forward_s: 1.0, backward_s: 2.0}\n";
+    const Result<Config> config = parse_config(yaml, "flushes.yaml");
+    ASSERT_TRUE(config.ok()) << config.error().message;
+    const Result<Simulation> sim = simulate(*config);
+    ASSERT_TRUE(sim.ok()) << sim.error().message;
+    EXPECT_DOUBLE_EQ(sim->summary.iteration_time_s, flushes * (pass_microbatches + p - 1) * 3.0)
+        << flushes;
+    EXPECT_NEAR(sim->summary.bubble_fraction, (p - 1.0) / (pass_microbatches + p - 1.0), 1e-12)
+        << flushes;
+  }
+  // An asynchronous schedule has no pass to repeat.
+  const Result<Config> async = parse_config(
+      "parallel: {pipeline: 4}\ntraining: {global_batch: 8}\nschedule: {kind: pipedream, "
+      "flushes: 2}\ncosts:\n  fixed: {forward_s: 1.0, backward_s: 2.0}\n",
+      "flushes.yaml");
+  ASSERT_FALSE(async.ok());
+  EXPECT_EQ(async.error().message,
+            "flushes.yaml:3:38: schedule.flushes: cannot be combined with schedule.kind "
+            "pipedream, which never flushes: its optimizer steps inside the stream");
+}
+
 class Async : public ::testing::TestWithParam<std::tuple<int, int>> {};
 
 // Without a flush every rank is busy all the time once the stream flows: one

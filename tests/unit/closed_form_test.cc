@@ -71,6 +71,30 @@ INSTANTIATE_TEST_SUITE_P(Shapes, OneStagePerRank,
                                            std::tuple{5, 3}, std::tuple{4, 2}, std::tuple{7, 7},
                                            std::tuple{8, 13}, std::tuple{6, 1}));
 
+// Several flushes an iteration (schedule.flushes): F passes of m/F
+// microbatches one after another, each with its own fill and drain, so F
+// times the closed form of one pass, (m/F + p - 1)(tf + tb); the memory of
+// one pass.
+TEST_P(OneStagePerRank, PassesOneAfterAnotherEachFillAndDrain) {
+  const auto [p, m] = GetParam();
+  for (int passes : {2, 3}) {
+    const Schedule pass = *make_1f1b({p, m, 1});
+    const Schedule whole = repeat_passes(pass, passes);
+    EXPECT_EQ(whole.num_microbatches, m * passes);
+    const Timeline t = run(whole, kTf, kTb);
+    EXPECT_EQ(t.makespan, passes * (m + p - 1) * (kTf + kTb)) << passes << " passes";
+    for (int rank = 0; rank < p; ++rank) {
+      EXPECT_EQ(t.peak_activation_bytes[rank], std::min(p - rank, m) * kStageActivation)
+          << "rank " << rank;
+      // Pass k's actions are pass 0's with the microbatches k m further on.
+      ASSERT_EQ(whole.programs[rank].size(), passes * pass.programs[rank].size());
+      Action shifted = pass.programs[rank].front();
+      shifted.microbatch += m;
+      EXPECT_EQ(whole.programs[rank][pass.programs[rank].size()], shifted);
+    }
+  }
+}
+
 class Interleaved : public ::testing::TestWithParam<std::tuple<int, int, int>> {};
 
 TEST_P(Interleaved, MakespanIsIdealPlusBubbleOverV) {

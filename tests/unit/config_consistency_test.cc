@@ -66,6 +66,23 @@ TEST(ConfigTest, HiddenDivisibleByHeads) {
             "model.head_dim to say each head's width, got \"15\"");
 }
 
+// schedule.flushes divides the iteration's microbatches into passes.
+TEST(ConfigTest, FlushesDivideTheMicrobatches) {
+  const Result<Config> config =
+      parse_config(yaml(kModel), "test.yaml", {{"schedule.flushes", "4"}});
+  ASSERT_TRUE(config.ok()) << config.error().message;
+  EXPECT_EQ(config->schedule.flushes, 4);
+  EXPECT_EQ(error_of(kModel, {{"schedule.flushes", "3"}}),
+            "--set schedule.flushes=3: schedule.flushes: 3 does not divide the iteration's 32 "
+            "microbatches (global_batch / (micro_batch x data))");
+  EXPECT_EQ(error_of(kModel, {{"schedule.flushes", "0"}}),
+            "--set schedule.flushes=0: schedule.flushes: expected an integer from 1 to "
+            "1073741824, got \"0\"");
+  EXPECT_EQ(error_of(kModel, {{"schedule.flushes", "2"}, {"schedule.kind", "zb-auto"}}),
+            "--set schedule.flushes=2: schedule.flushes: cannot be combined with schedule.kind "
+            "zb-auto, whose search places all the iteration's microbatches in one pass");
+}
+
 // model.head_dim: each head's width when it is not hidden / heads; then any
 // head count that divides among the tensor ranks goes (14 of 2048).
 TEST(ConfigTest, AHeadDimSaysEachHeadsWidth) {
