@@ -51,6 +51,27 @@ TEST(LatentAttentionParameters, DeepSeekV3ModelByHand) {
   EXPECT_EQ(model_active_parameters(deepseek_v3()), 37552282624);
 }
 
+// Kimi K2 (configs/models/kimi-k2.yaml, from its config.json): DeepSeek-V3's
+// attention with 64 heads, 384 routed experts and 1 shared, one dense layer,
+// a vocabulary of 163840. The attention 7168 x 1536 + 1536 + 1536 x 64 x 192
+// + 7168 x 576 + 512 + 512 x 64 x 256 + 64 x 128 x 7168 = 101124096; a dense
+// layer adds 3 x 7168 x 18432 and two norms (497500160), a MoE layer the
+// router 7168 x 384, two norms and 385 experts of 44040192 (17059364864; 9
+// of them per token, 500252672). With the embeddings 2 x 163840 x 7168 and the final
+// norm: 1026.41 B and 32.86 B, where the Kimi K2 report says 1.04 T and
+// 32.6 B (the preset file says so).
+TEST(LatentAttentionParameters, KimiK2ModelByHand) {
+  const Result<Config> config = parse_config(
+      "model: {preset: kimi-k2}\nhardware: {preset: h100-sxm, gpus_per_node: 1}\n"
+      "training: {global_batch: 1}\n",
+      "kimi.yaml");
+  ASSERT_TRUE(config.ok()) << config.error().message;
+  const int64_t rest = 2 * int64_t{163840} * 7168 + 7168;
+  EXPECT_EQ(model_parameters(*config->model), 497500160 + 60 * int64_t{17059364864} + rest);
+  EXPECT_EQ(model_parameters(*config->model), 1026408209408);
+  EXPECT_EQ(model_active_parameters(*config->model), 497500160 + 60 * int64_t{500252672} + rest);
+}
+
 TEST(LatentAttentionFlops, ADenseLayerByHand) {
   // One sequence of 4096 tokens, attention counted over the whole s x s
   // (as model FLOPs are): the five projections, Q K^T over 192 and P V over
