@@ -126,6 +126,7 @@ Summary summarize(const Config& config, const std::string& schedule_name, const 
   s.expert = config.parallel.expert;
   s.virtual_stages = config.parallel.virtual_stages;
   s.microbatches = config.num_microbatches();
+  s.flushes = config.schedule.flushes;
   s.optimizer_step = to_string(config.training.optimizer_step);
   s.iteration_time_s = picos_to_seconds(timeline.period());
   s.first_iteration_s = picos_to_seconds(

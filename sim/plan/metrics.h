@@ -66,6 +66,7 @@ struct Summary {
   int expert = 1;
   int virtual_stages = 1;
   int microbatches = 1;
+  int flushes = 1;             // schedule.flushes: passes of microbatches / flushes each
   std::string optimizer_step;  // synchronous | post_validation
   // The steady state: the period between the ends of the last two simulated
   // iterations. `settled` is false when the last two periods still differed.

@@ -22,9 +22,12 @@ std::string format_summary_table(const Summary& s) {
   std::string out;
   const std::string context = s.context > 1 ? fmt::format(" cp={}", s.context) : std::string();
   const std::string expert = s.expert > 1 ? fmt::format(" ep={}", s.expert) : std::string();
-  out +=
-      fmt::format("schedule          {}  (p={} t={}{} d={}{} v={}, {} microbatches)\n", s.schedule,
-                  s.pipeline, s.tensor, context, s.data, expert, s.virtual_stages, s.microbatches);
+  const std::string passes =
+      s.flushes > 1 ? fmt::format(" in {} passes of {}", s.flushes, s.microbatches / s.flushes)
+                    : std::string();
+  out += fmt::format("schedule          {}  (p={} t={}{} d={}{} v={}, {} microbatches{})\n",
+                     s.schedule, s.pipeline, s.tensor, context, s.data, expert, s.virtual_stages,
+                     s.microbatches, passes);
   out += fmt::format(
       "iteration time    {}  (steady state{}; first iteration {})\n",
       format_duration(s.iteration_time_s),

@@ -1,6 +1,8 @@
 // Asynchronous pipelines (PipeDream, PipeDream-2BW): the steady state of the
 // no-flush stream, and the weight versions and staleness that the simulated
-// timeline implies, against the papers' closed forms.
+// timeline implies, against the papers' closed forms; and their opposite,
+// several flushes an iteration (schedule.flushes).
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -10,6 +12,7 @@
 #include "schedules/validate.h"
 #include "sim/config/config.h"
 #include "sim/plan/simulate.h"
+#include "sim/report/summary.h"
 
 namespace ppsim {
 namespace {
@@ -49,6 +52,11 @@ TEST(Flushes, EveryPassFillsAndDrainsThePipeline) {
         << flushes;
     EXPECT_NEAR(sim->summary.bubble_fraction, (p - 1.0) / (pass_microbatches + p - 1.0), 1e-12)
         << flushes;
+    if (flushes > 1) {
+      EXPECT_THAT(
+          format_summary_table(sim->summary),
+          HasSubstr(fmt::format("8 microbatches in {} passes of {})", flushes, pass_microbatches)));
+    }
   }
   // An asynchronous schedule has no pass to repeat.
   const Result<Config> async = parse_config(
