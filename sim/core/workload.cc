@@ -84,7 +84,6 @@ double HardwareSpec::peak_tflops(DType dtype) const {
 std::string flushes_misfit(const Config& config) {
   const int flushes = config.schedule.flushes;
   if (flushes == 1) return "";
-  const std::string kind(to_string(config.schedule.kind));
   switch (config.schedule.kind) {
     case ScheduleKind::kCustom:
       return "cannot be combined with schedule.kind custom: the file holds the whole iteration";
@@ -96,7 +95,8 @@ std::string flushes_misfit(const Config& config) {
              "the iteration's microbatches";
     case ScheduleKind::kPipeDream:
     case ScheduleKind::kPipeDream2bw:
-      return "cannot be combined with schedule.kind " + kind +
+      return "cannot be combined with schedule.kind " +
+             std::string(to_string(config.schedule.kind)) +
              ", which never flushes: its optimizer steps inside the stream";
     default:
       break;

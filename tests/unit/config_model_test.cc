@@ -384,10 +384,11 @@ TEST(ConfigModelPresetTest, UnknownPresetListsTheShippedOnes) {
   text.replace(text.find("llama3-8b"), 9, "gpt5");
   std::string error = error_of(text);
   EXPECT_THAT(error, StartsWith("test.yaml:2:11: model.preset: expected one of the presets in "));
-  EXPECT_THAT(error,
-              HasSubstr("(or a YAML file's path): deepseek-v3, gpt3-175b, kimi-k2, llama2-70b, llama2-7b, "
-                        "llama3-405b, llama3-70b, llama3-8b, mixtral-8x7b, qwen3-30b-a3b, got "
-                        "\"gpt5\""));
+  EXPECT_THAT(
+      error,
+      HasSubstr("(or a YAML file's path): deepseek-v3, gpt3-175b, kimi-k2, llama2-70b, llama2-7b, "
+                "llama3-405b, llama3-70b, llama3-8b, mixtral-8x7b, qwen3-30b-a3b, got "
+                "\"gpt5\""));
 }
 
 TEST(ConfigModelPresetTest, PresetPathIsRelativeToTheConfig) {
