@@ -404,6 +404,15 @@ TrainingSpec Loader::read_training(const Map& s) const {
   if (s.has("moe_dispatcher")) {
     training.moe_dispatcher = to_enum(s.get("moe_dispatcher"), kMoeDispatchers);
   }
+  if (s.has("master_weights")) {
+    training.master_weights = to_enum(s.get("master_weights"), kMasterWeights);
+  }
+  if (s.has("optimizer_moments")) {
+    training.optimizer_moments = to_enum(s.get("optimizer_moments"), kMomentDTypes);
+  }
+  if (s.has("cross_entropy")) {
+    training.cross_entropy = to_enum(s.get("cross_entropy"), kCrossEntropies);
+  }
   return training;
 }
 
@@ -485,10 +494,11 @@ Config Loader::load(YAML::Node root) const {
           top.get("parallel"),
           {"pipeline", "tensor", "data", "context", "expert", "virtual_stages", "sequence_parallel",
            "tp_comm_overlap", "tp_backward_overlap", "p2p_scatter_gather", "layers_per_stage"}),
-      .training = section(
-          top.get("training"),
-          {"global_batch", "micro_batch", "recompute", "zero_stage", "optimizer_step",
-           "overlap_grad_reduce", "grad_accumulation_fusion", "blocking_p2p", "moe_dispatcher"}),
+      .training =
+          section(top.get("training"),
+                  {"global_batch", "micro_batch", "recompute", "zero_stage", "optimizer_step",
+                   "overlap_grad_reduce", "grad_accumulation_fusion", "blocking_p2p",
+                   "moe_dispatcher", "master_weights", "optimizer_moments", "cross_entropy"}),
       .schedule =
           section(top.get("schedule"), {"kind", "file", "slices", "slicing", "slice_granularity",
                                         "memory_limit_gib", "flushes"}),

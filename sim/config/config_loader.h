@@ -37,6 +37,11 @@ inline constexpr std::array kSlicings = {SlicingMethod::kEven, SlicingMethod::kO
 inline constexpr std::array kOptimizerSteps = {OptimizerStep::kSynchronous,
                                                OptimizerStep::kPostValidation};
 inline constexpr std::array kMoeDispatchers = {MoeDispatcher::kAllToAll, MoeDispatcher::kDeepEp};
+inline constexpr std::array kMasterWeights = {MasterWeights::kSeparate, MasterWeights::kParams,
+                                              MasterWeights::kNone};
+inline constexpr std::array kMomentDTypes = {MomentDType::kFp32, MomentDType::kModelDType};
+inline constexpr std::array kCrossEntropies = {CrossEntropy::kMegatron, CrossEntropy::kTorch,
+                                               CrossEntropy::kTorchFp32};
 inline constexpr std::array kMlps = {Mlp::kGelu, Mlp::kSwiglu};
 inline constexpr std::array kNorms = {Norm::kLayerNorm, Norm::kRmsNorm};
 inline constexpr std::array kAttentions = {Attention::kStandard, Attention::kFlash};

@@ -45,6 +45,34 @@ const char* to_string(MoeDispatcher dispatcher) {
   return dispatcher == MoeDispatcher::kAllToAll ? "alltoall" : "deepep";
 }
 
+const char* to_string(MasterWeights master) {
+  switch (master) {
+    case MasterWeights::kSeparate:
+      return "separate";
+    case MasterWeights::kParams:
+      return "params";
+    case MasterWeights::kNone:
+      return "none";
+  }
+  return "?";
+}
+
+const char* to_string(MomentDType moments) {
+  return moments == MomentDType::kFp32 ? "fp32" : "model_dtype";
+}
+
+const char* to_string(CrossEntropy loss) {
+  switch (loss) {
+    case CrossEntropy::kMegatron:
+      return "megatron";
+    case CrossEntropy::kTorch:
+      return "torch";
+    case CrossEntropy::kTorchFp32:
+      return "torch_fp32";
+  }
+  return "?";
+}
+
 const char* to_string(SlicingMethod slicing) {
   return slicing == SlicingMethod::kEven ? "even" : "optimal";
 }

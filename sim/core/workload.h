@@ -26,6 +26,21 @@ enum class OptimizerStep { kSynchronous, kPostValidation };
 // per destination GPU, and across nodes one per destination node, relayed
 // over NVLink there (docs/cost_model.md, "Mixture of experts").
 enum class MoeDispatcher { kAllToAll, kDeepEp };
+// Where the fp32 weights the optimizer updates live (docs/cost_model.md,
+// "Memory"): `separate`, fp32 master weights beside the model's dtype copy,
+// the gradients accumulated in fp32 in bf16 (Megatron-LM, DeepSpeed);
+// `params`, the parameters themselves are fp32 and are cast to the model's
+// dtype for compute, their gradients fp32 (FSDP2 with a mixed-precision
+// policy, autocast); `none`, no fp32 copy: parameters and gradients in the
+// model's dtype (PyTorch's optimizers on bf16 parameters).
+enum class MasterWeights { kSeparate, kParams, kNone };
+// The dtype of Adam's m and v: fp32, or the model's dtype (PyTorch's Adam
+// keeps them in the parameters' dtype).
+enum class MomentDType { kFp32, kModelDType };
+// The cross-entropy loss over the logits: Megatron-LM's vocabulary-parallel
+// one in fp32; PyTorch's F.cross_entropy on the logits in the model's dtype
+// (`torch`) or cast to fp32 first (`torch_fp32`).
+enum class CrossEntropy { kMegatron, kTorch, kTorchFp32 };
 // How a token-level schedule cuts a sequence: equal slices, or TeraPipe's
 // optimal cut for the model's costs.
 enum class SlicingMethod { kEven, kOptimal };
@@ -45,6 +60,9 @@ const char* to_string(DType dtype);
 const char* to_string(Recompute recompute);
 const char* to_string(OptimizerStep step);
 const char* to_string(MoeDispatcher dispatcher);
+const char* to_string(MasterWeights master);
+const char* to_string(MomentDType moments);
+const char* to_string(CrossEntropy loss);
 const char* to_string(SlicingMethod slicing);
 const char* to_string(Mlp mlp);
 const char* to_string(Norm norm);
@@ -261,6 +279,9 @@ struct TrainingSpec {
   // p2p, Zero Bubble's runtime).
   bool blocking_p2p = false;
   MoeDispatcher moe_dispatcher = MoeDispatcher::kAllToAll;
+  MasterWeights master_weights = MasterWeights::kSeparate;
+  MomentDType optimizer_moments = MomentDType::kFp32;
+  CrossEntropy cross_entropy = CrossEntropy::kMegatron;
 };
 
 struct ScheduleSpec {

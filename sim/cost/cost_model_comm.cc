@@ -15,13 +15,6 @@ namespace ppsim {
 namespace cost_model_internal {
 namespace {
 
-// Mixed-precision Adam over fp32 master weights, per parameter it updates:
-// apex's FusedAdam reads the gradient, the master weight, m and v and writes
-// the last three (28 bytes at an fp32 gradient, multi_tensor_adam.cu), then
-// the master weight is copied into the model's (4 read, dtype written).
-constexpr double kAdamBytes = 28;
-constexpr double kMasterCopyReadBytes = 4;
-
 Status check_positive(double value, const std::string& key) {
   if (value > 0 && std::isfinite(value)) return Status();
   return Error{key + " must be positive for the analytic cost model, got " + std::to_string(value)};
@@ -108,13 +101,21 @@ Result<DataLinks> data_links(const Config& config, const Placement& placement, i
 }
 
 // Bytes per parameter of one optimizer step (docs/cost_model.md): the
-// gradient norm's read, fp16's unscale and inf check, Adam, the copy into
-// the model's weights; and zeroing the gradient buffer for the next
-// iteration, which touches every parameter even under ZeRO.
-double step_bytes_per_updated_parameter(const OpShape& shape) {
-  const double g = shape.grad_bytes;
-  const double unscale = shape.model.dtype == DType::kFp16 ? 2 * g : 0;
-  return g + unscale + kAdamBytes + kMasterCopyReadBytes + dtype_bytes(shape.model.dtype);
+// gradient norm's read, fp16's unscale and inf check, Adam (apex's FusedAdam,
+// multi_tensor_adam.cu: it reads the gradient, the weight it updates, m and
+// v and writes the last three; the gradient in fp32 beside fp32 master
+// weights, as Megatron hands it over: 28 bytes), and a separate master
+// weight's copy into the model's weights (the master read, the model's
+// dtype written). Zeroing the gradient buffer
+// for the next iteration, which touches every parameter even under ZeRO,
+// is added by the caller.
+double step_bytes_per_updated_parameter(const ParameterState& state, DType dtype) {
+  const double g = state.grads;
+  const double unscale = dtype == DType::kFp16 ? 2 * g : 0;
+  const double adam_grad = state.master > 0 ? 4 : g;
+  const double adam = adam_grad + 2.0 * (state.updated() + state.moments);
+  const double copy = state.master > 0 ? state.master + dtype_bytes(dtype) : 0;
+  return g + unscale + adam + copy;
 }
 
 // One microbatch's work of `phase` on rank `r`: what an overlapped
@@ -343,6 +344,7 @@ Status fill_rank_times(const Config& config, const std::vector<int>& layers,
   const int first = stage_rank.front();
   const int last = stage_rank.back();
   const double memory_Bps = hw.hbm_bandwidth_gbps * kGiga * hw.hbm_efficiency;
+  const ParameterState state = parameter_state(config);
   for (int r = 0; r < config.parallel.pipeline; ++r) {
     const RankParameters held = rank_parameters(config, layers, stage_rank, r);
     const auto dense = static_cast<double>(held.dense);
@@ -366,8 +368,8 @@ Status fill_rank_times(const Config& config, const std::vector<int>& layers,
     }
     table.grad_sync[r] = seconds_to_picos(sync_s);
     const double updated = zero >= 1 ? dense / d + experts / expert_d : dense + experts;
-    const double step_bytes =
-        updated * step_bytes_per_updated_parameter(shape) + (dense + experts) * shape.grad_bytes;
+    const double step_bytes = updated * step_bytes_per_updated_parameter(state, model.dtype) +
+                              (dense + experts) * state.grads;
     table.optimizer_step[r] = seconds_to_picos(step_bytes / memory_Bps);
   }
   // A synchronous step all-reduces the gradient norm (one fp32) across the

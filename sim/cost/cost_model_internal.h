@@ -22,11 +22,6 @@ namespace cost_model_internal {
 inline constexpr double kGiga = 1e9;
 inline constexpr double kTera = 1e12;
 inline constexpr double kMicro = 1e-6;
-// Mixed-precision Adam touches fp32 master weight, m and v plus the 16-bit
-// gradient and weight: 16 bytes read and 16 written per parameter.
-inline constexpr double kAdamBytesPerParameter = 32;
-// Softmax and cross-entropy over the logits run in fp32.
-inline constexpr double kLossBytesPerLogit = 4;
 
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -166,6 +161,22 @@ struct RankParameters {
 };
 
 // cost_model_memory.cc
+// What Adam's training keeps per parameter between steps, in bytes
+// (training.master_weights, training.optimizer_moments; docs/cost_model.md,
+// "Memory"): the weights as stored, the gradient as accumulated over the
+// microbatches, the fp32 master copy beside the weights (0 where the
+// weights are the copy the optimizer updates) and Adam's m and v.
+struct ParameterState {
+  int weights = 0;
+  int grads = 0;
+  int master = 0;
+  int moments = 0;
+
+  int optimizer() const { return master + moments; }
+  // The weight Adam updates: the master copy, or the weights themselves.
+  int updated() const { return master > 0 ? master : weights; }
+};
+ParameterState parameter_state(const Config& config);
 // What one GPU of pipeline rank `rank` holds: its layers, the word and
 // position embedding on the first stage, and the last stage's copy of the
 // tied output embedding where it lives on another rank; the dense split over

@@ -222,43 +222,56 @@ RankParameters per_gpu(const RankParameters& stage, const ParallelSpec& parallel
                         ceil_div(stage.expert, int64_t{parallel.tensor} * parallel.expert)};
 }
 
-// What Adam's training keeps per parameter between iterations, at the
-// activations' peak: the weights in the model's dtype, the accumulated
-// gradient (fp32 in bf16 training: accumulated_gradient_bytes) and the optimizer's
-// state, fp32 master weights, m and v in mixed precision, m and v alone in
-// fp32 (Megatron Core's distributed optimizer guide: 18 bytes undistributed
-// and 6 + 12/d distributed for bf16 with fp32 gradients, 16 and 8 + 8/d in
-// fp32; in fp16 Rajbhandari et al. 2020's K = 12, 16 and 4 + 12/d, where
-// the guide's 20 and 4 + 16/d add the fp32 gradient copy that the step
-// makes and the next zero_grad frees, before the activations' peak).
-struct BytesPerParameter {
-  int64_t weights;
-  int64_t grads;
-  int64_t optimizer;
-};
-
-BytesPerParameter bytes_per_parameter(const Config& config) {
-  const DType dtype = config.model->dtype;
-  return BytesPerParameter{dtype_bytes(dtype), accumulated_gradient_bytes(dtype),
-                           dtype == DType::kFp32 ? 8 : 12};
-}
-
 // ZeRO's stages shard the optimizer state (1), then the gradients (2), then
 // the weights (3) over the d copies.
-int64_t zero_static_bytes(int64_t params, int data, int zero_stage, const BytesPerParameter& b) {
+int64_t zero_static_bytes(int64_t params, int data, int zero_stage, const ParameterState& b) {
+  const int64_t weights = b.weights;
+  const int64_t grads = b.grads;
+  const int64_t optimizer = b.optimizer();
   switch (zero_stage) {
     case 0:
-      return (b.weights + b.grads + b.optimizer) * params;
+      return (weights + grads + optimizer) * params;
     case 1:
-      return (b.weights + b.grads) * params + ceil_div(b.optimizer * params, data);
+      return (weights + grads) * params + ceil_div(optimizer * params, data);
     case 2:
-      return b.weights * params + ceil_div((b.grads + b.optimizer) * params, data);
+      return weights * params + ceil_div((grads + optimizer) * params, data);
     default:
-      return ceil_div((b.weights + b.grads + b.optimizer) * params, data);
+      return ceil_div((weights + grads + optimizer) * params, data);
   }
 }
 
 }  // namespace
+
+// In mixed precision with separate master weights, the weights in the
+// model's dtype, the gradient accumulated in fp32 in bf16 training
+// (accumulated_gradient_bytes) and fp32 master weights, m and v (Megatron
+// Core's distributed optimizer guide: 18 bytes undistributed and 6 + 12/d
+// distributed for bf16 with fp32 gradients, 16 and 8 + 8/d in fp32; in fp16
+// Rajbhandari et al. 2020's K = 12, 16 and 4 + 12/d, where the guide's 20
+// and 4 + 16/d add the fp32 gradient copy that the step makes and the next
+// zero_grad frees, before the activations' peak). With fp32 parameters cast
+// for compute (FSDP2's MixedPrecisionPolicy) the parameter is the master and
+// its gradient is fp32: 16. Without a master copy, weights and gradients in
+// the model's dtype: FSDP2 casts the reduced gradient back to the
+// parameter's dtype (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py,
+// foreach_reduce) and PyTorch's Adam keeps m and v in it too (zeros_like
+// the parameter): 8 bytes in bf16.
+ParameterState parameter_state(const Config& config) {
+  const DType dtype = config.model->dtype;
+  const int b = dtype_bytes(dtype);
+  const TrainingSpec& training = config.training;
+  const int moments = training.optimizer_moments == MomentDType::kFp32 ? 8 : 2 * b;
+  switch (training.master_weights) {
+    case MasterWeights::kSeparate:
+      return ParameterState{b, accumulated_gradient_bytes(dtype), dtype == DType::kFp32 ? 0 : 4,
+                            moments};
+    case MasterWeights::kParams:
+      return ParameterState{4, 4, 0, moments};
+    case MasterWeights::kNone:
+      break;
+  }
+  return ParameterState{b, b, 0, moments};
+}
 
 RankParameters layer_gpu_parameters(const Config& config, bool moe) {
   const ModelSpec& model = *config.model;
@@ -308,9 +321,9 @@ int64_t gathered_unit_bytes(const Config& config, const std::vector<int>& layers
 // What a rank holds for a while beyond its microbatches' activations, the
 // most of: under full recomputation, the layer whose backward recomputes it
 // (one microbatch's whole activation, without recomputation); on a stage
-// with the logits, one microbatch's logits in the model's dtype with the
-// fp32 softmax Megatron's vocabulary-parallel cross entropy keeps for the
-// backward. The two come one after the other (the loss's backward frees the
+// with the logits, one microbatch's logits with what the loss keeps beside
+// them for the backward (cross_entropy_bytes: Megatron's vocabulary-parallel
+// cross entropy its fp32 softmax). The two come one after the other (the loss's backward frees the
 // softmax before the last layer recomputes), so the larger counts.
 // Under ZeRO 3 the rank also holds, beside all of that, its stages' largest
 // gathered unit (gathered_unit_bytes).
@@ -329,8 +342,11 @@ std::vector<int64_t> working_bytes(const Config& config, const std::vector<int>&
     };
     const int64_t dense = full ? whole_layer(false) : 0;
     const int64_t moe = full && model.moe ? whole_layer(true) : 0;
-    const int64_t logits = int64_t{b} * slice.tokens * ceil_div(model.vocab, parallel.tensor) *
-                           (dtype_bytes(model.dtype) + 4);
+    const double held_per_logit =
+        cross_entropy_bytes(config.training.cross_entropy, model.dtype).held;
+    const auto logits = static_cast<int64_t>(
+        static_cast<double>(int64_t{b} * slice.tokens * ceil_div(model.vocab, parallel.tensor)) *
+        held_per_logit);
     for (int s = 0; s < config.num_stages(); ++s) {
       int64_t& rank_most = most[stage_rank[s]];
       if (layers[s] > moe_layers[s]) rank_most = std::max(rank_most, dense);
@@ -390,7 +406,7 @@ void fill_memory(const Config& config, const std::vector<int>& layers,
   // The dense weights' optimizer state is sharded over their d cp copies,
   // the routed experts' over the d cp / EP copies of each.
   const int zero = config.training.zero_stage;
-  const BytesPerParameter per_parameter = bytes_per_parameter(config);
+  const ParameterState per_parameter = parameter_state(config);
   for (int r = 0; r < parallel.pipeline; ++r) {
     const RankParameters params = rank_parameters(config, layers, stage_rank, r);
     table.static_bytes[r] =

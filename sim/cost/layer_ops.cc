@@ -13,13 +13,6 @@ namespace layer_ops_internal {
 
 // PyTorch's dropout (native_dropout) keeps a one-byte mask per element.
 constexpr double kMaskBytes = 1;
-// Megatron's vocabulary-parallel cross-entropy casts the logits to fp32 (2
-// read, 4 written), takes the maximum (4), subtracts it (4 + 4), exponentiates
-// (4 + 4), sums (4) and normalizes (4 + 4) in place: 38 bytes per logit
-// forward; its backward scales the saved softmax (4 + 4) and casts the
-// gradient back (4 + 2): 14 (megatron/core/tensor_parallel/cross_entropy.py).
-constexpr double kLossForwardBytesPerLogit = 38;
-constexpr double kLossBackwardBytesPerLogit = 14;
 // The loss's own all-reduces over the tensor group (maximum, target logit,
 // sum of exponentials), one fp32 value per token each.
 constexpr int kLossAllReduces = 3;
@@ -389,7 +382,36 @@ OpShape OpShape::of(const Config& config) {
   shape.grad_bytes = accumulated_gradient_bytes(config.model->dtype);
   shape.expert = config.parallel.expert;
   shape.moe_dispatcher = config.training.moe_dispatcher;
+  shape.cross_entropy = config.training.cross_entropy;
   return shape;
+}
+
+// Megatron's vocabulary-parallel cross-entropy casts the logits to fp32 (2
+// read, 4 written), takes the maximum (4), subtracts it (4 + 4), exponentiates
+// (4 + 4), sums (4) and normalizes (4 + 4) in place: 38 bytes per logit
+// forward; its backward scales the saved softmax (4 + 4) and casts the
+// gradient back (4 + 2): 14 (megatron/core/tensor_parallel/cross_entropy.py);
+// it keeps the fp32 softmax beside the logits. PyTorch's F.cross_entropy is
+// log_softmax and nll_loss: a row longer than shared memory holds (a
+// vocabulary over about 100,000 in 16 bits) is read three times, for its
+// maximum, its sum of exponentials and the output it writes (4 values a
+// logit, aten/src/ATen/native/cuda/SoftMax.cu, cunn_SoftMaxForward); the
+// backward fills the gradient with zeros (nll_loss_backward, 1 written),
+// reads it for its sum and again with the saved output to write the input's
+// gradient (4): 5 values; the logits, the saved output and, in the
+// backward, its gradient are held. `torch_fp32` casts the logits to fp32
+// first (B read, 4 written) and its gradient back (4 read, B written).
+LossBytes cross_entropy_bytes(CrossEntropy loss, DType dtype) {
+  const double b = dtype_bytes(dtype);
+  switch (loss) {
+    case CrossEntropy::kMegatron:
+      return LossBytes{38, 14, b + 4};
+    case CrossEntropy::kTorch:
+      return LossBytes{4 * b, 5 * b, 3 * b};
+    case CrossEntropy::kTorchFp32:
+      break;
+  }
+  return LossBytes{b + 4 + 4 * 4, 5 * 4 + 4 + b, b + 2 * 4};
 }
 
 int accumulated_gradient_bytes(DType dtype) {
@@ -455,18 +477,19 @@ PieceOps head_ops(const OpShape& shape, const TokenSlice& slice) {
   const Dims d = dims_of(shape, slice);
   const double logits = d.tokens * d.vocab;
   const double loss_reduce = d.tokens * kLossAllReduceBytesPerToken;
+  const LossBytes loss = cross_entropy_bytes(shape.cross_entropy, shape.model.dtype);
   PieceOps ops;
   PhaseBuilder forward(shape, d, ops.forward);
   forward.memory("final norm", 2 * forward.norm_bytes());
   forward.column_parallel_start("all-gather before the logits");
   forward.gemm("logits", d.tokens, d.vocab, d.hidden);
-  forward.memory("cross-entropy", logits * kLossForwardBytesPerLogit);
+  forward.memory("cross-entropy", logits * loss.forward);
   for (int i = 0; i < kLossAllReduces; ++i) {
     forward.collective_op("cross-entropy all-reduce", CollectiveKind::kAllReduce, loss_reduce);
   }
 
   PhaseBuilder input_grad(shape, d, ops.input_grad);
-  input_grad.memory("cross-entropy backward", logits * kLossBackwardBytesPerLogit);
+  input_grad.memory("cross-entropy backward", logits * loss.backward);
   input_grad.gemm("logits input gradient", d.tokens, d.hidden, d.vocab);
   const int collective = input_grad.row_parallel_end("logits input-gradient all-reduce");
   input_grad.memory("final norm backward", 3 * input_grad.norm_bytes());

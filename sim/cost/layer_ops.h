@@ -121,7 +121,7 @@ TokenSlice context_rank_slice(int64_t seq_len, int context);
 // What shapes one GPU's kernels: the model, the micro-batch, the
 // tensor-parallel degree and sequence parallelism, the context-parallel
 // degree, whether the weight gradients accumulate into fp32 inside their
-// GEMMs, and the dtype the gradients are accumulated in.
+// GEMMs, the dtype the gradients are accumulated in, and the loss's kernels.
 struct OpShape {
   ModelSpec model;
   int micro_batch = 1;
@@ -134,6 +134,7 @@ struct OpShape {
   int grad_bytes = 4;  // bytes per value of the accumulated gradient
   int expert = 1;      // expert-parallel degree EP of the model's MoE layers
   MoeDispatcher moe_dispatcher = MoeDispatcher::kAllToAll;
+  CrossEntropy cross_entropy = CrossEntropy::kMegatron;
 
   static OpShape of(const Config& config);
 };
@@ -143,6 +144,16 @@ struct OpShape {
 // training in bf16 (Megatron forces accumulate_allreduce_grads_in_fp32,
 // megatron/training/arguments.py), the model's dtype otherwise.
 int accumulated_gradient_bytes(DType dtype);
+
+// Bytes the cross-entropy loss moves per logit, forward and backward, and
+// what it holds per logit between them, the logits included
+// (docs/cost_model.md, "Operations").
+struct LossBytes {
+  double forward = 0;
+  double backward = 0;
+  double held = 0;
+};
+LossBytes cross_entropy_bytes(CrossEntropy loss, DType dtype);
 
 // The three phases of one piece. Recompute is not here: full recompute runs
 // the forward again before I, selective the attention core's forward

@@ -193,6 +193,15 @@ constexpr BadValue kBadValues[] = {
      "test.yaml:20:17: training.blocking_p2p: expected true or false, got \"sometimes\""},
     {"training", "  moe_dispatcher: nccl",
      "test.yaml:20:19: training.moe_dispatcher: expected one of alltoall, deepep, got \"nccl\""},
+    {"training", "  master_weights: fp32",
+     "test.yaml:20:19: training.master_weights: expected one of separate, params, none, got "
+     "\"fp32\""},
+    {"training", "  optimizer_moments: bf16",
+     "test.yaml:20:22: training.optimizer_moments: expected one of fp32, model_dtype, got "
+     "\"bf16\""},
+    {"training", "  cross_entropy: fused",
+     "test.yaml:20:18: training.cross_entropy: expected one of megatron, torch, torch_fp32, got "
+     "\"fused\""},
     {"parallel", "  p2p_scatter_gather: 2",
      "test.yaml:17:23: parallel.p2p_scatter_gather: expected true or false, got \"2\""},
     {"hardware", "  nics_per_node: -1",

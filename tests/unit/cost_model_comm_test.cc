@@ -276,5 +276,19 @@ TEST(OptimizerStep, AdamBytesOverHbm) {
   EXPECT_EQ(build_ok(c).optimizer_step[0], 960 * 42);
 }
 
+// Without a separate master copy the step updates the weights themselves
+// (training.master_weights; 960 parameters, bf16, at 1e12 B/s): FSDP2's
+// fp32 parameters, the norm's read 4, Adam 4 + 2 x (4 + 8), no copy, the
+// gradient zeroed 4: 960 * 36; bf16 parameters with bf16 moments (PyTorch's
+// Adam on them), the norm's read 2, Adam 2 + 2 x (2 + 4), zeroing 2: 960 * 18.
+TEST(OptimizerStep, AdamUpdatesTheWeightsItKeeps) {
+  Config c = make_config(tiny(2), 1, 2, 4, round_hardware(8, 1));
+  c.training.master_weights = MasterWeights::kParams;
+  EXPECT_EQ(build_ok(c).optimizer_step[0], 960 * 36);
+  c.training.master_weights = MasterWeights::kNone;
+  c.training.optimizer_moments = MomentDType::kModelDType;
+  EXPECT_EQ(build_ok(c).optimizer_step[0], 960 * 18);
+}
+
 }  // namespace
 }  // namespace ppsim

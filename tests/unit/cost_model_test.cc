@@ -187,6 +187,39 @@ TEST(StaticBytes, ZeroStagesOnAMiddleRank) {
   }
 }
 
+// Where the master weights live and what Adam's moments are kept in, bf16
+// (training.master_weights, training.optimizer_moments), on the same rank of
+// 872 parameters, ZeRO 0 and ZeRO 3 over d = 4: separate fp32 master weights
+// 2 + 4 + 4 + 8 = 18 (above); fp32 parameters cast for compute, their
+// gradients fp32 (FSDP2's mixed precision) 4 + 4 + 8 = 16; no master copy,
+// weights and gradients in bf16, 2 + 2 + 8 = 12, and with Adam's m and v in
+// bf16 too (PyTorch's Adam on bf16 parameters) 2 + 2 + 4 = 8; separate
+// master weights with bf16 moments 2 + 4 + 4 + 4 = 14.
+TEST(StaticBytes, WhereTheMasterWeightsLive) {
+  struct Case {
+    MasterWeights master;
+    MomentDType moments;
+    int64_t per_parameter;
+  };
+  const Case cases[] = {
+      {MasterWeights::kSeparate, MomentDType::kFp32, 18},
+      {MasterWeights::kParams, MomentDType::kFp32, 16},
+      {MasterWeights::kNone, MomentDType::kFp32, 12},
+      {MasterWeights::kNone, MomentDType::kModelDType, 8},
+      {MasterWeights::kSeparate, MomentDType::kModelDType, 14},
+  };
+  for (const Case& k : cases) {
+    Config c = make_config(tiny(3), 3, 1, 4);
+    c.training.master_weights = k.master;
+    c.training.optimizer_moments = k.moments;
+    EXPECT_EQ(build_ok(c).static_bytes[1], k.per_parameter * 872)
+        << to_string(k.master) << " " << to_string(k.moments);
+    c.training.zero_stage = 3;
+    EXPECT_EQ(build_ok(c).static_bytes[1], k.per_parameter * 872 / 4)
+        << to_string(k.master) << " " << to_string(k.moments);
+  }
+}
+
 TEST(StaticBytes, EmbeddingOnFirstAndTiedCopyOnLast) {
   const CostTable table = build_ok(make_config(tiny(3), 3, 1, 1));
   // First: 872 + V h + s h = 872 + 128 + 32 = 1032 parameters, 18 bytes each
@@ -267,6 +300,19 @@ TEST(WorkingBytes, TheRecomputedLayerOrTheLogitsWhicheverIsLarger) {
   EXPECT_EQ(build_ok(c).working_bytes, (std::vector<int64_t>{0, 0, 0, 78643200}));
 }
 
+// What the loss holds per logit beside the logits (cross_entropy_bytes): in
+// bf16 PyTorch's F.cross_entropy keeps its bf16 output and, in the backward,
+// its gradient, 2 + 2 + 2 = 6 bytes, as many as Megatron's logits with their
+// fp32 softmax; cast to fp32 first, the logits 2 and the fp32 output and its
+// gradient 4 + 4 = 10: 13107200 x 10 = 131072000 bytes on the last stage.
+TEST(WorkingBytes, WhatTheLossHoldsBesideTheLogits) {
+  Config c = make_config(gpt3(10), 4, 8, 1);
+  c.training.cross_entropy = CrossEntropy::kTorch;
+  EXPECT_EQ(build_ok(c).working_bytes, (std::vector<int64_t>{0, 0, 0, 78643200}));
+  c.training.cross_entropy = CrossEntropy::kTorchFp32;
+  EXPECT_EQ(build_ok(c).working_bytes, (std::vector<int64_t>{0, 0, 0, 131072000}));
+}
+
 // W reads the inputs of the four linear layers: two layer-norm outputs
 // (2sbh each, whole at t = 8 without sequence parallelism), the attention
 // output (2sbh / t) and the GeLU output (2sbf / t = 8sbh / t):
@@ -321,6 +367,29 @@ TEST(StageTime, EmbeddingAndLogitsOnTheEnds) {
   EXPECT_NEAR(table.stages[2].forward - table.stages[1].forward, 29855055872, 2);
   // Its W: the logits' weight gradient, the same FLOPs.
   EXPECT_NEAR(table.stages[2].weight_grad - table.stages[1].weight_grad, 25769803776, 4);
+}
+
+// The loss's kernels, per logit (s V = 2048 x 51200 = 104857600 logits at
+// 1e12 B/s: 104.8576 us a byte): Megatron's fp32 vocabulary-parallel loss
+// moves 38 bytes forward and 14 backward; PyTorch's F.cross_entropy on bf16
+// logits 4 x 2 (three reads of each row and the write of its log-softmax)
+// and 5 x 2 (the zero-filled gradient, two reads of it, one of the saved
+// output, the write); cast to fp32 first, 2 + 4 + 16 = 22 and 4 + 16 + 4 + 2
+// = 26.
+TEST(StageTime, TheLossKernelsBytes) {
+  Config c = gpt3_three_stages(Recompute::kNone);
+  const CostTable megatron = build_ok(c);
+  c.training.cross_entropy = CrossEntropy::kTorch;
+  const CostTable torch = build_ok(c);
+  c.training.cross_entropy = CrossEntropy::kTorchFp32;
+  const CostTable fp32 = build_ok(c);
+  const double per_byte = 104857600;  // picoseconds per byte a logit
+  EXPECT_NEAR(megatron.stages[2].forward - torch.stages[2].forward, (38 - 8) * per_byte, 2);
+  EXPECT_NEAR(megatron.stages[2].forward - fp32.stages[2].forward, (38 - 22) * per_byte, 2);
+  EXPECT_NEAR(megatron.stages[2].backward - torch.stages[2].backward, (14 - 10) * per_byte, 2);
+  EXPECT_NEAR(fp32.stages[2].backward - megatron.stages[2].backward, (26 - 14) * per_byte, 2);
+  // Only the last stage has the loss.
+  EXPECT_EQ(torch.stages[1].forward, megatron.stages[1].forward);
 }
 
 TEST(StageTime, BackwardIsTheInputAndWeightGradients) {
