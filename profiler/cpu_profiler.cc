@@ -306,8 +306,21 @@ Result<LinkFit> measure_link(const std::string& name,
   return link;
 }
 
+Status check_runnable_model(const Config& config, std::string_view tool) {
+  if (!config.model) return Error{fmt::format("{}: {} needs a model section", config.source, tool)};
+  if (const char* key = gpt_block_misfit(*config.model)) {
+    return Error{fmt::format(
+        "{}: model.{}: {} cannot run this model: the profilers and the runtime build only the "
+        "GPT-3 block (LayerNorm, multi-head attention of hidden / heads wide heads, a GeLU MLP, "
+        "biases)",
+        config.source, key, tool)};
+  }
+  return Status();
+}
+
 Result<ProfileRequest> request_for(const Config& config) {
   PPSIM_CHECK(config.model.has_value());
+  if (Status st = check_runnable_model(config, "ppsim profile"); !st) return Error{st.message()};
   ProfileRequest r;
   r.micro_batch = config.training.micro_batch;
   r.hidden = config.model->hidden;

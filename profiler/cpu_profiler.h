@@ -38,8 +38,14 @@ struct ProfileRequest {
   std::vector<int64_t> link_sizes = {1 << 12, 1 << 16, 1 << 20, 1 << 22, 1 << 24};
 };
 
+// An Error naming the config (and the key) unless it has a model whose block
+// is the GPT-3 block the profilers and the runtimes build (gpt_block_misfit);
+// `tool` names the command in the message ("ppsim run").
+Status check_runnable_model(const Config& config, std::string_view tool);
+
 // The shapes a config needs: its sequence, or each slice of its token-level
-// cut with that slice's context. REQUIRES: config.model.
+// cut with that slice's context; an Error where check_runnable_model has one.
+// REQUIRES: config.model.
 Result<ProfileRequest> request_for(const Config& config);
 
 // Runs the measurements. `progress(done, total)` after each kernel shape.

@@ -127,7 +127,8 @@ int tool_main(int argc, char** argv) {
   if (!overrides) return error_once(overrides.error().message);
   const ppsim::Result<ppsim::Config> config = ppsim::load_config(config_path, *overrides);
   if (!config) return error_once(config.error().message);
-  if (!config->model) return error_once(config_path + ": profiling needs a model section");
+  if (ppsim::Status st = ppsim::check_runnable_model(*config, "ppsim profile"); !st)
+    return error_once(st.message());
   ppsim::Result<ppsim::ProfileRequest> request = ppsim::request_for(*config);
   if (!request) return error_once(request.error().message);
   request->repetitions = repetitions;

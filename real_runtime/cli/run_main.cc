@@ -15,6 +15,7 @@
 #include <string>
 #include <tuple>
 
+#include "profiler/cpu_profiler.h"
 #include "real_runtime/backend_option.h"
 #include "real_runtime/runtime.h"
 #include "schedules/generators.h"
@@ -184,7 +185,7 @@ int tool_main(int argc, char** argv) {
   if (!overrides) return error_once(overrides.error().message);
   Result<Config> config = load_config(config_path, *overrides);
   if (!config) return error_once(config.error().message);
-  if (!config->model) return error_once(config_path + ": running needs a model");
+  if (Status st = check_runnable_model(*config, "ppsim run"); !st) return error_once(st.message());
   if (Status st = check_cores(config->parallel.pipeline, force, mpi_scope.reports()); !st) {
     return error_once(st.message());
   }

@@ -142,7 +142,7 @@ int tool_main(int argc, char** argv) {
       "  mpirun -np 4 ppsim validate configs/validate/gpu-h200.yaml --backend cuda\n\n";
   po::variables_map vm;
   if (int code = ppsim::cli::parse_command_line(std::vector<std::string>(argv + 1, argv + argc),
-                                                desc, "validate", usage, &vm);
+                                                desc, "ppsim validate", usage, &vm);
       code >= 0) {
     return code;
   }
@@ -184,7 +184,8 @@ int tool_main(int argc, char** argv) {
   if (!overrides) return error_once(overrides.error().message);
   Result<Config> config = load_config(config_path, *overrides);
   if (!config) return error_once(config.error().message);
-  if (!config->model) return error_once(config_path + ": validate needs a model");
+  if (Status st = check_runnable_model(*config, "ppsim validate"); !st)
+    return error_once(st.message());
   Result<std::vector<std::string>> entries = parse_schedule_list(schedules);
   if (!entries) return error_once(entries.error().message);
   options.schedules = *entries;

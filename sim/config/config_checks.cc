@@ -122,12 +122,15 @@ void Loader::check_cross_fields(const Config& config, const Sections& tree) cons
     const Value link = tree.costs.get("link");
     throw_error(link.key_mark, link.path, "needs costs.profile: the link is one of the profile's");
   }
-  if (!config.profile_path.empty() && config.model && config.model->explicit_head_dim > 0) {
-    const Value head_dim = tree.model.get("head_dim");
-    throw_error(head_dim.key_mark, head_dim.path,
-                "cannot be combined with costs.profile: a profile's layers are looked up by "
-                "hidden and heads, whose heads are hidden / heads wide",
-                head_dim.file);
+  if (const char* key = config.model && !config.profile_path.empty()
+                            ? gpt_block_misfit(*config.model)
+                            : nullptr) {
+    const Value field = tree.model.get(key);
+    throw_error(field.key_mark, field.path,
+                "cannot be combined with costs.profile: a profile times the GPT-3 block the "
+                "profilers build (LayerNorm, multi-head attention of hidden / heads wide heads, "
+                "a GeLU MLP, biases), looked up by hidden, ffn and heads",
+                field.file);
   }
   if (!config.profile_path.empty() && !config.model) {
     const Value profile = tree.costs.get("profile");

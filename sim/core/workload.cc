@@ -109,6 +109,19 @@ double HardwareSpec::peak_tflops(DType dtype) const {
   return 0;
 }
 
+const char* gpt_block_misfit(const ModelSpec& model) {
+  if (model.mlp != Mlp::kGelu) return "mlp";
+  if (model.norm != Norm::kLayerNorm) return "norm";
+  if (model.key_value_heads() != model.heads) return "kv_heads";
+  if (model.explicit_head_dim > 0 && model.explicit_head_dim * model.heads != model.hidden) {
+    return "head_dim";
+  }
+  if (!model.bias) return "bias";
+  if (model.moe) return "moe";
+  if (model.mla) return "mla";
+  return nullptr;
+}
+
 std::string flushes_misfit(const Config& config) {
   const int flushes = config.schedule.flushes;
   if (flushes == 1) return "";

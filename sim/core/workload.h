@@ -362,6 +362,14 @@ struct Config {
   }
 };
 
+// The first key under `model` whose value makes the block other than the
+// GPT-3 block the profilers and the runtimes build (pre-LN LayerNorm,
+// multi-head attention of hidden / heads wide heads, a GeLU MLP, biases;
+// profiler/gpt_block.h): "mlp", "norm", "kv_heads", "head_dim", "bias",
+// "moe" or "mla"; nullptr when the block is GPT-3's. A profile of that block
+// or a run of it stands for no other (docs/cost_model.md, "costs.profile").
+const char* gpt_block_misfit(const ModelSpec& model);
+
 // Why schedule.flushes cannot cut `config`'s iteration into passes (a kind
 // whose iteration is not one generated pass, or a count that does not divide
 // its microbatches), worded to follow the key; empty when it can.

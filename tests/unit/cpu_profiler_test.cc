@@ -142,5 +142,22 @@ TEST(CpuProfiler, RequestFollowsTheTokenSlices) {
   EXPECT_EQ(r->vocab, 100);
 }
 
+// The profiler builds GPT-3 blocks only: a model with another block is
+// refused at the key that makes it differ, before anything is timed.
+TEST(CpuProfiler, RequestRefusesABlockItCannotBuild) {
+  const Result<Config> config = parse_config(
+      "model: {layers: 4, hidden: 64, heads: 4, kv_heads: 2, seq_len: 32, vocab: 100}\n"
+      "hardware: {preset: a100-80gb, gpus_per_node: 2, nodes: 1}\n"
+      "parallel: {pipeline: 2}\ntraining: {global_batch: 4}\n",
+      "t.yaml");
+  ASSERT_TRUE(config.ok()) << config.error().message;
+  const Result<ProfileRequest> r = request_for(*config);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message,
+            "t.yaml: model.kv_heads: ppsim profile cannot run this model: the profilers and the "
+            "runtime build only the GPT-3 block (LayerNorm, multi-head attention of hidden / "
+            "heads wide heads, a GeLU MLP, biases)");
+}
+
 }  // namespace
 }  // namespace ppsim

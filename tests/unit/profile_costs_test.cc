@@ -199,16 +199,27 @@ TEST_F(ProfileCosts, CostsLinkNamesTheLinkThatCarriesTheTransfers) {
                 "device-to-device, nccl)");
 }
 
-// A profile's layers are looked up by hidden and heads, which say nothing
-// of a head width other than hidden / heads.
-TEST_F(ProfileCosts, AHeadDimCannotUseAProfile) {
+// A profile times the GPT-3 block the profilers build, looked up by hidden,
+// ffn and heads: a model whose block differs (here hidden 8 of 2 heads) gets
+// an error at the key that makes it differ, not another block's times.
+TEST_F(ProfileCosts, OnlyAGpt3BlockCanUseAProfile) {
   write(dir / "prof.yaml", whole_sequence_profile());
-  const Result<Config> config = config_in(dir, kConfig, {{"model.head_dim", "8"}});
-  ASSERT_FALSE(config.ok());
-  EXPECT_EQ(config.error().message,
-            "--set model.head_dim=8: model.head_dim: cannot be combined with costs.profile: a "
-            "profile's layers are looked up by hidden and heads, whose heads are hidden / heads "
-            "wide");
+  const std::pair<const char*, const char*> misfits[] = {
+      {"model.mlp", "swiglu"}, {"model.norm", "rmsnorm"}, {"model.kv_heads", "1"},
+      {"model.head_dim", "8"}, {"model.bias", "false"},
+  };
+  for (const auto& [key, value] : misfits) {
+    const Result<Config> config = config_in(dir, kConfig, {{key, value}});
+    ASSERT_FALSE(config.ok()) << key;
+    EXPECT_EQ(config.error().message,
+              fmt::format("--set {0}={1}: {0}: cannot be combined with costs.profile: a profile "
+                          "times the GPT-3 block the profilers build (LayerNorm, multi-head "
+                          "attention of hidden / heads wide heads, a GeLU MLP, biases), looked up "
+                          "by hidden, ffn and heads",
+                          key, value));
+  }
+  // A head width of hidden / heads, given, is the GPT-3 block's.
+  EXPECT_TRUE(config_in(dir, kConfig, {{"model.head_dim", "4"}}).ok());
 }
 
 TEST_F(ProfileCosts, CostsLinkNeedsAProfile) {
