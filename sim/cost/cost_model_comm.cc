@@ -106,9 +106,8 @@ Result<DataLinks> data_links(const Config& config, const Placement& placement, i
 // v and writes the last three; the gradient in fp32 beside fp32 master
 // weights, as Megatron hands it over: 28 bytes), and a separate master
 // weight's copy into the model's weights (the master read, the model's
-// dtype written). Zeroing the gradient buffer
-// for the next iteration, which touches every parameter even under ZeRO,
-// is added by the caller.
+// dtype written). Zeroing the gradient buffer for the next iteration,
+// which touches every parameter even under ZeRO, is added by the caller.
 double step_bytes_per_updated_parameter(const ParameterState& state, DType dtype) {
   const double g = state.grads;
   const double unscale = dtype == DType::kFp16 ? 2 * g : 0;

@@ -254,8 +254,8 @@ int64_t zero_static_bytes(int64_t params, int data, int zero_stage, const Parame
 // its gradient is fp32: 16. Without a master copy, weights and gradients in
 // the model's dtype: FSDP2 casts the reduced gradient back to the
 // parameter's dtype (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py,
-// foreach_reduce) and PyTorch's Adam keeps m and v in it too (zeros_like
-// the parameter): 8 bytes in bf16.
+// foreach_reduce): 12 bytes in bf16 with fp32 m and v, 8 with PyTorch's
+// Adam, which keeps m and v in the parameter's dtype (zeros_like it).
 ParameterState parameter_state(const Config& config) {
   const DType dtype = config.model->dtype;
   const int b = dtype_bytes(dtype);
