@@ -311,9 +311,8 @@ Status check_runnable_model(const Config& config, std::string_view tool) {
   if (const char* key = gpt_block_misfit(*config.model)) {
     return Error{fmt::format(
         "{}: model.{}: {} cannot run this model: the profilers and the runtime build only the "
-        "GPT-3 block (LayerNorm, multi-head attention of hidden / heads wide heads, a GeLU MLP, "
-        "biases)",
-        config.source, key, tool)};
+        "GPT-3 block ({})",
+        config.source, key, tool, kGpt3BlockParts)};
   }
   return Status();
 }

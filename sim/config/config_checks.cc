@@ -127,9 +127,9 @@ void Loader::check_cross_fields(const Config& config, const Sections& tree) cons
                             : nullptr) {
     const Value field = tree.model.get(key);
     throw_error(field.key_mark, field.path,
-                "cannot be combined with costs.profile: a profile times the GPT-3 block the "
-                "profilers build (LayerNorm, multi-head attention of hidden / heads wide heads, "
-                "a GeLU MLP, biases), looked up by hidden, ffn and heads",
+                fmt::format("cannot be combined with costs.profile: a profile times the GPT-3 "
+                            "block the profilers build ({}), looked up by hidden, ffn and heads",
+                            kGpt3BlockParts),
                 field.file);
   }
   if (!config.profile_path.empty() && !config.model) {

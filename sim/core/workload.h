@@ -369,6 +369,9 @@ struct Config {
 // "moe" or "mla"; nullptr when the block is GPT-3's. A profile of that block
 // or a run of it stands for no other (docs/cost_model.md, "costs.profile").
 const char* gpt_block_misfit(const ModelSpec& model);
+// What that block is made of, for the messages that refuse the others.
+inline constexpr const char* kGpt3BlockParts =
+    "LayerNorm, multi-head attention of hidden / heads wide heads, a GeLU MLP, biases";
 
 // Why schedule.flushes cannot cut `config`'s iteration into passes (a kind
 // whose iteration is not one generated pass, or a count that does not divide

@@ -225,18 +225,15 @@ RankParameters per_gpu(const RankParameters& stage, const ParallelSpec& parallel
 // ZeRO's stages shard the optimizer state (1), then the gradients (2), then
 // the weights (3) over the d copies.
 int64_t zero_static_bytes(int64_t params, int data, int zero_stage, const ParameterState& b) {
-  const int64_t weights = b.weights;
-  const int64_t grads = b.grads;
-  const int64_t optimizer = b.optimizer();
   switch (zero_stage) {
     case 0:
-      return (weights + grads + optimizer) * params;
+      return (b.weights + b.grads + b.optimizer()) * params;
     case 1:
-      return (weights + grads) * params + ceil_div(optimizer * params, data);
+      return (b.weights + b.grads) * params + ceil_div(b.optimizer() * params, data);
     case 2:
-      return weights * params + ceil_div((grads + optimizer) * params, data);
+      return b.weights * params + ceil_div((b.grads + b.optimizer()) * params, data);
     default:
-      return ceil_div((weights + grads + optimizer) * params, data);
+      return ceil_div((b.weights + b.grads + b.optimizer()) * params, data);
   }
 }
 
@@ -323,8 +320,9 @@ int64_t gathered_unit_bytes(const Config& config, const std::vector<int>& layers
 // (one microbatch's whole activation, without recomputation); on a stage
 // with the logits, one microbatch's logits with what the loss keeps beside
 // them for the backward (cross_entropy_bytes: Megatron's vocabulary-parallel
-// cross entropy its fp32 softmax). The two come one after the other (the loss's backward frees the
-// softmax before the last layer recomputes), so the larger counts.
+// cross entropy its fp32 softmax). The two come one after the other (the
+// loss's backward frees the softmax before the last layer recomputes), so
+// the larger counts.
 // Under ZeRO 3 the rank also holds, beside all of that, its stages' largest
 // gathered unit (gathered_unit_bytes).
 std::vector<int64_t> working_bytes(const Config& config, const std::vector<int>& layers,
