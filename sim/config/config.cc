@@ -81,6 +81,8 @@ constexpr HardwareNumber kHardwareNumbers[] = {
      kMaxTflops, "TFLOP/s"},
     {"peak_tflops_fp32", &HardwareSpec::peak_tflops_fp32, Bound::kPositive, true, kMinTflops,
      kMaxTflops, "TFLOP/s"},
+    {"peak_tflops_fp8", &HardwareSpec::peak_tflops_fp8, Bound::kNonNegative, false, 0, kMaxTflops,
+     "TFLOP/s"},
     {"max_gemm_efficiency", &HardwareSpec::max_gemm_efficiency, Bound::kFraction, false, 0, 1,
      "of the peak"},
     {"sm_count", &HardwareSpec::sm_count, Bound::kNonNegative, false, 0, 1e5, "SMs"},
@@ -413,6 +415,7 @@ TrainingSpec Loader::read_training(const Map& s) const {
   if (s.has("cross_entropy")) {
     training.cross_entropy = to_enum(s.get("cross_entropy"), kCrossEntropies);
   }
+  if (s.has("fp8")) training.fp8 = to_enum(s.get("fp8"), kFp8Recipes);
   return training;
 }
 
@@ -494,11 +497,11 @@ Config Loader::load(YAML::Node root) const {
           top.get("parallel"),
           {"pipeline", "tensor", "data", "context", "expert", "virtual_stages", "sequence_parallel",
            "tp_comm_overlap", "tp_backward_overlap", "p2p_scatter_gather", "layers_per_stage"}),
-      .training =
-          section(top.get("training"),
-                  {"global_batch", "micro_batch", "recompute", "zero_stage", "optimizer_step",
-                   "overlap_grad_reduce", "grad_accumulation_fusion", "blocking_p2p",
-                   "moe_dispatcher", "master_weights", "optimizer_moments", "cross_entropy"}),
+      .training = section(
+          top.get("training"),
+          {"global_batch", "micro_batch", "recompute", "zero_stage", "optimizer_step",
+           "overlap_grad_reduce", "grad_accumulation_fusion", "blocking_p2p", "moe_dispatcher",
+           "master_weights", "optimizer_moments", "cross_entropy", "fp8"}),
       .schedule =
           section(top.get("schedule"), {"kind", "file", "slices", "slicing", "slice_granularity",
                                         "memory_limit_gib", "flushes"}),

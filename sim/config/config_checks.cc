@@ -64,6 +64,32 @@ void Loader::check_expert(const Config& config, const Sections& tree) const {
   }
 }
 
+// FP8 GEMMs need the analytic model (a profile times the model's dtype), a
+// GPU with FP8 tensor cores and a 16-bit model whose linear layers cast to
+// FP8 (Transformer Engine's rule: fp32 training has no FP8 recipe).
+void Loader::check_fp8(const Config& config, const Sections& tree) const {
+  const Value fp8 = tree.training.get("fp8");
+  if (!config.model) {
+    throw_error(fp8.key_mark, fp8.path, "needs a model: it decides which GEMMs run in FP8");
+  }
+  if (!config.profile_path.empty()) {
+    throw_error(fp8.key_mark, fp8.path,
+                "cannot be combined with costs.profile: a profile times the model's dtype");
+  }
+  if (config.model->dtype == DType::kFp32) {
+    throw_error(fp8.mark(), fp8.path,
+                fmt::format("{} needs model.dtype bf16 or fp16: FP8 casts a 16-bit model's "
+                            "linear layers",
+                            ppsim::to_string(config.training.fp8)));
+  }
+  if (config.hardware && config.hardware->peak_tflops_fp8 <= 0) {
+    throw_error(fp8.mark(), fp8.path,
+                fmt::format("{} needs hardware.peak_tflops_fp8: hardware {} gives none (a GPU "
+                            "without FP8 tensor cores, as the A100)",
+                            ppsim::to_string(config.training.fp8), config.hardware->name));
+  }
+}
+
 // Context parallelism as Megatron-Core runs it: the sequence in 2 cp equal
 // chunks, and the ring exchange inside the fused attention kernel
 // (Transformer Engine), which token slices do not combine with.
@@ -223,6 +249,7 @@ void Loader::check_cross_fields(const Config& config, const Sections& tree) cons
   }
   if (par.context > 1) check_context(config, tree);
   if (par.expert > 1) check_expert(config, tree);
+  if (config.training.fp8 != Fp8Recipe::kNone) check_fp8(config, tree);
   if (!par.layers_per_stage.empty()) {
     const Value split = tree.parallel.get("layers_per_stage");
     if (!config.model) {

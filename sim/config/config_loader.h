@@ -42,6 +42,8 @@ inline constexpr std::array kMasterWeights = {MasterWeights::kSeparate, MasterWe
 inline constexpr std::array kMomentDTypes = {MomentDType::kFp32, MomentDType::kModelDType};
 inline constexpr std::array kCrossEntropies = {CrossEntropy::kMegatron, CrossEntropy::kTorch,
                                                CrossEntropy::kTorchFp32};
+inline constexpr std::array kFp8Recipes = {Fp8Recipe::kNone, Fp8Recipe::kDelayed,
+                                           Fp8Recipe::kCurrent};
 inline constexpr std::array kMlps = {Mlp::kGelu, Mlp::kSwiglu};
 inline constexpr std::array kNorms = {Norm::kLayerNorm, Norm::kRmsNorm};
 inline constexpr std::array kAttentions = {Attention::kStandard, Attention::kFlash};
@@ -123,6 +125,7 @@ class Loader : public yaml_util::TreeReader {
   void check_cross_fields(const Config& config, const Sections& tree) const;
   void check_context(const Config& config, const Sections& tree) const;
   void check_expert(const Config& config, const Sections& tree) const;
+  void check_fp8(const Config& config, const Sections& tree) const;
   void read_search_expert(const Map& s, const Config& config) const;
 
   void read_search(const Map& s, const Config& config) const;

@@ -73,6 +73,18 @@ const char* to_string(CrossEntropy loss) {
   return "?";
 }
 
+const char* to_string(Fp8Recipe recipe) {
+  switch (recipe) {
+    case Fp8Recipe::kNone:
+      return "none";
+    case Fp8Recipe::kDelayed:
+      return "delayed";
+    case Fp8Recipe::kCurrent:
+      return "current";
+  }
+  return "?";
+}
+
 const char* to_string(SlicingMethod slicing) {
   return slicing == SlicingMethod::kEven ? "even" : "optimal";
 }

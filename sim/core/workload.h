@@ -41,6 +41,13 @@ enum class MomentDType { kFp32, kModelDType };
 // one in fp32; PyTorch's F.cross_entropy on the logits in the model's dtype
 // (`torch`) or cast to fp32 first (`torch_fp32`).
 enum class CrossEntropy { kMegatron, kTorch, kTorchFp32 };
+// The linear layers' GEMMs in FP8 (Transformer Engine's per-tensor scaling,
+// docs/cost_model.md, "FP8"): `none`, in the model's dtype; `delayed`,
+// scales from earlier iterations' maxima, so a kernel that writes a GEMM's
+// input can write it in FP8 at once (TE's DelayedScaling, NeMo until 25.02);
+// `current`, scales from the tensor's own maximum, taken by a pass of its
+// own before the cast (TE's Float8CurrentScaling, NeMo from 25.04).
+enum class Fp8Recipe { kNone, kDelayed, kCurrent };
 // How a token-level schedule cuts a sequence: equal slices, or TeraPipe's
 // optimal cut for the model's costs.
 enum class SlicingMethod { kEven, kOptimal };
@@ -63,6 +70,7 @@ const char* to_string(MoeDispatcher dispatcher);
 const char* to_string(MasterWeights master);
 const char* to_string(MomentDType moments);
 const char* to_string(CrossEntropy loss);
+const char* to_string(Fp8Recipe recipe);
 const char* to_string(SlicingMethod slicing);
 const char* to_string(Mlp mlp);
 const char* to_string(Norm norm);
@@ -149,6 +157,7 @@ struct HardwareSpec {
   double peak_tflops_bf16 = 0;  // dense, no sparsity
   double peak_tflops_fp16 = 0;
   double peak_tflops_fp32 = 0;  // plain fp32 (no TF32)
+  double peak_tflops_fp8 = 0;   // dense; 0: no FP8 tensor cores
   // GEMMs (docs/cost_model.md, "GEMMs"): a GEMM is cut into output tiles of
   // gemm_tile_m x gemm_tile_n, run in waves of sm_count tiles (0: no waves);
   // a tile costs (K + gemm_tile_k_overhead) multiply-accumulate steps at
@@ -282,6 +291,7 @@ struct TrainingSpec {
   MasterWeights master_weights = MasterWeights::kSeparate;
   MomentDType optimizer_moments = MomentDType::kFp32;
   CrossEntropy cross_entropy = CrossEntropy::kMegatron;
+  Fp8Recipe fp8 = Fp8Recipe::kNone;
 };
 
 struct ScheduleSpec {

@@ -122,27 +122,28 @@ double residual_bytes(const PhaseBuilder& p) {
 }
 
 void add_mlp_core_forward(PhaseBuilder& p, const ModelSpec& model, const MlpWidth& w, double tokens,
-                          double batch) {
+                          Fp8Input up_input, double batch) {
   const Dims& d = p.dims();
-  p.gemm("MLP up", tokens, w.up, d.hidden, batch);
+  p.linear("MLP up", tokens, w.up, d.hidden, up_input, batch);
   p.memory(model.mlp == Mlp::kSwiglu ? "SwiGLU" : "bias-GeLU",
            batch * (w.up + w.ffn) * tokens * d.value_bytes);
-  p.gemm("MLP down", tokens, d.hidden, w.ffn, batch);
+  p.linear("MLP down", tokens, d.hidden, w.ffn, Fp8Input::kCast, batch);
 }
 
 void add_mlp_core_input_grad(PhaseBuilder& p, const ModelSpec& model, const MlpWidth& w,
                              double tokens, double batch) {
   const Dims& d = p.dims();
-  p.gemm("MLP down input gradient", tokens, w.ffn, d.hidden, batch);
+  p.linear("MLP down input gradient", tokens, w.ffn, d.hidden, Fp8Input::kCast, batch);
   const double values = model.mlp == Mlp::kSwiglu ? 5 : (d.bias ? 4 : 3);
   p.memory(model.mlp == Mlp::kSwiglu ? "SwiGLU backward" : "bias-GeLU backward",
            batch * tokens * d.value_bytes * values * w.ffn);
-  p.gemm("MLP up input gradient", tokens, d.hidden, w.up, batch);
+  p.linear("MLP up input gradient", tokens, d.hidden, w.up, Fp8Input::kCast, batch);
 }
 
-void add_dense_mlp_forward(PhaseBuilder& p, const ModelSpec& model, const MlpWidth& w) {
+void add_dense_mlp_forward(PhaseBuilder& p, const ModelSpec& model, const MlpWidth& w,
+                           Fp8Input up_input) {
   p.column_parallel_start("all-gather before MLP");
-  add_mlp_core_forward(p, model, w, p.dims().tokens);
+  add_mlp_core_forward(p, model, w, p.dims().tokens, up_input);
   p.row_parallel_end("MLP all-reduce");
 }
 
@@ -153,8 +154,8 @@ int add_dense_mlp_input_grad(PhaseBuilder& p, const ModelSpec& model, const MlpW
 }
 
 int add_dense_mlp_weight_grad(PhaseBuilder& p, const MlpWidth& w) {
-  const int up = p.weight_gemm("MLP up weight gradient", p.dims().hidden, w.up);
-  p.weight_gemm("MLP down weight gradient", w.ffn, p.dims().hidden);
+  const int up = p.linear_weight_gemm("MLP up weight gradient", p.dims().hidden, w.up);
+  p.linear_weight_gemm("MLP down weight gradient", w.ffn, p.dims().hidden);
   return up;
 }
 
@@ -185,15 +186,15 @@ void add_latent_projections_forward(PhaseBuilder& p, const ModelSpec& model) {
   const double T = d.tokens;
   const double B = d.value_bytes;
   if (w.q_latent > 0) {
-    p.gemm("Q down", T, w.q_latent, d.hidden);
+    p.linear("Q down", T, w.q_latent, d.hidden, Fp8Input::kCast);
     p.memory("Q latent norm", 2 * T * w.q_latent * B);
-    p.gemm("Q up", T, d.q_width, w.q_latent);
+    p.linear("Q up", T, d.q_width, w.q_latent, Fp8Input::kCast);
   } else {
-    p.gemm("Q", T, d.q_width, d.hidden);
+    p.linear("Q", T, d.q_width, d.hidden, Fp8Input::kCast);
   }
-  p.gemm("KV down", T, w.kv_down, d.hidden);
+  p.linear("KV down", T, w.kv_down, d.hidden, Fp8Input::kCast);
   p.memory("KV latent norm", 2 * T * w.kv_latent * B);
-  p.gemm("KV up", T, w.kv_up, w.kv_latent);
+  p.linear("KV up", T, w.kv_up, w.kv_latent, Fp8Input::kCast);
   p.memory("rotary embedding", 2 * T * (d.heads + 1) * w.rope * B);
   p.memory("Q and K assembly", 2 * T * (d.q_width + d.k_width) * B);
 }
@@ -205,15 +206,15 @@ void add_latent_projections_input_grad(PhaseBuilder& p, const ModelSpec& model) 
   const double B = d.value_bytes;
   p.memory("Q and K assembly backward", 2 * T * (d.q_width + d.k_width) * B);
   p.memory("rotary embedding backward", 2 * T * (d.heads + 1) * w.rope * B);
-  p.gemm("KV up input gradient", T, w.kv_latent, w.kv_up);
+  p.linear("KV up input gradient", T, w.kv_latent, w.kv_up, Fp8Input::kCast);
   p.memory("KV latent norm backward", 3 * T * w.kv_latent * B);
-  p.gemm("KV down input gradient", T, d.hidden, w.kv_down);
+  p.linear("KV down input gradient", T, d.hidden, w.kv_down, Fp8Input::kCast);
   if (w.q_latent > 0) {
-    p.gemm("Q up input gradient", T, w.q_latent, d.q_width);
+    p.linear("Q up input gradient", T, w.q_latent, d.q_width, Fp8Input::kCast);
     p.memory("Q latent norm backward", 3 * T * w.q_latent * B);
-    p.gemm("Q down input gradient", T, d.hidden, w.q_latent);
+    p.linear("Q down input gradient", T, d.hidden, w.q_latent, Fp8Input::kCast);
   } else {
-    p.gemm("Q input gradient", T, d.hidden, d.q_width);
+    p.linear("Q input gradient", T, d.hidden, d.q_width, Fp8Input::kCast);
   }
 }
 
@@ -221,13 +222,13 @@ void add_latent_projections_weight_grad(PhaseBuilder& p, const ModelSpec& model)
   const Dims& d = p.dims();
   const LatentWidths w = latent_widths(model, d);
   if (w.q_latent > 0) {
-    p.weight_gemm("Q down weight gradient", d.hidden, w.q_latent);
-    p.weight_gemm("Q up weight gradient", w.q_latent, d.q_width);
+    p.linear_weight_gemm("Q down weight gradient", d.hidden, w.q_latent);
+    p.linear_weight_gemm("Q up weight gradient", w.q_latent, d.q_width);
   } else {
-    p.weight_gemm("Q weight gradient", d.hidden, d.q_width);
+    p.linear_weight_gemm("Q weight gradient", d.hidden, d.q_width);
   }
-  p.weight_gemm("KV down weight gradient", d.hidden, w.kv_down);
-  p.weight_gemm("KV up weight gradient", w.kv_latent, w.kv_up);
+  p.linear_weight_gemm("KV down weight gradient", d.hidden, w.kv_down);
+  p.linear_weight_gemm("KV up weight gradient", w.kv_latent, w.kv_up);
 }
 
 // The fused QKV projection (with its bias) and the rotary embedding.
@@ -235,7 +236,7 @@ void add_qkv_forward(PhaseBuilder& p, const ModelSpec& model) {
   const Dims& d = p.dims();
   const double B = d.value_bytes;
   const double qkv = d.q_width + d.k_width + d.v_width;
-  p.gemm("QKV", d.tokens, qkv, d.hidden);
+  p.linear("QKV", d.tokens, qkv, d.hidden, Fp8Input::kNorm);
   if (d.bias) p.memory("QKV bias", 2 * d.tokens * qkv * B);
   if (model.positions == Positions::kRotary) {
     p.memory("rotary embedding", 2 * d.tokens * (d.q_width + d.k_width) * B);
@@ -250,7 +251,7 @@ void add_qkv_input_grad(PhaseBuilder& p, const ModelSpec& model) {
     p.memory("rotary embedding backward", 2 * d.tokens * (d.q_width + d.k_width) * B);
   }
   if (d.bias) p.memory("QKV bias gradient", d.tokens * qkv * B);
-  p.gemm("QKV input gradient", d.tokens, d.hidden, qkv);
+  p.linear("QKV input gradient", d.tokens, d.hidden, qkv, Fp8Input::kCast);
 }
 
 void add_attention_forward(PhaseBuilder& p, const ModelSpec& model) {
@@ -263,7 +264,7 @@ void add_attention_forward(PhaseBuilder& p, const ModelSpec& model) {
     add_qkv_forward(p, model);
   }
   add_attention_core_forward(p, model);
-  p.gemm("attention output", d.tokens, d.hidden, d.o_width);
+  p.linear("attention output", d.tokens, d.hidden, d.o_width, Fp8Input::kCast);
   p.row_parallel_end("attention all-reduce");
   p.dropout("attention bias-dropout-add", residual_bytes(p), p.norm_elements());
   p.memory("MLP norm", 2 * p.norm_bytes());
@@ -285,7 +286,7 @@ int add_attention_input_grad(PhaseBuilder& p, const ModelSpec& model) {
   p.memory("residual gradient add", norm);
   p.memory("attention dropout-add backward", dropout_add_backward_bytes(p));
   p.column_parallel_start("all-gather of the attention output gradient");
-  p.gemm("attention output input gradient", d.tokens, d.o_width, d.hidden);
+  p.linear("attention output input gradient", d.tokens, d.o_width, d.hidden, Fp8Input::kCast);
   add_attention_core_backward(p, model);
   if (model.mla) {
     add_latent_projections_input_grad(p, model);
@@ -304,9 +305,9 @@ int add_attention_weight_grad(PhaseBuilder& p, const ModelSpec& model) {
   if (model.mla) {
     add_latent_projections_weight_grad(p, model);
   } else {
-    qkv = p.weight_gemm("QKV weight gradient", d.hidden, d.q_width + d.k_width + d.v_width);
+    qkv = p.linear_weight_gemm("QKV weight gradient", d.hidden, d.q_width + d.k_width + d.v_width);
   }
-  p.weight_gemm("attention output weight gradient", d.o_width, d.hidden);
+  p.linear_weight_gemm("attention output weight gradient", d.o_width, d.hidden);
   return qkv;
 }
 
@@ -317,7 +318,7 @@ void run_beside(const OpShape& shape, int collective, int gemm, PieceOps& ops) {
 
 void add_layer_forward(PhaseBuilder& p, const ModelSpec& model) {
   add_attention_forward(p, model);
-  add_dense_mlp_forward(p, model, mlp_width(model, p.dims().ffn));
+  add_dense_mlp_forward(p, model, mlp_width(model, p.dims().ffn), Fp8Input::kNorm);
   p.dropout("MLP bias-dropout-add", residual_bytes(p), p.norm_elements());
 }
 
@@ -383,6 +384,7 @@ OpShape OpShape::of(const Config& config) {
   shape.expert = config.parallel.expert;
   shape.moe_dispatcher = config.training.moe_dispatcher;
   shape.cross_entropy = config.training.cross_entropy;
+  shape.fp8 = config.training.fp8;
   return shape;
 }
 
@@ -412,6 +414,19 @@ LossBytes cross_entropy_bytes(CrossEntropy loss, DType dtype) {
       break;
   }
   return LossBytes{b + 4 + 4 * 4, 5 * 4 + 4 + b, b + 2 * 4};
+}
+
+double fp8_operand_bytes(Fp8Recipe recipe, Fp8Input input, DType dtype) {
+  const double b = dtype_bytes(dtype);
+  switch (recipe) {
+    case Fp8Recipe::kNone:
+      return 0;
+    case Fp8Recipe::kDelayed:
+      return input == Fp8Input::kNorm ? 1 - b + 2 : b + 2;
+    case Fp8Recipe::kCurrent:
+      break;
+  }
+  return 2 * b + 2;
 }
 
 int accumulated_gradient_bytes(DType dtype) {

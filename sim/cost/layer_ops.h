@@ -56,6 +56,9 @@ struct Op {
   // kGemm: the bytes its epilogue moves: the result written, or read and
   // written when it accumulates into a buffer.
   double result_bytes = 0;
+  // kGemm: a linear layer's product with FP8 operands (training.fp8), at
+  // the FP8 tensor cores' peak.
+  bool fp8 = false;
   CollectiveKind collective = CollectiveKind::kAllReduce;
   bool backward = false;  // kFlashAttention: the backward kernel
   // kCollective: runs alongside the GEMM it feeds (an all-gather: the next
@@ -82,7 +85,8 @@ class OpList {
   static constexpr int kCapacity = 64;
 
   // REQUIRES: fewer than kCapacity operations so far (a mixture-of-experts
-  // layer with latent attention has 45 in its input gradient).
+  // layer with latent attention, its experts unevenly loaded and FP8 has
+  // 50 in its input gradient).
   // Returns the operation's index.
   int add(const Op& op) {
     PPSIM_CHECK(size_ < kCapacity);
@@ -135,9 +139,24 @@ struct OpShape {
   int expert = 1;      // expert-parallel degree EP of the model's MoE layers
   MoeDispatcher moe_dispatcher = MoeDispatcher::kAllToAll;
   CrossEntropy cross_entropy = CrossEntropy::kMegatron;
+  Fp8Recipe fp8 = Fp8Recipe::kNone;
 
   static OpShape of(const Config& config);
 };
+
+// What writes a linear layer's FP8 operand (its input forward, its output's
+// gradient backward): a cast kernel of its own (Transformer Engine's
+// cast-transpose), or the norm before it (TE's LayerNorm-linear modules,
+// which Megatron-Core's QKV and MLP up projections are).
+enum class Fp8Input { kCast, kNorm };
+
+// Bytes moved per element of a linear layer's FP8 operand beyond what the
+// model's dtype moves (docs/cost_model.md, "FP8"): a cast-transpose reads
+// it (B) and writes it twice in FP8, as is and transposed for the weight
+// gradient (1 + 1); with current scaling a pass reads it first for its
+// maximum (B). With delayed scaling a norm writes its output in FP8 (1
+// instead of B), transposed later (1 read, 1 written).
+double fp8_operand_bytes(Fp8Recipe recipe, Fp8Input input, DType dtype);
 
 // Bytes per value of the gradient a framework accumulates and reduces:
 // Megatron (and DeepSpeed's bf16 optimizer) keep fp32 gradients when

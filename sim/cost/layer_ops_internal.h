@@ -74,6 +74,21 @@ class PhaseBuilder {
     out_.add(gemm_op(name, batch, m, n, k, dims_.value_bytes, dims_.value_bytes));
   }
 
+  // A linear layer's activation GEMM (forward: its input times the weight;
+  // input gradient: its output's gradient times the weight), in FP8 with
+  // training.fp8: the (m x k) operand cast first, the weight's FP8 copy
+  // made once an iteration (the optimizer step's), the result in the dtype.
+  void linear(const char* name, double m, double n, double k, Fp8Input input, double batch = 1) {
+    if (shape_.fp8 == Fp8Recipe::kNone) {
+      gemm(name, m, n, k, batch);
+      return;
+    }
+    memory("FP8 cast", batch * m * k * fp8_operand_bytes(shape_.fp8, input, shape_.model.dtype));
+    Op op = gemm_op(name, batch, m, n, k, kFp8Bytes, dims_.value_bytes);
+    op.fp8 = true;
+    out_.add(op);
+  }
+
   // A weight-gradient GEMM of an (m x n) weight over the slice's tokens:
   // accumulated into the gradient buffer inside the GEMM, or written in the
   // dtype and then added to the buffer by its own kernel.
@@ -83,14 +98,15 @@ class PhaseBuilder {
   }
   // `batch` weights of (m x n), each over `tokens` tokens.
   int weight_gemm(const char* name, double m, double n, double tokens, double batch) {
-    const double g = shape_.grad_bytes;
-    if (shape_.fused_grad_accumulation) {
-      return out_.add(gemm_op(name, batch, m, n, tokens, dims_.value_bytes, 2 * g));
-    }
-    const int gemm =
-        out_.add(gemm_op(name, batch, m, n, tokens, dims_.value_bytes, dims_.value_bytes));
-    memory("gradient accumulation", batch * m * n * (2 * g + dims_.value_bytes));
-    return gemm;
+    return add_weight_gemm(name, m, n, tokens, batch, false);
+  }
+  // A linear layer's: in FP8 with training.fp8, of the transposed operands
+  // its activation GEMMs' casts wrote.
+  int linear_weight_gemm(const char* name, double m, double n) {
+    return linear_weight_gemm(name, m, n, dims_.tokens, 1);
+  }
+  int linear_weight_gemm(const char* name, double m, double n, double tokens, double batch) {
+    return add_weight_gemm(name, m, n, tokens, batch, shape_.fp8 != Fp8Recipe::kNone);
   }
 
   // The tensor-parallel collective that ends a row-parallel product (an
@@ -154,6 +170,19 @@ class PhaseBuilder {
   const Dims& dims() const { return dims_; }
 
  private:
+  static constexpr double kFp8Bytes = 1;
+
+  int add_weight_gemm(const char* name, double m, double n, double tokens, double batch, bool fp8) {
+    const double g = shape_.grad_bytes;
+    const double operand_bytes = fp8 ? kFp8Bytes : dims_.value_bytes;
+    const bool fused = shape_.fused_grad_accumulation;
+    Op op = gemm_op(name, batch, m, n, tokens, operand_bytes, fused ? 2 * g : dims_.value_bytes);
+    op.fp8 = fp8;
+    const int gemm = out_.add(op);
+    if (!fused) memory("gradient accumulation", batch * m * n * (2 * g + dims_.value_bytes));
+    return gemm;
+  }
+
   const OpShape& shape_;
   const Dims& dims_;
   OpList& out_;
@@ -176,8 +205,10 @@ double dropout_add_backward_bytes(const PhaseBuilder& p);
 // The up projection, GeLU with its bias fused (read and write) or SwiGLU
 // (read gate and up, write), the down projection, over `tokens` rows of
 // each of `batch` MLPs (a dense one, or experts).
+// `up_input`: what writes the up projection's FP8 input (the norm before a
+// dense MLP; a cast after the experts' permutation).
 void add_mlp_core_forward(PhaseBuilder& p, const ModelSpec& model, const MlpWidth& w, double tokens,
-                          double batch = 1);
+                          Fp8Input up_input, double batch = 1);
 // Their input gradients: GeLU's backward reads input and gradient and writes
 // one (and the bias gradient); SwiGLU's reads gate, up and gradient and
 // writes two.
@@ -188,7 +219,8 @@ void add_mlp_core_input_grad(PhaseBuilder& p, const ModelSpec& model, const MlpW
 // The input gradient returns the index of the up projection's input-gradient
 // collective (-1: none), the weight gradient that of the up projection's
 // GEMM: a pair for run_beside.
-void add_dense_mlp_forward(PhaseBuilder& p, const ModelSpec& model, const MlpWidth& w);
+void add_dense_mlp_forward(PhaseBuilder& p, const ModelSpec& model, const MlpWidth& w,
+                           Fp8Input up_input);
 int add_dense_mlp_input_grad(PhaseBuilder& p, const ModelSpec& model, const MlpWidth& w);
 int add_dense_mlp_weight_grad(PhaseBuilder& p, const MlpWidth& w);
 

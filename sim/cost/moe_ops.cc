@@ -98,7 +98,7 @@ void add_moe_forward(PhaseBuilder& p, const ModelSpec& model, const Routing& r) 
   // Each token's row copied top_k times in expert order.
   if (r.source_permutes) p.memory("token permutation", 2 * r.routed * r.top_k * h * B);
   around_local_experts(p, r, false, [&](double batch, double tokens) {
-    add_mlp_core_forward(p, model, r.width, tokens, batch);
+    add_mlp_core_forward(p, model, r.width, tokens, Fp8Input::kCast, batch);
   });
   // Each token's top_k rows read, weighted and summed into one.
   if (r.source_permutes) p.memory("token unpermutation", r.routed * h * B * (r.top_k + 1));
@@ -124,8 +124,8 @@ void add_moe_weight_grad(PhaseBuilder& p, const Routing& r) {
   const double h = p.dims().hidden;
   p.weight_gemm("router weight gradient", h, r.experts, r.routed, 1);
   for_local_experts(r, [&](double batch, double tokens) {
-    p.weight_gemm("expert up weight gradient", h, r.width.up, tokens, batch);
-    p.weight_gemm("expert down weight gradient", r.width.ffn, h, tokens, batch);
+    p.linear_weight_gemm("expert up weight gradient", h, r.width.up, tokens, batch);
+    p.linear_weight_gemm("expert down weight gradient", r.width.ffn, h, tokens, batch);
   });
 }
 
@@ -195,7 +195,9 @@ PieceOps moe_layer_ops(const OpShape& shape, const TokenSlice& slice) {
   PhaseBuilder forward(shape, dims, ops.forward);
   add_attention_forward(forward, shape.model);
   add_moe_forward(forward, shape.model, routing);
-  if (shared) add_dense_mlp_forward(forward, shape.model, shared_width(shape));
+  // Megatron-Core's MoE layer norms the tokens once for the router and the
+  // experts: the shared experts' up projection casts its input itself.
+  if (shared) add_dense_mlp_forward(forward, shape.model, shared_width(shape), Fp8Input::kCast);
   forward.dropout("MLP bias-dropout-add", residual_bytes(forward), forward.norm_elements());
 
   PhaseBuilder input_grad(shape, dims, ops.input_grad);

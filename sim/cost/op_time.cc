@@ -49,6 +49,7 @@ double transfer_seconds(double bytes, const Link& link) {
 OpTimer::OpTimer(const HardwareSpec& hardware, DType dtype, int tensor)
     : hw_(hardware),
       flops_per_s_(hardware.peak_tflops(dtype) * kTera),
+      fp8_flops_per_s_(hardware.peak_tflops_fp8 * kTera),
       memory_Bps_(hardware.hbm_bandwidth_gbps * kGiga * hardware.hbm_efficiency),
       launch_s_(hardware.kernel_launch_us * kMicro),
       draws_per_s_(hardware.dropout_rng_gsamples_per_s * kGiga),
@@ -64,11 +65,16 @@ double OpTimer::draw_seconds(double elements) const {
 // outputs costs K + gemm_tile_k_overhead multiply-accumulate steps at
 // `efficiency` of one SM's share of the peak. A product with fewer
 // tiles than SMs splits its K to fill them. Without sm_count, no waves.
+// An FP8 product runs its steps at the FP8 peak; its tile's overhead (the
+// prologue's loads, the epilogue's stores) takes the same time, which is
+// more steps of K in proportion.
 GemmTiling OpTimer::tiled(const Op& op, double tile_m, double tile_n, double efficiency) const {
-  const double steps_per_s = flops_per_s_ * efficiency;
+  PPSIM_CHECK(!op.fp8 || fp8_flops_per_s_ > 0);  // config_checks.cc: training.fp8
+  const double peak = op.fp8 ? fp8_flops_per_s_ : flops_per_s_;
+  const double steps_per_s = peak * efficiency;
+  const double k_overhead = hw_.gemm_tile_k_overhead * peak / flops_per_s_;
   if (hw_.sm_count <= 0) {
-    return {tile_m, tile_n, 0, 0,
-            op.flops * (op.k + hw_.gemm_tile_k_overhead) / op.k / steps_per_s};
+    return {tile_m, tile_n, 0, 0, op.flops * (op.k + k_overhead) / op.k / steps_per_s};
   }
   const double tiles = op.batch * std::ceil(op.m / tile_m) * std::ceil(op.n / tile_n);
   const double sms = hw_.sm_count;
@@ -76,7 +82,7 @@ GemmTiling OpTimer::tiled(const Op& op, double tile_m, double tile_n, double eff
       tiles >= sms ? 1 : std::max(1.0, std::min(std::floor(sms / tiles), op.k / kMinSplitK));
   const double split_k = op.k / split;
   const double waves = std::ceil(tiles * split / sms);
-  const double tile_flops = 2 * tile_m * tile_n * (split_k + hw_.gemm_tile_k_overhead);
+  const double tile_flops = 2 * tile_m * tile_n * (split_k + k_overhead);
   return {tile_m, tile_n, waves, tiles * split / sms, waves * tile_flops * sms / steps_per_s};
 }
 

@@ -116,6 +116,7 @@ class OpTimer {
 
   HardwareSpec hw_;
   double flops_per_s_;
+  double fp8_flops_per_s_;  // 0 without FP8 tensor cores
   double memory_Bps_;
   double launch_s_;
   double draws_per_s_;

@@ -313,6 +313,22 @@ TEST(ConfigModelTest, TensorCommOverlapNeedsSequenceParallelism) {
   EXPECT_EQ(error_of(text, {{"parallel.sequence_parallel", "true"}}), "(no error)");
 }
 
+// FP8 needs tensor cores that run it (the A100 has none), a 16-bit model
+// and the analytic model; each refusal names the key and the reason.
+TEST(ConfigModelTest, Fp8NeedsFp8TensorCores) {
+  const std::string text = with_line("training", "  fp8: delayed");
+  EXPECT_EQ(error_of(text),
+            "test.yaml:20:8: training.fp8: delayed needs hardware.peak_tflops_fp8: hardware "
+            "custom gives none (a GPU without FP8 tensor cores, as the A100)");
+  EXPECT_EQ(error_of(text, {{"hardware.peak_tflops_fp8", "1979"}}), "(no error)");
+  EXPECT_EQ(error_of(text, {{"hardware.peak_tflops_fp8", "1979"}, {"model.dtype", "fp32"}}),
+            "test.yaml:20:8: training.fp8: delayed needs model.dtype bf16 or fp16: FP8 casts a "
+            "16-bit model's linear layers");
+  EXPECT_EQ(error_of(with_line("training", "  fp8: e4m3")),
+            "test.yaml:20:8: training.fp8: expected one of none, delayed, current, got \"e4m3\"");
+  EXPECT_EQ(error_of(with_line("training", "  fp8: none")), "(no error)");
+}
+
 constexpr std::string_view kPresetConfig = R"(model:
   preset: llama3-8b
 hardware:

@@ -290,5 +290,15 @@ TEST(OptimizerStep, AdamUpdatesTheWeightsItKeeps) {
   EXPECT_EQ(build_ok(c).optimizer_step[0], 960 * 18);
 }
 
+// With FP8 each weight's FP8 copy and its transpose are made once an
+// iteration: the bf16 weight read, two bytes written, over every parameter
+// the GPU holds: 960 x (42 + 4) bytes at 1e12 B/s.
+TEST(OptimizerStep, Fp8CastsEachWeightOnceAnIteration) {
+  Config c = make_config(tiny(2), 1, 2, 4, round_hardware(8, 1));
+  c.hardware->peak_tflops_fp8 = 200;
+  c.training.fp8 = Fp8Recipe::kDelayed;
+  EXPECT_EQ(build_ok(c).optimizer_step[0], 960 * 46);
+}
+
 }  // namespace
 }  // namespace ppsim

@@ -118,6 +118,26 @@ TEST(LatentAttentionOps, DownProjectionsRunWholeUpProjectionsSplitByHeads) {
   EXPECT_EQ(named(ops.forward, "QKV"), nullptr);
 }
 
+// The longest lists a layer makes: DeepSeek-V3's mixture-of-experts layer
+// with latent attention, tensor, sequence and expert parallelism and FP8
+// (each linear product's operand cast first) stays within an OpList.
+TEST(LatentAttentionOps, AnFp8MixtureOfExpertsLayerFitsTheList) {
+  OpShape shape;
+  shape.model = deepseek_v3();
+  shape.tensor = 2;
+  shape.sequence_parallel = true;
+  shape.expert = 8;
+  shape.fp8 = Fp8Recipe::kCurrent;
+  const PieceOps ops = moe_layer_ops(shape, TokenSlice{4096, 0});
+  // 36 kernels in bf16 (balanced routing: the experts' products once) and
+  // a cast before each of the 9 linear input gradients: the shared and the
+  // routed experts' down and up, the attention output, KV up and down, Q
+  // up and down.
+  EXPECT_EQ(ops.input_grad.size(), 45);
+  EXPECT_LT(ops.input_grad.size(), OpList::kCapacity);
+  EXPECT_LT(ops.forward.size(), OpList::kCapacity);
+}
+
 TEST(LatentAttentionMemory, ADenseLayerKeepsByHand) {
   // t 1, b 1, s 4096, bf16, flash, no dropout: the norms' and linear inputs
   // 4 x s h B; Q and K 128 x 192 each, V and the output 128 x 128 each;

@@ -119,6 +119,22 @@ TEST(OpTime, LargeGemmRunsWavesOfTiles) {
   EXPECT_NEAR(timer.seconds(gemm_of(1, 8192, 8192, 8192), GroupLinks{}), 4.3323292e-3, 1e-9);
 }
 
+// An FP8 GEMM (training.fp8) on the preset given twice its bf16 peak, as
+// the H100's datasheet gives (1979 against 989): its main loop runs at the
+// FP8 peak, its tile's fixed overhead takes the time it takes in bf16, 50
+// steps of K there, 100 here. 8192^3: 19 waves of 108 tiles of 2 x 256 x
+// 128 x (8192 + 100) FLOP at 624e12 x 0.82 / 108 per SM = 2.1793056e-3 s,
+// a little more than half the bf16 GEMM's 4.3323292e-3 s; operands of one
+// byte each.
+TEST(OpTime, Fp8GemmRunsAtTheFp8PeakWithTheSameTileOverhead) {
+  HardwareSpec hw = a100();
+  hw.peak_tflops_fp8 = 624;
+  Op gemm = gemm_op("gemm", 1, 8192, 8192, 8192, 1, 2);
+  gemm.fp8 = true;
+  EXPECT_NEAR(OpTimer(hw, DType::kBf16, 1).seconds(gemm, GroupLinks{}), 2.1793056e-3, 1e-9);
+  EXPECT_DOUBLE_EQ(gemm.bytes, 2.0 * 8192 * 8192);
+}
+
 TEST(OpTime, ShortWideGemmIsMemoryBound) {
   const OpTimer timer(a100(), DType::kBf16, 1);
   // Attention scores of 512 heads, 2048 x 2048 over K = 128: 65536 tiles
@@ -400,6 +416,48 @@ TEST(LayerOps, LongestPhaseFitsTheList) {
   const PieceOps ops = layer_ops(shape_of(m, 8, true), TokenSlice{8192, 0});
   EXPECT_EQ(ops.input_grad.size(), 24);
   EXPECT_LT(ops.input_grad.size(), OpList::kCapacity);
+}
+
+double total_bytes_of(const OpList& ops, std::string_view name) {
+  double total = 0;
+  for (const Op& op : ops) total += name == op.name ? op.bytes : 0;
+  return total;
+}
+
+int fp8_gemms(const OpList& ops) {
+  int n = 0;
+  for (const Op& op : ops) n += op.fp8 ? 1 : 0;
+  return n;
+}
+
+// training.fp8 on one Llama 3 70B layer (t = 1, one sequence of 8192, bf16):
+// the four linear products run in FP8 in each phase, the attention kernel
+// does not, and each FP8 operand is cast once. Delayed scaling: the QKV and
+// MLP up inputs are written in FP8 by their norm and transposed later (1 -
+// 2 + 2 = 1 byte an element more than bf16), the others cast and transposed
+// (2 + 1 + 1 = 4): forward 8192 x (8192 x 1 + 8192 x 4 + 8192 x 1 + 28672
+// x 4) = 1342177280 bytes; the input gradient casts the outputs' gradients
+// of O, down, gate and up, QKV: 8192 x 4 x (8192 + 8192 + 57344 + 10240) =
+// 2751463424. Current scaling reads each first for its maximum (2 + 2 + 1 +
+// 1 = 6 everywhere): 2617245696 and 4127195136. The FLOPs are unchanged.
+TEST(LayerOps, Fp8CastsEachLinearOperandOnce) {
+  OpShape shape = shape_of(llama3_70b(Attention::kFlash), 1, false);
+  const PieceOps bf16 = layer_ops(shape, TokenSlice{8192, 0});
+  shape.fp8 = Fp8Recipe::kDelayed;
+  const PieceOps delayed = layer_ops(shape, TokenSlice{8192, 0});
+  EXPECT_EQ(fp8_gemms(bf16.forward) + fp8_gemms(bf16.input_grad) + fp8_gemms(bf16.weight_grad), 0);
+  EXPECT_EQ(fp8_gemms(delayed.forward), 4);
+  EXPECT_EQ(fp8_gemms(delayed.input_grad), 4);
+  EXPECT_EQ(fp8_gemms(delayed.weight_grad), 4);
+  EXPECT_DOUBLE_EQ(total_bytes_of(delayed.forward, "FP8 cast"), 1342177280.0);
+  EXPECT_DOUBLE_EQ(total_bytes_of(delayed.input_grad, "FP8 cast"), 2751463424.0);
+  EXPECT_DOUBLE_EQ(total_bytes_of(delayed.weight_grad, "FP8 cast"), 0);
+  EXPECT_DOUBLE_EQ(flops(delayed.forward), flops(bf16.forward));
+  EXPECT_DOUBLE_EQ(flops(delayed.input_grad), flops(bf16.input_grad));
+  shape.fp8 = Fp8Recipe::kCurrent;
+  const PieceOps current = layer_ops(shape, TokenSlice{8192, 0});
+  EXPECT_DOUBLE_EQ(total_bytes_of(current.forward, "FP8 cast"), 2617245696.0);
+  EXPECT_DOUBLE_EQ(total_bytes_of(current.input_grad, "FP8 cast"), 4127195136.0);
 }
 
 TEST(LayerOps, UnfusedGradientAccumulationAddsAKernelPerWeight) {
