@@ -122,7 +122,7 @@ double residual_bytes(const PhaseBuilder& p) {
 }
 
 void add_mlp_core_forward(PhaseBuilder& p, const ModelSpec& model, const MlpWidth& w, double tokens,
-                          Fp8Input up_input, double batch) {
+                          const Operand& up_input, double batch) {
   const Dims& d = p.dims();
   p.linear("MLP up", tokens, w.up, d.hidden, up_input, batch);
   p.memory(model.mlp == Mlp::kSwiglu ? "SwiGLU" : "bias-GeLU",
@@ -131,9 +131,9 @@ void add_mlp_core_forward(PhaseBuilder& p, const ModelSpec& model, const MlpWidt
 }
 
 void add_mlp_core_input_grad(PhaseBuilder& p, const ModelSpec& model, const MlpWidth& w,
-                             double tokens, double batch) {
+                             double tokens, const Operand& down_grad, double batch) {
   const Dims& d = p.dims();
-  p.linear("MLP down input gradient", tokens, w.ffn, d.hidden, Fp8Input::kCast, batch);
+  p.linear("MLP down input gradient", tokens, w.ffn, d.hidden, down_grad, batch);
   const double values = model.mlp == Mlp::kSwiglu ? 5 : (d.bias ? 4 : 3);
   p.memory(model.mlp == Mlp::kSwiglu ? "SwiGLU backward" : "bias-GeLU backward",
            batch * tokens * d.value_bytes * values * w.ffn);
@@ -142,14 +142,13 @@ void add_mlp_core_input_grad(PhaseBuilder& p, const ModelSpec& model, const MlpW
 
 void add_dense_mlp_forward(PhaseBuilder& p, const ModelSpec& model, const MlpWidth& w,
                            Fp8Input up_input) {
-  p.column_parallel_start("all-gather before MLP");
-  add_mlp_core_forward(p, model, w, p.dims().tokens, up_input);
+  add_mlp_core_forward(p, model, w, p.dims().tokens, Operand(up_input, "all-gather before MLP"));
   p.row_parallel_end("MLP all-reduce");
 }
 
 int add_dense_mlp_input_grad(PhaseBuilder& p, const ModelSpec& model, const MlpWidth& w) {
-  p.column_parallel_start("all-gather of the MLP output gradient");
-  add_mlp_core_input_grad(p, model, w, p.dims().tokens);
+  add_mlp_core_input_grad(p, model, w, p.dims().tokens,
+                          Operand(Fp8Input::kCast, "all-gather of the MLP output gradient"));
   return p.row_parallel_end("MLP input-gradient all-reduce");
 }
 
@@ -236,7 +235,7 @@ void add_qkv_forward(PhaseBuilder& p, const ModelSpec& model) {
   const Dims& d = p.dims();
   const double B = d.value_bytes;
   const double qkv = d.q_width + d.k_width + d.v_width;
-  p.linear("QKV", d.tokens, qkv, d.hidden, Fp8Input::kNorm);
+  p.linear("QKV", d.tokens, qkv, d.hidden, Operand(Fp8Input::kNorm, "all-gather before QKV"));
   if (d.bias) p.memory("QKV bias", 2 * d.tokens * qkv * B);
   if (model.positions == Positions::kRotary) {
     p.memory("rotary embedding", 2 * d.tokens * (d.q_width + d.k_width) * B);
@@ -257,8 +256,8 @@ void add_qkv_input_grad(PhaseBuilder& p, const ModelSpec& model) {
 void add_attention_forward(PhaseBuilder& p, const ModelSpec& model) {
   const Dims& d = p.dims();
   p.memory("input norm", 2 * p.norm_bytes());
-  p.column_parallel_start("all-gather before QKV");
   if (model.mla) {
+    p.column_parallel_start("all-gather before QKV");
     add_latent_projections_forward(p, model);
   } else {
     add_qkv_forward(p, model);
@@ -285,8 +284,8 @@ int add_attention_input_grad(PhaseBuilder& p, const ModelSpec& model) {
   p.memory("MLP norm backward", norm);
   p.memory("residual gradient add", norm);
   p.memory("attention dropout-add backward", dropout_add_backward_bytes(p));
-  p.column_parallel_start("all-gather of the attention output gradient");
-  p.linear("attention output input gradient", d.tokens, d.o_width, d.hidden, Fp8Input::kCast);
+  p.linear("attention output input gradient", d.tokens, d.o_width, d.hidden,
+           Operand(Fp8Input::kCast, "all-gather of the attention output gradient"));
   add_attention_core_backward(p, model);
   if (model.mla) {
     add_latent_projections_input_grad(p, model);
@@ -416,17 +415,19 @@ LossBytes cross_entropy_bytes(CrossEntropy loss, DType dtype) {
   return LossBytes{b + 4 + 4 * 4, 5 * 4 + 4 + b, b + 2 * 4};
 }
 
-double fp8_operand_bytes(Fp8Recipe recipe, Fp8Input input, DType dtype) {
+double fp8_operand_bytes(Fp8Recipe recipe, Fp8Input input, DType dtype, int shares) {
   const double b = dtype_bytes(dtype);
-  switch (recipe) {
-    case Fp8Recipe::kNone:
-      return 0;
-    case Fp8Recipe::kDelayed:
-      return input == Fp8Input::kNorm ? 1 - b + 2 : b + 2;
-    case Fp8Recipe::kCurrent:
-      break;
-  }
-  return 2 * b + 2;
+  if (recipe == Fp8Recipe::kNone) return 0;
+  // Beyond the model's dtype: the maximum's pass (current scaling), the
+  // cast's read and FP8 write, or the norm's FP8 write instead of b.
+  const double written = recipe == Fp8Recipe::kCurrent ? 2 * b + 1
+                         : input == Fp8Input::kNorm    ? 1 - b
+                                                       : b + 1;
+  // One GPU's whole operand: the cast writes its transpose beside it (1);
+  // the norm's FP8 output is transposed later (1 read, 1 written). A
+  // gathered operand's share is cast, the gathered whole transposed (2).
+  if (shares > 1) return written / shares + 2;
+  return written + (recipe == Fp8Recipe::kDelayed && input == Fp8Input::kNorm ? 2 : 1);
 }
 
 int accumulated_gradient_bytes(DType dtype) {

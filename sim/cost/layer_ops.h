@@ -155,8 +155,10 @@ enum class Fp8Input { kCast, kNorm };
 // it (B) and writes it twice in FP8, as is and transposed for the weight
 // gradient (1 + 1); with current scaling a pass reads it first for its
 // maximum (B). With delayed scaling a norm writes its output in FP8 (1
-// instead of B), transposed later (1 read, 1 written).
-double fp8_operand_bytes(Fp8Recipe recipe, Fp8Input input, DType dtype);
+// instead of B), transposed later (1 read, 1 written). An operand that
+// sequence parallelism gathers from `shares` GPUs is cast on each GPU's
+// share and the gathered whole transposed (Transformer Engine gathers FP8).
+double fp8_operand_bytes(Fp8Recipe recipe, Fp8Input input, DType dtype, int shares = 1);
 
 // Bytes per value of the gradient a framework accumulates and reduces:
 // Megatron (and DeepSpeed's bf16 optimizer) keep fp32 gradients when

@@ -54,6 +54,15 @@ inline Op collective_kernel(const char* name, CollectiveKind kind, double bytes)
   return op;
 }
 
+// Where a linear layer's operand comes from: what writes it in FP8, and
+// the sequence-parallel all-gather that brings it to the product (its
+// name; nullptr: none).
+struct Operand {
+  Operand(Fp8Input writer, const char* gather = nullptr) : writer(writer), gather(gather) {}
+  Fp8Input writer;
+  const char* gather;
+};
+
 // Builds one phase: the dims and the shape's accumulation rule at hand.
 class PhaseBuilder {
  public:
@@ -78,12 +87,24 @@ class PhaseBuilder {
   // input gradient: its output's gradient times the weight), in FP8 with
   // training.fp8: the (m x k) operand cast first, the weight's FP8 copy
   // made once an iteration (the optimizer step's), the result in the dtype.
-  void linear(const char* name, double m, double n, double k, Fp8Input input, double batch = 1) {
-    if (shape_.fp8 == Fp8Recipe::kNone) {
+  // An operand that sequence parallelism all-gathers (Operand::gather) is
+  // cast by each GPU on its share and gathered in FP8, as Transformer
+  // Engine does, then transposed whole for the weight gradient.
+  void linear(const char* name, double m, double n, double k, const Operand& operand,
+              double batch = 1) {
+    const bool fp8 = shape_.fp8 != Fp8Recipe::kNone;
+    const bool gathered =
+        operand.gather != nullptr && dims_.sequence_parallel && dims_.tensor_parallel;
+    if (!fp8) {
+      if (operand.gather != nullptr) column_parallel_start(operand.gather);
       gemm(name, m, n, k, batch);
       return;
     }
-    memory("FP8 cast", batch * m * k * fp8_operand_bytes(shape_.fp8, input, shape_.model.dtype));
+    const int shares = gathered ? shape_.tensor : 1;
+    memory(
+        "FP8 cast",
+        batch * m * k * fp8_operand_bytes(shape_.fp8, operand.writer, shape_.model.dtype, shares));
+    if (gathered) column_parallel_start(operand.gather, kFp8Bytes);
     Op op = gemm_op(name, batch, m, n, k, kFp8Bytes, dims_.value_bytes);
     op.fp8 = true;
     out_.add(op);
@@ -123,9 +144,12 @@ class PhaseBuilder {
     op.overlaps_gemm = shape_.tp_comm_overlap;
     return out_.add(op);
   }
-  void column_parallel_start(const char* name) {
+  void column_parallel_start(const char* name) { column_parallel_start(name, dims_.value_bytes); }
+  // Of values of `value_bytes` each.
+  void column_parallel_start(const char* name, double value_bytes) {
     if (!dims_.tensor_parallel || !dims_.sequence_parallel) return;
-    Op op = collective_kernel(name, CollectiveKind::kAllGather, hidden_bytes());
+    Op op = collective_kernel(name, CollectiveKind::kAllGather,
+                              dims_.tokens * dims_.hidden * value_bytes);
     op.overlaps_gemm = shape_.tp_comm_overlap;
     out_.add(op);
   }
@@ -205,15 +229,16 @@ double dropout_add_backward_bytes(const PhaseBuilder& p);
 // The up projection, GeLU with its bias fused (read and write) or SwiGLU
 // (read gate and up, write), the down projection, over `tokens` rows of
 // each of `batch` MLPs (a dense one, or experts).
-// `up_input`: what writes the up projection's FP8 input (the norm before a
-// dense MLP; a cast after the experts' permutation).
+// `up_input`: where the up projection's input comes from (the norm before a
+// dense MLP and its all-gather; a cast after the experts' permutation).
 void add_mlp_core_forward(PhaseBuilder& p, const ModelSpec& model, const MlpWidth& w, double tokens,
-                          Fp8Input up_input, double batch = 1);
+                          const Operand& up_input, double batch = 1);
 // Their input gradients: GeLU's backward reads input and gradient and writes
 // one (and the bias gradient); SwiGLU's reads gate, up and gradient and
 // writes two.
+// `down_grad`: where the down projection's output gradient comes from.
 void add_mlp_core_input_grad(PhaseBuilder& p, const ModelSpec& model, const MlpWidth& w,
-                             double tokens, double batch = 1);
+                             double tokens, const Operand& down_grad, double batch = 1);
 
 // A dense MLP of the layer's tokens, with its tensor-parallel collectives.
 // The input gradient returns the index of the up projection's input-gradient

@@ -113,7 +113,7 @@ void add_moe_input_grad(PhaseBuilder& p, const ModelSpec& model, const Routing& 
     p.memory("token unpermutation backward", r.routed * h * B * (2 * r.top_k + 1));
   }
   around_local_experts(p, r, true, [&](double batch, double tokens) {
-    add_mlp_core_input_grad(p, model, r.width, tokens, batch);
+    add_mlp_core_input_grad(p, model, r.width, tokens, Fp8Input::kCast, batch);
   });
   if (r.source_permutes) p.memory("token permutation backward", r.routed * h * B * (r.top_k + 1));
   p.memory("router softmax and top-k backward", r.routed * r.experts * (B + kRouterFp32Bytes));

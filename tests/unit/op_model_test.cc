@@ -460,6 +460,31 @@ TEST(LayerOps, Fp8CastsEachLinearOperandOnce) {
   EXPECT_DOUBLE_EQ(total_bytes_of(current.input_grad, "FP8 cast"), 4127195136.0);
 }
 
+// With sequence parallelism (t = 4) the QKV and MLP up inputs are cast on
+// each GPU's quarter and all-gathered in FP8 (one byte a value: 8192 x 8192
+// bytes each), then transposed whole: with delayed scaling the norm's FP8
+// write, (1 - 2) / 4, and the transpose, 2: 1.75 bytes a gathered element;
+// the attention output and MLP down inputs (2048 and 7168 columns on this
+// GPU) cast whole at 4: 8192 x (2 x 8192 x 1.75 + 2048 x 4 + 7168 x 4) =
+// 536870912 bytes forward. Each all-gather stays next to its product, so
+// tp_comm_overlap can hide it.
+TEST(LayerOps, Fp8GathersTheCastShares) {
+  OpShape shape = shape_of(llama3_70b(Attention::kFlash), 4, true);
+  shape.fp8 = Fp8Recipe::kDelayed;
+  const PieceOps ops = layer_ops(shape, TokenSlice{8192, 0});
+  EXPECT_DOUBLE_EQ(total_bytes_of(ops.forward, "FP8 cast"), 536870912.0);
+  EXPECT_DOUBLE_EQ(bytes_of(ops.forward, "all-gather before QKV"), 8192.0 * 8192);
+  EXPECT_DOUBLE_EQ(bytes_of(ops.forward, "all-gather before MLP"), 8192.0 * 8192);
+  EXPECT_DOUBLE_EQ(bytes_of(ops.input_grad, "all-gather of the MLP output gradient"),
+                   8192.0 * 8192);
+  const Op* list = ops.forward.begin();
+  for (int i = 0; i < ops.forward.size(); ++i) {
+    if (list[i].kind == OpKind::kCollective && list[i].collective == CollectiveKind::kAllGather) {
+      EXPECT_EQ(list[i + 1].kind, OpKind::kGemm) << list[i].name;
+    }
+  }
+}
+
 TEST(LayerOps, UnfusedGradientAccumulationAddsAKernelPerWeight) {
   OpShape shape = shape_of(llama3_70b(Attention::kFlash), 1, false);
   EXPECT_EQ(layer_ops(shape, TokenSlice{8192, 0}).weight_grad.size(), 4);
