@@ -65,9 +65,11 @@ int64_t model_parameters(const ModelSpec& model);
 // top_k + shared experts instead of all of them (equal for a dense model).
 int64_t model_active_parameters(const ModelSpec& model);
 // Bytes one layer keeps for backward per microbatch on one GPU (Korthikanti
-// et al. 2022, 16-bit activations).
+// et al. 2022, 16-bit activations; with FP8, the linear layers' inputs in
+// FP8).
 int64_t layer_activation_bytes(const ModelSpec& model, int micro_batch,
-                               const ParallelSpec& parallel, Recompute recompute);
+                               const ParallelSpec& parallel, Recompute recompute,
+                               Fp8Recipe fp8 = Fp8Recipe::kNone);
 // Model FLOPs of one training iteration, all GPUs together, without
 // recompute (the numerator of MFU): 3 x forward of every layer and the logits.
 double model_flops_per_iteration(const Config& config);

@@ -72,11 +72,19 @@ struct MlpKept {
   double per_gpu = 0;
 };
 
+// Bytes a layer keeps for each value of a linear layer's input (what its
+// weight gradient reads): the model's dtype, or with FP8 one byte
+// (Transformer Engine keeps the FP8 copy it cast).
+double linear_input_bytes(const ModelSpec& model, Fp8Recipe fp8) {
+  return fp8 == Fp8Recipe::kNone ? dtype_bytes(model.dtype) : 1;
+}
+
 // A dense MLP keeps its activation's input (the up projection's output)
-// and output; `w_only`: only what its weight gradients read (the output).
-double dense_mlp_kept(const ModelSpec& model, double sb, double f, bool w_only) {
+// and output (the down projection's input, `L` bytes a value); `w_only`:
+// only what its weight gradients read (the output).
+double dense_mlp_kept(const ModelSpec& model, double sb, double f, double L, bool w_only) {
   const double up = model.mlp == Mlp::kSwiglu ? 2 * f : f;
-  return sb * dtype_bytes(model.dtype) * (w_only ? f : up + f);
+  return sb * (w_only ? f * L : up * dtype_bytes(model.dtype) + f * L);
 }
 
 // A MoE layer keeps the router's fp32 probabilities, the shared experts as
@@ -84,7 +92,8 @@ double dense_mlp_kept(const ModelSpec& model, double sb, double f, bool w_only) 
 // (the busiest GPU's) with their activation's input and output split over
 // t; `w_only`: only what the weight gradients read (rows and activation
 // output).
-MlpKept moe_mlp_kept(const ModelSpec& model, const ParallelSpec& parallel, double sb, bool w_only) {
+MlpKept moe_mlp_kept(const ModelSpec& model, const ParallelSpec& parallel, double sb, double L,
+                     bool w_only) {
   const MoeSpec& moe = *model.moe;
   const double B = dtype_bytes(model.dtype);
   const double f = moe.expert_ffn_hidden;
@@ -92,8 +101,8 @@ MlpKept moe_mlp_kept(const ModelSpec& model, const ParallelSpec& parallel, doubl
   const double rows = sb * moe.top_k * expert_load(moe, parallel.expert).busiest_gpu;
   MlpKept kept;
   kept.whole = w_only ? 0 : sb * moe.experts * 4.0;
-  kept.split = dense_mlp_kept(model, sb, static_cast<double>(moe.shared_experts) * f, w_only);
-  kept.per_gpu = rows * B * (model.hidden + (w_only ? f : up + f) / parallel.tensor);
+  kept.split = dense_mlp_kept(model, sb, static_cast<double>(moe.shared_experts) * f, L, w_only);
+  kept.per_gpu = rows * (model.hidden * L + (w_only ? f * L : up * B + f * L) / parallel.tensor);
   return kept;
 }
 
@@ -122,9 +131,13 @@ double latent_widths(const ModelSpec& model, bool w_only) {
 // (s and s^2 for a whole sequence): Korthikanti et al. 2022's count, term by
 // term, so that it follows the block's shape (docs/cost_model.md, "Memory").
 // For GPT-3's block in 16 bits it is their sbh(10 + 24/t + 5as/(ht)).
+// With FP8 the linear layers' inputs are kept in FP8, and the attention
+// output's FP8 copy beside the one the attention kernel's backward reads.
 int64_t layer_kept_bytes(const ModelSpec& model, int micro_batch, const ParallelSpec& parallel,
-                         Recompute recompute, int64_t tokens, int64_t score_entries, bool moe) {
+                         Recompute recompute, Fp8Recipe fp8, int64_t tokens, int64_t score_entries,
+                         bool moe) {
   const double B = dtype_bytes(model.dtype);
+  const double L = linear_input_bytes(model, fp8);
   const double t = parallel.tensor;
   const double sb = static_cast<double>(tokens) * micro_batch;
   const double h = model.hidden;
@@ -133,14 +146,15 @@ int64_t layer_kept_bytes(const ModelSpec& model, int micro_batch, const Parallel
   if (recompute == Recompute::kFull) {
     return bytes_to_int(std::ceil(sb * h * B / (sp ? t : 1)));
   }
-  const MlpKept mlp = moe ? moe_mlp_kept(model, parallel, sb, false)
-                          : MlpKept{0, dense_mlp_kept(model, sb, model.ffn(), false), 0};
+  const MlpKept mlp = moe ? moe_mlp_kept(model, parallel, sb, L, false)
+                          : MlpKept{0, dense_mlp_kept(model, sb, model.ffn(), L, false), 0};
   // Every tensor rank keeps these whole unless sequence parallelism splits
   // them: the two norms' inputs and the two linear inputs after them, and
   // the two residual dropout masks.
-  const double whole = sb * h * (4 * B + 2 * mask) + mlp.whole;
+  const double whole = sb * h * (2 * B + 2 * L + 2 * mask) + mlp.whole;
   // Split over t: Q, K and V, the attention output, the MLP's.
   double split = sb * B * attention_widths(model) + mlp.split;
+  if (fp8 != Fp8Recipe::kNone) split += sb * L * model.heads * model.v_head_dim();
   // The score matrix's softmax output, and with dropout its mask and output;
   // flash attention keeps only an fp32 log-sum-exp per head and token.
   const double scores = static_cast<double>(score_entries) * micro_batch * model.heads;
@@ -158,9 +172,9 @@ int64_t layer_kept_bytes(const ModelSpec& model, int micro_batch, const Parallel
 // for backward for one slice: the slice's rows of the score matrix, b heads
 // l (c + l), instead of b heads s^2.
 int64_t slice_activation_bytes(const ModelSpec& model, int micro_batch,
-                               const ParallelSpec& parallel, Recompute recompute,
+                               const ParallelSpec& parallel, Recompute recompute, Fp8Recipe fp8,
                                const Slice& slice, bool moe = false) {
-  return layer_kept_bytes(model, micro_batch, parallel, recompute, slice.tokens,
+  return layer_kept_bytes(model, micro_batch, parallel, recompute, fp8, slice.tokens,
                           slice.kept_scores(), moe);
 }
 
@@ -172,21 +186,22 @@ int64_t slice_activation_bytes(const ModelSpec& model, int micro_batch,
 // than the layer keeps (under recompute W reads what I recomputed, which
 // this model does not count separately).
 int64_t slice_weight_grad_bytes(const ModelSpec& model, int micro_batch,
-                                const ParallelSpec& parallel, Recompute recompute,
+                                const ParallelSpec& parallel, Recompute recompute, Fp8Recipe fp8,
                                 const Slice& slice, bool moe) {
   const double B = dtype_bytes(model.dtype);
+  const double L = linear_input_bytes(model, fp8);
   const double t = parallel.tensor;
   const double sb = static_cast<double>(slice.tokens) * micro_batch;
-  const MlpKept mlp = moe ? moe_mlp_kept(model, parallel, sb, true)
-                          : MlpKept{0, dense_mlp_kept(model, sb, model.ffn(), true), 0};
-  const double whole = 2 * sb * model.hidden * B + mlp.whole;
+  const MlpKept mlp = moe ? moe_mlp_kept(model, parallel, sb, L, true)
+                          : MlpKept{0, dense_mlp_kept(model, sb, model.ffn(), L, true), 0};
+  const double whole = 2 * sb * model.hidden * L + mlp.whole;
   const double attention_output = static_cast<double>(model.heads) * model.v_head_dim();
-  const double split = sb * attention_output * B + mlp.split;
+  const double split = sb * attention_output * L + mlp.split;
   const double bytes = parallel.sequence_parallel ? (whole + split) / t : whole + split / t;
   const double latents = sb * B * latent_widths(model, true);
   return std::min<int64_t>(
       bytes_to_int(std::ceil(bytes + mlp.per_gpu + latents)),
-      slice_activation_bytes(model, micro_batch, parallel, recompute, slice, moe));
+      slice_activation_bytes(model, micro_batch, parallel, recompute, fp8, slice, moe));
 }
 
 // Parameters of the routed experts of one MoE layer.
@@ -223,17 +238,18 @@ RankParameters per_gpu(const RankParameters& stage, const ParallelSpec& parallel
 }
 
 // ZeRO's stages shard the optimizer state (1), then the gradients (2), then
-// the weights (3) over the d copies.
+// the weights and their FP8 copies (3) over the d copies.
 int64_t zero_static_bytes(int64_t params, int data, int zero_stage, const ParameterState& b) {
+  const int weights = b.weights + b.fp8_copies;
   switch (zero_stage) {
     case 0:
-      return (b.weights + b.grads + b.optimizer()) * params;
+      return (weights + b.grads + b.optimizer()) * params;
     case 1:
-      return (b.weights + b.grads) * params + ceil_div(b.optimizer() * params, data);
+      return (weights + b.grads) * params + ceil_div(b.optimizer() * params, data);
     case 2:
-      return b.weights * params + ceil_div((b.grads + b.optimizer()) * params, data);
+      return weights * params + ceil_div((b.grads + b.optimizer()) * params, data);
     default:
-      return ceil_div((b.weights + b.grads + b.optimizer()) * params, data);
+      return ceil_div((weights + b.grads + b.optimizer()) * params, data);
   }
 }
 
@@ -253,21 +269,23 @@ int64_t zero_static_bytes(int64_t params, int data, int zero_stage, const Parame
 // parameter's dtype (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py,
 // foreach_reduce): 12 bytes in bf16 with fp32 m and v, 8 with PyTorch's
 // Adam, which keeps m and v in the parameter's dtype (zeros_like it).
+// With FP8, each weight's FP8 copy and its transpose beside them.
 ParameterState parameter_state(const Config& config) {
   const DType dtype = config.model->dtype;
   const int b = dtype_bytes(dtype);
   const TrainingSpec& training = config.training;
   const int moments = training.optimizer_moments == MomentDType::kFp32 ? 8 : 2 * b;
+  const int fp8_copies = training.fp8 == Fp8Recipe::kNone ? 0 : 2;
   switch (training.master_weights) {
     case MasterWeights::kSeparate:
       return ParameterState{b, accumulated_gradient_bytes(dtype), dtype == DType::kFp32 ? 0 : 4,
-                            moments};
+                            moments, fp8_copies};
     case MasterWeights::kParams:
-      return ParameterState{4, 4, 0, moments};
+      return ParameterState{4, 4, 0, moments, fp8_copies};
     case MasterWeights::kNone:
       break;
   }
-  return ParameterState{b, b, 0, moments};
+  return ParameterState{b, b, 0, moments, fp8_copies};
 }
 
 RankParameters layer_gpu_parameters(const Config& config, bool moe) {
@@ -336,7 +354,8 @@ std::vector<int64_t> working_bytes(const Config& config, const std::vector<int>&
   std::vector<int64_t> most(parallel.pipeline, 0);
   for (const Slice& slice : slices) {
     const auto whole_layer = [&](bool moe) {
-      return slice_activation_bytes(model, b, parallel, Recompute::kNone, slice, moe);
+      return slice_activation_bytes(model, b, parallel, Recompute::kNone, config.training.fp8,
+                                    slice, moe);
     };
     const int64_t dense = full ? whole_layer(false) : 0;
     const int64_t moe = full && model.moe ? whole_layer(true) : 0;
@@ -372,16 +391,17 @@ void fill_memory(const Config& config, const std::vector<int>& layers,
   const int k = static_cast<int>(slices.size());
   const int b = config.training.micro_batch;
   const Recompute recompute = config.training.recompute;
+  const Fp8Recipe fp8 = config.training.fp8;
   const std::vector<int> moe_layers = moe_layers_per_stage(model, layers);
   for (int j = 0; j < k; ++j) {
     // Per layer: dense, then mixture-of-experts (0 without model.moe).
     const auto kept = [&](bool moe) {
       return static_cast<double>(
-          slice_activation_bytes(model, b, parallel, recompute, slices[j], moe));
+          slice_activation_bytes(model, b, parallel, recompute, fp8, slices[j], moe));
     };
     const auto read_by_w = [&](bool moe) {
       return static_cast<double>(
-          slice_weight_grad_bytes(model, b, parallel, recompute, slices[j], moe));
+          slice_weight_grad_bytes(model, b, parallel, recompute, fp8, slices[j], moe));
     };
     const double dense_kept = kept(false);
     const double dense_read = read_by_w(false);
@@ -476,8 +496,8 @@ int64_t model_parameters(const ModelSpec& model) { return parameters(model, fals
 int64_t model_active_parameters(const ModelSpec& model) { return parameters(model, true); }
 
 int64_t layer_activation_bytes(const ModelSpec& model, int micro_batch,
-                               const ParallelSpec& parallel, Recompute recompute) {
-  return slice_activation_bytes(model, micro_batch, parallel, recompute,
+                               const ParallelSpec& parallel, Recompute recompute, Fp8Recipe fp8) {
+  return slice_activation_bytes(model, micro_batch, parallel, recompute, fp8,
                                 rank_sequence(model, parallel));
 }
 

@@ -88,6 +88,19 @@ TEST(Llama3Layer, ActivationBytesByHand) {
             (linear + 2097152) / 8);
 }
 
+// With FP8 the linear layers' inputs are kept as Transformer Engine cast
+// them, one byte a value: whole, the norms' inputs 2 x 2 s h and the QKV and
+// MLP up inputs 2 x 1 s h = 402653184; split, Q, K, V and the attention
+// output in bf16 for the attention kernel's backward, 2 s x 18432 =
+// 301989888, the attention output's FP8 copy for its projection's weight
+// gradient, s h = 67108864, gate and up 2 s x 57344 = 939524096, the down
+// projection's input s f = 234881024; the log-sum-exp 2097152.
+TEST(Llama3Layer, Fp8KeepsTheLinearInputsInFp8) {
+  EXPECT_EQ(layer_activation_bytes(llama3_70b(Attention::kFlash), 1, ParallelSpec{},
+                                   Recompute::kNone, Fp8Recipe::kDelayed),
+            int64_t{402653184} + 301989888 + 67108864 + 939524096 + 234881024 + 2097152);
+}
+
 // ---------------------------------------------------------------- pricing
 
 // The shipped preset, as a config loads it.
