@@ -171,9 +171,6 @@ struct ParameterState {
   int grads = 0;
   int master = 0;
   int moments = 0;
-  // With FP8, each weight's FP8 copy and its transpose, which Transformer
-  // Engine caches over an iteration's microbatches (2 bytes; 0 without).
-  int fp8_copies = 0;
 
   int optimizer() const { return master + moments; }
   // The weight Adam updates: the master copy, or the weights themselves.

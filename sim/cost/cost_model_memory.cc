@@ -238,18 +238,17 @@ RankParameters per_gpu(const RankParameters& stage, const ParallelSpec& parallel
 }
 
 // ZeRO's stages shard the optimizer state (1), then the gradients (2), then
-// the weights and their FP8 copies (3) over the d copies.
+// the weights (3) over the d copies.
 int64_t zero_static_bytes(int64_t params, int data, int zero_stage, const ParameterState& b) {
-  const int weights = b.weights + b.fp8_copies;
   switch (zero_stage) {
     case 0:
-      return (weights + b.grads + b.optimizer()) * params;
+      return (b.weights + b.grads + b.optimizer()) * params;
     case 1:
-      return (weights + b.grads) * params + ceil_div(b.optimizer() * params, data);
+      return (b.weights + b.grads) * params + ceil_div(b.optimizer() * params, data);
     case 2:
-      return weights * params + ceil_div((b.grads + b.optimizer()) * params, data);
+      return b.weights * params + ceil_div((b.grads + b.optimizer()) * params, data);
     default:
-      return ceil_div((weights + b.grads + b.optimizer()) * params, data);
+      return ceil_div((b.weights + b.grads + b.optimizer()) * params, data);
   }
 }
 
@@ -269,23 +268,21 @@ int64_t zero_static_bytes(int64_t params, int data, int zero_stage, const Parame
 // parameter's dtype (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py,
 // foreach_reduce): 12 bytes in bf16 with fp32 m and v, 8 with PyTorch's
 // Adam, which keeps m and v in the parameter's dtype (zeros_like it).
-// With FP8, each weight's FP8 copy and its transpose beside them.
 ParameterState parameter_state(const Config& config) {
   const DType dtype = config.model->dtype;
   const int b = dtype_bytes(dtype);
   const TrainingSpec& training = config.training;
   const int moments = training.optimizer_moments == MomentDType::kFp32 ? 8 : 2 * b;
-  const int fp8_copies = training.fp8 == Fp8Recipe::kNone ? 0 : 2;
   switch (training.master_weights) {
     case MasterWeights::kSeparate:
       return ParameterState{b, accumulated_gradient_bytes(dtype), dtype == DType::kFp32 ? 0 : 4,
-                            moments, fp8_copies};
+                            moments};
     case MasterWeights::kParams:
-      return ParameterState{4, 4, 0, moments, fp8_copies};
+      return ParameterState{4, 4, 0, moments};
     case MasterWeights::kNone:
       break;
   }
-  return ParameterState{b, b, 0, moments, fp8_copies};
+  return ParameterState{b, b, 0, moments};
 }
 
 RankParameters layer_gpu_parameters(const Config& config, bool moe) {

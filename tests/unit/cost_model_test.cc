@@ -220,17 +220,6 @@ TEST(StaticBytes, WhereTheMasterWeightsLive) {
   }
 }
 
-// With FP8 each GPU also holds its weights' FP8 copies and their transposes,
-// cached over the iteration's microbatches: 2 bytes a parameter more (18 +
-// 2 in bf16), sharded with the weights under ZeRO 3.
-TEST(StaticBytes, Fp8KeepsEachWeightsFp8Copies) {
-  Config c = make_config(tiny(3), 3, 1, 4);
-  c.training.fp8 = Fp8Recipe::kDelayed;
-  EXPECT_EQ(build_ok(c).static_bytes[1], 20 * 872);
-  c.training.zero_stage = 3;
-  EXPECT_EQ(build_ok(c).static_bytes[1], 20 * 872 / 4);
-}
-
 TEST(StaticBytes, EmbeddingOnFirstAndTiedCopyOnLast) {
   const CostTable table = build_ok(make_config(tiny(3), 3, 1, 1));
   // First: 872 + V h + s h = 872 + 128 + 32 = 1032 parameters, 18 bytes each
