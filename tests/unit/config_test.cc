@@ -100,6 +100,17 @@ TEST(ConfigTest, LoadsGpt3LargeExample) {
   EXPECT_EQ(config->num_microbatches(), 64);
 }
 
+// The FP8 example: the H100 preset's FP8 peak (the datasheet's 3958 with
+// sparsity, halved) and NeMo's layout, 64 GPUs in 4 x 4 x 2 x 2.
+TEST(ConfigTest, LoadsFp8Example) {
+  Result<Config> config = load_config(example("llama3-70b-h100-fp8.yaml"));
+  ASSERT_TRUE(config.ok()) << config.error().message;
+  EXPECT_EQ(config->training.fp8, Fp8Recipe::kDelayed);
+  EXPECT_EQ(config->hardware->peak_tflops_fp8, 1979);
+  EXPECT_EQ(config->num_stages(), 20);
+  EXPECT_EQ(config->num_microbatches(), 64);
+}
+
 TEST(ConfigTest, MissingFileIsAnError) {
   Result<Config> config = load_config("/nonexistent/x.yaml");
   ASSERT_FALSE(config.ok());
