@@ -41,7 +41,7 @@ inline constexpr std::array kMasterWeights = {MasterWeights::kSeparate, MasterWe
                                               MasterWeights::kNone};
 inline constexpr std::array kMomentDTypes = {MomentDType::kFp32, MomentDType::kModelDType};
 inline constexpr std::array kCrossEntropies = {CrossEntropy::kMegatron, CrossEntropy::kTorch,
-                                               CrossEntropy::kTorchFp32};
+                                               CrossEntropy::kTorchFp32, CrossEntropy::kFused};
 inline constexpr std::array kFp8Recipes = {Fp8Recipe::kNone, Fp8Recipe::kDelayed,
                                            Fp8Recipe::kCurrent};
 inline constexpr std::array kMlps = {Mlp::kGelu, Mlp::kSwiglu};

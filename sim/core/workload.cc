@@ -69,6 +69,8 @@ const char* to_string(CrossEntropy loss) {
       return "torch";
     case CrossEntropy::kTorchFp32:
       return "torch_fp32";
+    case CrossEntropy::kFused:
+      return "fused";
   }
   return "?";
 }

@@ -39,8 +39,11 @@ enum class MasterWeights { kSeparate, kParams, kNone };
 enum class MomentDType { kFp32, kModelDType };
 // The cross-entropy loss over the logits: Megatron-LM's vocabulary-parallel
 // one in fp32; PyTorch's F.cross_entropy on the logits in the model's dtype
-// (`torch`) or cast to fp32 first (`torch_fp32`).
-enum class CrossEntropy { kMegatron, kTorch, kTorchFp32 };
+// (`torch`) or cast to fp32 first (`torch_fp32`); Transformer Engine's fused
+// kernel, which Megatron-Core runs with cross_entropy_fusion_impl "te"
+// (`fused`: an online softmax's one read forward, the gradient written over
+// the logits backward).
+enum class CrossEntropy { kMegatron, kTorch, kTorchFp32, kFused };
 // The linear layers' GEMMs in FP8 (Transformer Engine's per-tensor scaling,
 // docs/cost_model.md, "FP8"): `none`, in the model's dtype; `delayed`,
 // scales from earlier iterations' maxima, so a kernel that writes a GEMM's

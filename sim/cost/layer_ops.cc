@@ -402,6 +402,11 @@ OpShape OpShape::of(const Config& config) {
 // gradient (4): 5 values; the logits, the saved output and, in the
 // backward, its gradient are held. `torch_fp32` casts the logits to fp32
 // first (B read, 4 written) and its gradient back (4 read, B written).
+// Transformer Engine's fused kernel (transformer_engine/pytorch/triton/
+// cross_entropy.py: online_softmax_kernel, cross_entropy_backward_kernel)
+// reads the logits once forward for the maximum and the sum together, and
+// backward reads them again and writes the gradient over them: B, 2B, and
+// only the logits held.
 LossBytes cross_entropy_bytes(CrossEntropy loss, DType dtype) {
   const double b = dtype_bytes(dtype);
   switch (loss) {
@@ -409,6 +414,8 @@ LossBytes cross_entropy_bytes(CrossEntropy loss, DType dtype) {
       return LossBytes{38, 14, b + 4};
     case CrossEntropy::kTorch:
       return LossBytes{4 * b, 5 * b, 3 * b};
+    case CrossEntropy::kFused:
+      return LossBytes{b, 2 * b, b};
     case CrossEntropy::kTorchFp32:
       break;
   }

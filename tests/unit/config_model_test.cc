@@ -199,9 +199,9 @@ constexpr BadValue kBadValues[] = {
     {"training", "  optimizer_moments: bf16",
      "test.yaml:20:22: training.optimizer_moments: expected one of fp32, model_dtype, got "
      "\"bf16\""},
-    {"training", "  cross_entropy: fused",
-     "test.yaml:20:18: training.cross_entropy: expected one of megatron, torch, torch_fp32, got "
-     "\"fused\""},
+    {"training", "  cross_entropy: liger",
+     "test.yaml:20:18: training.cross_entropy: expected one of megatron, torch, torch_fp32, fused, "
+     "got \"liger\""},
     {"parallel", "  p2p_scatter_gather: 2",
      "test.yaml:17:23: parallel.p2p_scatter_gather: expected true or false, got \"2\""},
     {"hardware", "  nics_per_node: -1",

@@ -311,6 +311,10 @@ TEST(WorkingBytes, WhatTheLossHoldsBesideTheLogits) {
   EXPECT_EQ(build_ok(c).working_bytes, (std::vector<int64_t>{0, 0, 0, 78643200}));
   c.training.cross_entropy = CrossEntropy::kTorchFp32;
   EXPECT_EQ(build_ok(c).working_bytes, (std::vector<int64_t>{0, 0, 0, 131072000}));
+  // Transformer Engine's fused kernel writes the gradient over the logits:
+  // 2 bytes held a logit.
+  c.training.cross_entropy = CrossEntropy::kFused;
+  EXPECT_EQ(build_ok(c).working_bytes, (std::vector<int64_t>{0, 0, 0, 26214400}));
 }
 
 // W reads the inputs of the four linear layers: two layer-norm outputs
@@ -388,6 +392,12 @@ TEST(StageTime, TheLossKernelsBytes) {
   EXPECT_NEAR(megatron.stages[2].forward - fp32.stages[2].forward, (38 - 22) * per_byte, 2);
   EXPECT_NEAR(megatron.stages[2].backward - torch.stages[2].backward, (14 - 10) * per_byte, 2);
   EXPECT_NEAR(fp32.stages[2].backward - megatron.stages[2].backward, (26 - 14) * per_byte, 2);
+  // Transformer Engine's fused kernel: one read forward (2), a read and a
+  // write backward (4).
+  c.training.cross_entropy = CrossEntropy::kFused;
+  const CostTable fused = build_ok(c);
+  EXPECT_NEAR(megatron.stages[2].forward - fused.stages[2].forward, (38 - 2) * per_byte, 2);
+  EXPECT_NEAR(megatron.stages[2].backward - fused.stages[2].backward, (14 - 4) * per_byte, 2);
   // Only the last stage has the loss.
   EXPECT_EQ(torch.stages[1].forward, megatron.stages[1].forward);
 }
