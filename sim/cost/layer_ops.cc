@@ -425,16 +425,19 @@ LossBytes cross_entropy_bytes(CrossEntropy loss, DType dtype) {
 double fp8_operand_bytes(Fp8Recipe recipe, Fp8Input input, DType dtype, int shares) {
   const double b = dtype_bytes(dtype);
   if (recipe == Fp8Recipe::kNone) return 0;
-  // Beyond the model's dtype: the maximum's pass (current scaling), the
-  // cast's read and FP8 write, or the norm's FP8 write instead of b.
-  const double written = recipe == Fp8Recipe::kCurrent ? 2 * b + 1
-                         : input == Fp8Input::kNorm    ? 1 - b
-                                                       : b + 1;
+  // Beyond the model's dtype: the cast's read and FP8 write, and with
+  // current scaling a pass for the maximum first, except after a norm,
+  // whose kernel takes it as it writes (Transformer Engine's
+  // FUSED_NORM_AMAX_FP8); or with delayed scaling the norm's FP8 write
+  // instead of b.
+  const bool norm = input == Fp8Input::kNorm;
+  double written = norm ? 1 - b : b + 1;
+  if (recipe == Fp8Recipe::kCurrent) written = norm ? b + 1 : 2 * b + 1;
   // One GPU's whole operand: the cast writes its transpose beside it (1);
   // the norm's FP8 output is transposed later (1 read, 1 written). A
   // gathered operand's share is cast, the gathered whole transposed (2).
   if (shares > 1) return written / shares + 2;
-  return written + (recipe == Fp8Recipe::kDelayed && input == Fp8Input::kNorm ? 2 : 1);
+  return written + (recipe == Fp8Recipe::kDelayed && norm ? 2 : 1);
 }
 
 int accumulated_gradient_bytes(DType dtype) {

@@ -154,8 +154,9 @@ enum class Fp8Input { kCast, kNorm };
 // model's dtype moves (docs/cost_model.md, "FP8"): a cast-transpose reads
 // it (B) and writes it twice in FP8, as is and transposed for the weight
 // gradient (1 + 1); with current scaling a pass reads it first for its
-// maximum (B). With delayed scaling a norm writes its output in FP8 (1
-// instead of B), transposed later (1 read, 1 written). An operand that
+// maximum (B), unless a norm wrote it (the norm takes the maximum). With
+// delayed scaling a norm writes its output in FP8 (1 instead of B),
+// transposed later (1 read, 1 written). An operand that
 // sequence parallelism gathers from `shares` GPUs is cast on each GPU's
 // share and the gathered whole transposed (Transformer Engine gathers FP8).
 double fp8_operand_bytes(Fp8Recipe recipe, Fp8Input input, DType dtype, int shares = 1);
