@@ -40,6 +40,7 @@ inline constexpr std::array kMoeDispatchers = {MoeDispatcher::kAllToAll, MoeDisp
 inline constexpr std::array kMasterWeights = {MasterWeights::kSeparate, MasterWeights::kParams,
                                               MasterWeights::kNone};
 inline constexpr std::array kMomentDTypes = {MomentDType::kFp32, MomentDType::kModelDType};
+inline constexpr std::array kGradientDTypes = {GradientDType::kFp32, GradientDType::kModelDType};
 inline constexpr std::array kCrossEntropies = {CrossEntropy::kMegatron, CrossEntropy::kTorch,
                                                CrossEntropy::kTorchFp32, CrossEntropy::kFused};
 inline constexpr std::array kFp8Recipes = {Fp8Recipe::kNone, Fp8Recipe::kDelayed,

@@ -61,6 +61,18 @@ const char* to_string(MomentDType moments) {
   return moments == MomentDType::kFp32 ? "fp32" : "model_dtype";
 }
 
+const char* to_string(GradientDType gradients) {
+  switch (gradients) {
+    case GradientDType::kAuto:
+      return "auto";
+    case GradientDType::kFp32:
+      return "fp32";
+    case GradientDType::kModelDType:
+      return "model_dtype";
+  }
+  return "?";
+}
+
 const char* to_string(CrossEntropy loss) {
   switch (loss) {
     case CrossEntropy::kMegatron:

@@ -37,6 +37,12 @@ enum class MasterWeights { kSeparate, kParams, kNone };
 // The dtype of Adam's m and v: fp32, or the model's dtype (PyTorch's Adam
 // keeps them in the parameters' dtype).
 enum class MomentDType { kFp32, kModelDType };
+// The dtype in which gradients are accumulated over the microbatches and
+// reduced across the data-parallel ranks: `auto` (not a YAML value: fp32
+// in bf16 training, as Megatron-LM forces, kept as master_weights says), or
+// as training.gradient_dtype says (Megatron-Core's grad_reduce_in_fp32:
+// false is model_dtype).
+enum class GradientDType { kAuto, kFp32, kModelDType };
 // The cross-entropy loss over the logits: Megatron-LM's vocabulary-parallel
 // one in fp32; PyTorch's F.cross_entropy on the logits in the model's dtype
 // (`torch`) or cast to fp32 first (`torch_fp32`); Transformer Engine's fused
@@ -72,6 +78,7 @@ const char* to_string(OptimizerStep step);
 const char* to_string(MoeDispatcher dispatcher);
 const char* to_string(MasterWeights master);
 const char* to_string(MomentDType moments);
+const char* to_string(GradientDType gradients);
 const char* to_string(CrossEntropy loss);
 const char* to_string(Fp8Recipe recipe);
 const char* to_string(SlicingMethod slicing);
@@ -293,6 +300,7 @@ struct TrainingSpec {
   MoeDispatcher moe_dispatcher = MoeDispatcher::kAllToAll;
   MasterWeights master_weights = MasterWeights::kSeparate;
   MomentDType optimizer_moments = MomentDType::kFp32;
+  GradientDType gradient_dtype = GradientDType::kAuto;
   CrossEntropy cross_entropy = CrossEntropy::kMegatron;
   Fp8Recipe fp8 = Fp8Recipe::kNone;
 };

@@ -312,7 +312,7 @@ Result<ShardedWeightTraffic> sharded_weight_traffic(const Config& config,
   const Result<DataLinks> links = data_links(config, placement, rank);
   if (!links.ok()) return links.error();
   const double weight_bytes = dtype_bytes(config.model->dtype);
-  const double grad_bytes = accumulated_gradient_bytes(config.model->dtype);
+  const double grad_bytes = gradient_bytes(config.training, config.model->dtype);
   ShardedWeightTraffic traffic;
   const auto add = [&](int64_t params, int group, const Link& link) {
     if (params == 0 || group == 1) return;

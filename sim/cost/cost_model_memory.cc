@@ -256,7 +256,8 @@ int64_t zero_static_bytes(int64_t params, int data, int zero_stage, const Parame
 
 // In mixed precision with separate master weights, the weights in the
 // model's dtype, the gradient accumulated in fp32 in bf16 training
-// (accumulated_gradient_bytes) and fp32 master weights, m and v (Megatron
+// (gradient_bytes, or as training.gradient_dtype says) and fp32 master
+// weights, m and v (Megatron
 // Core's distributed optimizer guide: 18 bytes undistributed and 6 + 12/d
 // distributed for bf16 with fp32 gradients, 16 and 8 + 8/d in fp32; in fp16
 // Rajbhandari et al. 2020's K = 12, 16 and 4 + 12/d, where the guide's 20
@@ -273,16 +274,17 @@ ParameterState parameter_state(const Config& config) {
   const int b = dtype_bytes(dtype);
   const TrainingSpec& training = config.training;
   const int moments = training.optimizer_moments == MomentDType::kFp32 ? 8 : 2 * b;
+  const bool kept = training.gradient_dtype != GradientDType::kAuto;
+  const int grads = gradient_bytes(training, dtype);
   switch (training.master_weights) {
     case MasterWeights::kSeparate:
-      return ParameterState{b, accumulated_gradient_bytes(dtype), dtype == DType::kFp32 ? 0 : 4,
-                            moments};
+      return ParameterState{b, grads, dtype == DType::kFp32 ? 0 : 4, moments};
     case MasterWeights::kParams:
-      return ParameterState{4, 4, 0, moments};
+      return ParameterState{4, kept ? grads : 4, 0, moments};
     case MasterWeights::kNone:
       break;
   }
-  return ParameterState{b, b, 0, moments};
+  return ParameterState{b, kept ? grads : b, 0, moments};
 }
 
 RankParameters layer_gpu_parameters(const Config& config, bool moe) {
@@ -325,8 +327,8 @@ int64_t gathered_unit_bytes(const Config& config, const std::vector<int>& layers
   if (config.first_of_chain(s) || config.last_of_chain(s)) {
     unit = std::max(unit, ceil_div(int64_t{model.vocab} * model.hidden, parallel.tensor));
   }
-  const auto per_value =
-      static_cast<int64_t>(2 * dtype_bytes(model.dtype) + accumulated_gradient_bytes(model.dtype));
+  const auto per_value = static_cast<int64_t>(2 * dtype_bytes(model.dtype) +
+                                              gradient_bytes(config.training, model.dtype));
   return unit * per_value;
 }
 

@@ -379,7 +379,7 @@ OpShape OpShape::of(const Config& config) {
   shape.tp_comm_overlap = config.parallel.tp_comm_overlap;
   shape.tp_backward_overlap = config.parallel.tp_backward_overlap;
   shape.fused_grad_accumulation = config.training.grad_accumulation_fusion;
-  shape.grad_bytes = accumulated_gradient_bytes(config.model->dtype);
+  shape.grad_bytes = gradient_bytes(config.training, config.model->dtype);
   shape.expert = config.parallel.expert;
   shape.moe_dispatcher = config.training.moe_dispatcher;
   shape.cross_entropy = config.training.cross_entropy;
@@ -440,7 +440,15 @@ double fp8_operand_bytes(Fp8Recipe recipe, Fp8Input input, DType dtype, int shar
   return written + (recipe == Fp8Recipe::kDelayed && norm ? 2 : 1);
 }
 
-int accumulated_gradient_bytes(DType dtype) {
+int gradient_bytes(const TrainingSpec& training, DType dtype) {
+  switch (training.gradient_dtype) {
+    case GradientDType::kFp32:
+      return 4;
+    case GradientDType::kModelDType:
+      return dtype_bytes(dtype);
+    case GradientDType::kAuto:
+      break;
+  }
   return dtype == DType::kBf16 ? 4 : dtype_bytes(dtype);
 }
 

@@ -161,11 +161,13 @@ enum class Fp8Input { kCast, kNorm };
 // share and the gathered whole transposed (Transformer Engine gathers FP8).
 double fp8_operand_bytes(Fp8Recipe recipe, Fp8Input input, DType dtype, int shares = 1);
 
-// Bytes per value of the gradient a framework accumulates and reduces:
-// Megatron (and DeepSpeed's bf16 optimizer) keep fp32 gradients when
-// training in bf16 (Megatron forces accumulate_allreduce_grads_in_fp32,
-// megatron/training/arguments.py), the model's dtype otherwise.
-int accumulated_gradient_bytes(DType dtype);
+// Bytes per value of the gradient a framework accumulates and reduces
+// across the data-parallel ranks: as training.gradient_dtype says, or by
+// default fp32 in bf16 training (Megatron-LM forces
+// accumulate_allreduce_grads_in_fp32, megatron/training/arguments.py;
+// DeepSpeed's bf16 optimizer and FSDP2 with reduce_dtype fp32 reduce in
+// fp32 too) and the model's dtype otherwise.
+int gradient_bytes(const TrainingSpec& training, DType dtype);
 
 // Bytes the cross-entropy loss moves per logit, forward and backward, and
 // what it holds per logit between them, the logits included

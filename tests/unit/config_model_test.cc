@@ -202,6 +202,8 @@ constexpr BadValue kBadValues[] = {
     {"training", "  cross_entropy: liger",
      "test.yaml:20:18: training.cross_entropy: expected one of megatron, torch, torch_fp32, fused, "
      "got \"liger\""},
+    {"training", "  gradient_dtype: bf16",
+     "test.yaml:20:19: training.gradient_dtype: expected one of fp32, model_dtype, got \"bf16\""},
     {"parallel", "  p2p_scatter_gather: 2",
      "test.yaml:17:23: parallel.p2p_scatter_gather: expected true or false, got \"2\""},
     {"hardware", "  nics_per_node: -1",

@@ -216,6 +216,17 @@ TEST(ShardedWeights, TheLargestGatheredUnitIsHeldBesideTheActivations) {
   EXPECT_EQ(build_ok(c).working_bytes[0], base + 3488);
 }
 
+// training.gradient_dtype: model_dtype (Megatron-Core's grad_reduce_in_fp32:
+// false) reduces the bf16 gradients as they are, 1920 bytes: 2 * 3 * 1e-6 +
+// 1.5 * 1920 / 1e11 = 6.0288e-6 s; fp32, the default in bf16, 3840 bytes.
+TEST(GradSync, Bf16GradientsReduceHalfTheBytes) {
+  Config c = make_config(tiny(2), 1, 2, 4, round_hardware(8, 1));
+  c.training.gradient_dtype = GradientDType::kModelDType;
+  EXPECT_EQ(build_ok(c).grad_sync[0], 6028800);
+  c.training.gradient_dtype = GradientDType::kFp32;
+  EXPECT_EQ(build_ok(c).grad_sync[0], 6057600);
+}
+
 TEST(GradSync, DataParallelAcrossNodes) {
   // t d = 16 > 8 GPUs a node. Psi = 1920 / 4 = 480, 1920 bytes of fp32
   // gradients. The data-parallel group (GPUs 0, 4, 8, 12) has two members a

@@ -220,6 +220,18 @@ TEST(StaticBytes, WhereTheMasterWeightsLive) {
   }
 }
 
+// Gradients kept in bf16 beside the fp32 master weights
+// (training.gradient_dtype: model_dtype): 2 + 2 + 4 + 8 = 16 bytes a
+// parameter; fp32 gradients with no master copy: 2 + 4 + 8 = 14.
+TEST(StaticBytes, TheGradientsDtype) {
+  Config c = make_config(tiny(3), 3, 1, 4);
+  c.training.gradient_dtype = GradientDType::kModelDType;
+  EXPECT_EQ(build_ok(c).static_bytes[1], 16 * 872);
+  c.training.master_weights = MasterWeights::kNone;
+  c.training.gradient_dtype = GradientDType::kFp32;
+  EXPECT_EQ(build_ok(c).static_bytes[1], 14 * 872);
+}
+
 TEST(StaticBytes, EmbeddingOnFirstAndTiedCopyOnLast) {
   const CostTable table = build_ok(make_config(tiny(3), 3, 1, 1));
   // First: 872 + V h + s h = 872 + 128 + 32 = 1032 parameters, 18 bytes each
