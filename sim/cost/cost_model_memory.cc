@@ -274,17 +274,22 @@ ParameterState parameter_state(const Config& config) {
   const int b = dtype_bytes(dtype);
   const TrainingSpec& training = config.training;
   const int moments = training.optimizer_moments == MomentDType::kFp32 ? 8 : 2 * b;
-  const bool kept = training.gradient_dtype != GradientDType::kAuto;
-  const int grads = gradient_bytes(training, dtype);
+  // The kept gradient: as training.gradient_dtype says, else as the master
+  // weights keep it (fp32 parameters' fp32, no master's the model's dtype).
+  const bool stated = training.gradient_dtype != GradientDType::kAuto;
+  const auto kept = [&](int unstated) {
+    return stated ? gradient_bytes(training, dtype) : unstated;
+  };
   switch (training.master_weights) {
     case MasterWeights::kSeparate:
-      return ParameterState{b, grads, dtype == DType::kFp32 ? 0 : 4, moments};
+      return ParameterState{b, gradient_bytes(training, dtype), dtype == DType::kFp32 ? 0 : 4,
+                            moments};
     case MasterWeights::kParams:
-      return ParameterState{4, kept ? grads : 4, 0, moments};
+      return ParameterState{4, kept(4), 0, moments};
     case MasterWeights::kNone:
       break;
   }
-  return ParameterState{b, kept ? grads : b, 0, moments};
+  return ParameterState{b, kept(b), 0, moments};
 }
 
 RankParameters layer_gpu_parameters(const Config& config, bool moe) {
