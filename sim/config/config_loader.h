@@ -41,11 +41,12 @@ inline constexpr std::array kMasterWeights = {MasterWeights::kSeparate, MasterWe
                                               MasterWeights::kNone};
 inline constexpr std::array kMomentDTypes = {MomentDType::kFp32, MomentDType::kModelDType};
 inline constexpr std::array kGradientDTypes = {GradientDType::kFp32, GradientDType::kModelDType};
-inline constexpr std::array kCrossEntropies = {CrossEntropy::kMegatron, CrossEntropy::kTorch,
+inline constexpr std::array kCrossEntropies = {CrossEntropy::kMegatron,
+                                               CrossEntropy::kMegatronFused, CrossEntropy::kTorch,
                                                CrossEntropy::kTorchFp32, CrossEntropy::kFused};
 inline constexpr std::array kFp8Recipes = {Fp8Recipe::kNone, Fp8Recipe::kDelayed,
                                            Fp8Recipe::kCurrent};
-inline constexpr std::array kMlps = {Mlp::kGelu, Mlp::kSwiglu};
+inline constexpr std::array kMlps = {Mlp::kGelu, Mlp::kSwiglu, Mlp::kSquaredRelu};
 inline constexpr std::array kNorms = {Norm::kLayerNorm, Norm::kRmsNorm};
 inline constexpr std::array kAttentions = {Attention::kStandard, Attention::kFlash};
 inline constexpr std::array kPositions = {Positions::kLearned, Positions::kRotary,

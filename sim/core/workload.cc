@@ -77,6 +77,8 @@ const char* to_string(CrossEntropy loss) {
   switch (loss) {
     case CrossEntropy::kMegatron:
       return "megatron";
+    case CrossEntropy::kMegatronFused:
+      return "megatron_fused";
     case CrossEntropy::kTorch:
       return "torch";
     case CrossEntropy::kTorchFp32:
@@ -103,7 +105,17 @@ const char* to_string(SlicingMethod slicing) {
   return slicing == SlicingMethod::kEven ? "even" : "optimal";
 }
 
-const char* to_string(Mlp mlp) { return mlp == Mlp::kGelu ? "gelu" : "swiglu"; }
+const char* to_string(Mlp mlp) {
+  switch (mlp) {
+    case Mlp::kGelu:
+      return "gelu";
+    case Mlp::kSwiglu:
+      return "swiglu";
+    case Mlp::kSquaredRelu:
+      return "squared_relu";
+  }
+  return "?";
+}
 
 const char* to_string(Norm norm) { return norm == Norm::kLayerNorm ? "layernorm" : "rmsnorm"; }
 

@@ -44,12 +44,13 @@ enum class MomentDType { kFp32, kModelDType };
 // false is model_dtype).
 enum class GradientDType { kAuto, kFp32, kModelDType };
 // The cross-entropy loss over the logits: Megatron-LM's vocabulary-parallel
-// one in fp32; PyTorch's F.cross_entropy on the logits in the model's dtype
+// one in fp32, as eager kernels or (`megatron_fused`, cross_entropy_loss_fusion)
+// as Megatron-Core's compiled ones; PyTorch's F.cross_entropy on the logits in the model's dtype
 // (`torch`) or cast to fp32 first (`torch_fp32`); Transformer Engine's fused
 // kernel, which Megatron-Core runs with cross_entropy_fusion_impl "te"
 // (`fused`: an online softmax's one read forward, the gradient written over
 // the logits backward).
-enum class CrossEntropy { kMegatron, kTorch, kTorchFp32, kFused };
+enum class CrossEntropy { kMegatron, kMegatronFused, kTorch, kTorchFp32, kFused };
 // The linear layers' GEMMs in FP8 (Transformer Engine's per-tensor scaling,
 // docs/cost_model.md, "FP8"): `none`, in the model's dtype; `delayed`,
 // scales from earlier iterations' maxima, so a kernel that writes a GEMM's
@@ -61,12 +62,13 @@ enum class Fp8Recipe { kNone, kDelayed, kCurrent };
 // optimal cut for the model's costs.
 enum class SlicingMethod { kEven, kOptimal };
 // The block's parts that change its costs (docs/cost_model.md): the MLP
-// (GeLU: up and down matrices; SwiGLU: gate, up and down), the norms, the
+// (GeLU and squared ReLU: up and down matrices; SwiGLU: gate, up and down),
+// the norms, the
 // attention kernel (standard: scores materialized, softmax and dropout as
 // their own kernels; flash: one fused kernel, FlashAttention-2 style, that
 // keeps no s x s scores and recomputes them inside its backward) and the
 // position encoding (learned: a table of seq_len x hidden parameters).
-enum class Mlp { kGelu, kSwiglu };
+enum class Mlp { kGelu, kSwiglu, kSquaredRelu };
 enum class Norm { kLayerNorm, kRmsNorm };
 enum class Attention { kStandard, kFlash };
 enum class Positions { kLearned, kRotary, kAlibi };

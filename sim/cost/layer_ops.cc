@@ -117,6 +117,27 @@ MlpWidth mlp_width(const ModelSpec& model, double ffn) {
   return MlpWidth{ffn, model.mlp == Mlp::kSwiglu ? 2 * ffn : ffn};
 }
 
+// The activation's kernels, forward and backward, by the MLP's name. A
+// squared ReLU is one fused kernel each way, as GeLU is (Megatron-Core's
+// `squared_relu` runs under its jit fuser; Transformer Engine's `srelu`),
+// moving a GeLU's bytes: only the names differ.
+struct ActivationKernels {
+  const char* forward;
+  const char* backward;
+};
+
+ActivationKernels activation_kernels(Mlp mlp) {
+  switch (mlp) {
+    case Mlp::kSwiglu:
+      return {"SwiGLU", "SwiGLU backward"};
+    case Mlp::kSquaredRelu:
+      return {"squared ReLU", "squared ReLU backward"};
+    case Mlp::kGelu:
+      break;
+  }
+  return {"bias-GeLU", "bias-GeLU backward"};
+}
+
 double residual_bytes(const PhaseBuilder& p) {
   return p.norm_bytes() * (3 + p.dims().mask / p.dims().value_bytes);
 }
@@ -125,8 +146,7 @@ void add_mlp_core_forward(PhaseBuilder& p, const ModelSpec& model, const MlpWidt
                           const Operand& up_input, double batch) {
   const Dims& d = p.dims();
   p.linear("MLP up", tokens, w.up, d.hidden, up_input, batch);
-  p.memory(model.mlp == Mlp::kSwiglu ? "SwiGLU" : "bias-GeLU",
-           batch * (w.up + w.ffn) * tokens * d.value_bytes);
+  p.memory(activation_kernels(model.mlp).forward, batch * (w.up + w.ffn) * tokens * d.value_bytes);
   p.linear("MLP down", tokens, d.hidden, w.ffn, Fp8Input::kCast, batch);
 }
 
@@ -135,8 +155,7 @@ void add_mlp_core_input_grad(PhaseBuilder& p, const ModelSpec& model, const MlpW
   const Dims& d = p.dims();
   p.linear("MLP down input gradient", tokens, w.ffn, d.hidden, down_grad, batch);
   const double values = model.mlp == Mlp::kSwiglu ? 5 : (d.bias ? 4 : 3);
-  p.memory(model.mlp == Mlp::kSwiglu ? "SwiGLU backward" : "bias-GeLU backward",
-           batch * tokens * d.value_bytes * values * w.ffn);
+  p.memory(activation_kernels(model.mlp).backward, batch * tokens * d.value_bytes * values * w.ffn);
   p.linear("MLP up input gradient", tokens, d.hidden, w.up, Fp8Input::kCast, batch);
 }
 
@@ -392,7 +411,14 @@ OpShape OpShape::of(const Config& config) {
 // (4 + 4), sums (4) and normalizes (4 + 4) in place: 38 bytes per logit
 // forward; its backward scales the saved softmax (4 + 4) and casts the
 // gradient back (4 + 2): 14 (megatron/core/tensor_parallel/cross_entropy.py);
-// it keeps the fp32 softmax beside the logits. PyTorch's F.cross_entropy is
+// it keeps the fp32 softmax beside the logits. With cross_entropy_loss_fusion
+// (megatron/core/fusions/fused_cross_entropy.py) the same steps run as three
+// compiled kernels forward: the cast with the maximum (B + 4), the subtraction,
+// exponent and sum written over the fp32 copy (4 + 4) and the normalization
+// in place (4 + 4), B + 20; and one backward, which reads the softmax,
+// writes it back as it updates it in place and writes the gradient in the
+// model's dtype: 8 + B. It all-reduces twice, not three times (priced as
+// three: 40 us or so). PyTorch's F.cross_entropy is
 // log_softmax and nll_loss: a row longer than shared memory holds (a
 // vocabulary over about 100,000 in 16 bits) is read three times, for its
 // maximum, its sum of exponentials and the output it writes (4 values a
@@ -412,6 +438,8 @@ LossBytes cross_entropy_bytes(CrossEntropy loss, DType dtype) {
   switch (loss) {
     case CrossEntropy::kMegatron:
       return LossBytes{38, 14, b + 4};
+    case CrossEntropy::kMegatronFused:
+      return LossBytes{b + 20, 8 + b, b + 4};
     case CrossEntropy::kTorch:
       return LossBytes{4 * b, 5 * b, 3 * b};
     case CrossEntropy::kFused:

@@ -143,6 +143,12 @@ TEST(ConfigModelTest, KvHeadsZeroMeansHeads) {
   EXPECT_EQ(config->model->kv_heads, 16);
 }
 
+TEST(ConfigModelTest, SquaredReluMlp) {
+  Result<Config> config = parse_config(with_line("model", "  mlp: squared_relu"), "test.yaml");
+  ASSERT_TRUE(config.ok()) << config.error().message;
+  EXPECT_EQ(config->model->mlp, Mlp::kSquaredRelu);
+}
+
 TEST(ConfigModelTest, AlibiPositions) {
   Result<Config> config = parse_config(with_line("model", "  positions: alibi"), "test.yaml");
   ASSERT_TRUE(config.ok()) << config.error().message;
@@ -166,7 +172,7 @@ constexpr BadValue kBadValues[] = {
      "test.yaml:2:13: model.kv_heads: expected a divisor of model.heads (16): each KV head serves "
      "a group of query heads, got \"3\""},
     {"model", "  mlp: relu",
-     "test.yaml:2:8: model.mlp: expected one of gelu, swiglu, got \"relu\""},
+     "test.yaml:2:8: model.mlp: expected one of gelu, swiglu, squared_relu, got \"relu\""},
     {"model", "  norm: batchnorm",
      "test.yaml:2:9: model.norm: expected one of layernorm, rmsnorm, got \"batchnorm\""},
     {"model", "  attention: sparse",
@@ -200,8 +206,8 @@ constexpr BadValue kBadValues[] = {
      "test.yaml:20:22: training.optimizer_moments: expected one of fp32, model_dtype, got "
      "\"bf16\""},
     {"training", "  cross_entropy: liger",
-     "test.yaml:20:18: training.cross_entropy: expected one of megatron, torch, torch_fp32, fused, "
-     "got \"liger\""},
+     "test.yaml:20:18: training.cross_entropy: expected one of megatron, megatron_fused, torch, "
+     "torch_fp32, fused, got \"liger\""},
     {"training", "  gradient_dtype: bf16",
      "test.yaml:20:19: training.gradient_dtype: expected one of fp32, model_dtype, got \"bf16\""},
     {"parallel", "  p2p_scatter_gather: 2",
@@ -414,7 +420,8 @@ TEST(ConfigModelPresetTest, UnknownPresetListsTheShippedOnes) {
   EXPECT_THAT(
       error,
       HasSubstr("(or a YAML file's path): deepseek-v3, gpt3-175b, kimi-k2, llama2-70b, llama2-7b, "
-                "llama3-405b, llama3-70b, llama3-8b, mixtral-8x7b, qwen3-30b-a3b, got "
+                "llama3-405b, llama3-70b, llama3-8b, mixtral-8x7b, nemotron4-340b, qwen3-30b-a3b, "
+                "got "
                 "\"gpt5\""));
 }
 

@@ -410,6 +410,12 @@ TEST(StageTime, TheLossKernelsBytes) {
   const CostTable fused = build_ok(c);
   EXPECT_NEAR(megatron.stages[2].forward - fused.stages[2].forward, (38 - 2) * per_byte, 2);
   EXPECT_NEAR(megatron.stages[2].backward - fused.stages[2].backward, (14 - 4) * per_byte, 2);
+  // Megatron-Core's compiled kernels: B + 20 = 22 forward, 8 + B = 10
+  // backward.
+  c.training.cross_entropy = CrossEntropy::kMegatronFused;
+  const CostTable compiled = build_ok(c);
+  EXPECT_NEAR(megatron.stages[2].forward - compiled.stages[2].forward, (38 - 22) * per_byte, 2);
+  EXPECT_NEAR(megatron.stages[2].backward - compiled.stages[2].backward, (14 - 10) * per_byte, 2);
   // Only the last stage has the loss.
   EXPECT_EQ(torch.stages[1].forward, megatron.stages[1].forward);
 }

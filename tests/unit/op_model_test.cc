@@ -500,6 +500,26 @@ TEST(LayerOps, Fp8GathersTheCastShares) {
   }
 }
 
+// A squared-ReLU MLP (Nemotron's) on Llama 3 70B's shape, b = 1, s = 8192,
+// t = 1: two matrices, so the up projection is 8192 x 28672 x 8192 (2 s h f
+// = 3848290697216 FLOPs, as the down projection); the activation one fused
+// kernel each way without a bias: the up output read and the activation
+// written forward, 2 x 8192 x 28672 x 2 bytes = 939524096, the backward
+// reading the up output and the gradient and writing the gradient, 3 x
+// 8192 x 28672 x 2 = 1409286144.
+TEST(LayerOps, SquaredReluIsTwoMatricesAndOneKernelEachWay) {
+  ModelSpec m = llama3_70b(Attention::kFlash);
+  m.mlp = Mlp::kSquaredRelu;
+  const PieceOps ops = layer_ops(shape_of(m, 1, false), TokenSlice{8192, 0});
+  EXPECT_DOUBLE_EQ(bytes_of(ops.forward, "squared ReLU"), 939524096.0);
+  EXPECT_DOUBLE_EQ(bytes_of(ops.input_grad, "squared ReLU backward"), 1409286144.0);
+  const double attention = 1099511627776.0;  // flash: 4 a d s^2 / 2
+  // QKV 1374389534720, O 1099511627776, up and down 3848290697216 each.
+  const double linear = 1374389534720.0 + 1099511627776.0 + 2 * 3848290697216.0;
+  EXPECT_DOUBLE_EQ(flops(ops.forward), linear + attention);
+  EXPECT_DOUBLE_EQ(flops(ops.weight_grad), linear);
+}
+
 TEST(LayerOps, UnfusedGradientAccumulationAddsAKernelPerWeight) {
   OpShape shape = shape_of(llama3_70b(Attention::kFlash), 1, false);
   EXPECT_EQ(layer_ops(shape, TokenSlice{8192, 0}).weight_grad.size(), 4);
@@ -543,6 +563,8 @@ INSTANTIATE_TEST_SUITE_P(
     testing::Values(PublishedCount{"gpt3-175b", 175.0e9}, PublishedCount{"llama2-7b", 6.74e9},
                     PublishedCount{"llama2-70b", 68.98e9}, PublishedCount{"llama3-8b", 8.03e9},
                     PublishedCount{"llama3-70b", 70.6e9}, PublishedCount{"llama3-405b", 405.9e9},
+                    // 9.4 B embedding + 331.6 B other (Nemotron-4 340B report, 2.1).
+                    PublishedCount{"nemotron4-340b", 341.0e9},
                     PublishedCount{"mixtral-8x7b", 46.7e9, 12.9e9},
                     // DeepSeek-V3's "37 B activated" is rounded to two figures
                     // (mla_test.cc counts 37.55 B by hand, 36.63 B without the
