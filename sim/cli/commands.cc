@@ -97,11 +97,11 @@ Status print_op_table(const Config& config) {
       "tokens, each operation timed alone",
       config.parallel.tensor, config.training.micro_batch, slice.tokens);
   if (config.training.recompute != Recompute::kNone) {
-    heading += fmt::format("; recompute {} runs {} again before the input gradient",
-                           to_string(config.training.recompute),
-                           config.training.recompute == Recompute::kFull
-                               ? "the forward"
-                               : "the attention core's forward (standard attention)");
+    heading +=
+        fmt::format("; recompute {} runs {} again before the input gradient",
+                    to_string(config.training.recompute),
+                    config.training.recompute == Recompute::kFull ? "the forward"
+                                                                  : "the attention core's forward");
   }
   std::cout << format_op_table(heading, *pieces);
   return {};

@@ -90,7 +90,10 @@ class BlockTimer {
       block.backward = duration_plus(block.backward, block.forward);
       block.backward_comm = duration_plus(block.backward_comm, block.forward_comm);
     }
-    if (recompute_ == Recompute::kSelective && shape_.model.attention == Attention::kStandard) {
+    // Selective recompute reruns the attention core's forward, the flash
+    // kernel too (Megatron-Core checkpoints the core attention whatever
+    // its kernel, checkpoint_core_attention).
+    if (recompute_ == Recompute::kSelective) {
       block.backward = duration_plus(
           block.backward,
           seconds_to_picos(timer_.seconds(attention_core_forward(shape_, token_slice), links)));

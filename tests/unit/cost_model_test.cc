@@ -456,6 +456,19 @@ TEST(StageTime, SelectiveRecomputeRepaysAttentionCore) {
   EXPECT_EQ(selective.stages[1].forward, none.stages[1].forward);
 }
 
+TEST(StageTime, SelectiveRecomputeRerunsTheFlashKernel) {
+  Config c = gpt3_three_stages(Recompute::kNone);
+  c.model->attention = Attention::kFlash;
+  c.hardware->flash_forward_efficiency = 0.5;
+  c.hardware->flash_backward_efficiency = 0.5;
+  const CostTable none = build_ok(c);
+  c.training.recompute = Recompute::kSelective;
+  const CostTable selective = build_ok(c);
+  // The causal half of the scores, 2 b s^2 h = 103079215104 FLOP at half of
+  // 1e14 (its 201326592 bytes would take a tenth of that).
+  EXPECT_NEAR(selective.stages[1].backward - none.stages[1].backward, 2061584302, 2);
+}
+
 TEST(StageTime, TensorParallelAllReducesAreAdded) {
   // t = 2 on one node: each all-reduce of b s h * 2 = 50331648 bytes takes
   // 2 * 1e-6 + 50331648 / 1e11 = 5.0531648e-4 s; two each way, the

@@ -43,8 +43,8 @@ const Source kSources[] = {
     {"mt-nlg", 0.193, 0.212},
     {"nemo-automodel", 0.165, 0.262},
     {"llm-foundry", 0.088, 0.348},
-    {"nemo-fp8", 0.055, 0.140},
-    {"nemotron4-340b", 0.063, 0.063},
+    {"nemo-fp8", 0.056, 0.140},
+    {"nemotron4-340b", 0.069, 0.069},
     {"megatron-bridge", 0.105, 0.156},
 };
 
