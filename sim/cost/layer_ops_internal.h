@@ -89,7 +89,11 @@ class PhaseBuilder {
   // made once an iteration (the optimizer step's), the result in the dtype.
   // An operand that sequence parallelism all-gathers (Operand::gather) is
   // cast by each GPU on its share and gathered in FP8, as Transformer
-  // Engine does, then transposed whole for the weight gradient.
+  // Engine does, then transposed whole for the weight gradient; with
+  // current scaling the shares' maxima are all-reduced over the tensor
+  // group first, so that every share is cast to one scale (Transformer
+  // Engine's amax reduction of a column-parallel input and a row-parallel
+  // output gradient under sequence parallelism, module/linear.py).
   void linear(const char* name, double m, double n, double k, const Operand& operand,
               double batch = 1) {
     const bool fp8 = shape_.fp8 != Fp8Recipe::kNone;
@@ -101,6 +105,9 @@ class PhaseBuilder {
       return;
     }
     const int shares = gathered ? shape_.tensor : 1;
+    if (gathered && shape_.fp8 == Fp8Recipe::kCurrent) {
+      collective_op("FP8 amax all-reduce", CollectiveKind::kAllReduce, kAmaxBytes);
+    }
     memory(
         "FP8 cast",
         batch * m * k * fp8_operand_bytes(shape_.fp8, operand.writer, shape_.model.dtype, shares));
@@ -195,6 +202,7 @@ class PhaseBuilder {
 
  private:
   static constexpr double kFp8Bytes = 1;
+  static constexpr double kAmaxBytes = 4;  // one fp32 maximum a tensor
 
   int add_weight_gemm(const char* name, double m, double n, double tokens, double batch, bool fp8) {
     const double g = shape_.grad_bytes;

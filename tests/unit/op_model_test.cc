@@ -520,6 +520,37 @@ TEST(LayerOps, SquaredReluIsTwoMatricesAndOneKernelEachWay) {
   EXPECT_DOUBLE_EQ(flops(ops.weight_grad), linear);
 }
 
+// Current scaling with sequence parallelism all-reduces each gathered
+// operand's maximum over the tensor group before its shares are cast: the
+// QKV and MLP up inputs forward, the attention output's and MLP down's
+// output gradients backward, one fp32 each; delayed scaling's scales come
+// from earlier iterations, and without sequence parallelism nothing is
+// gathered.
+TEST(LayerOps, CurrentScalingReducesTheGatheredMaxima) {
+  const auto amax_reductions = [](const OpList& ops) {
+    int n = 0;
+    for (const Op& op : ops) {
+      if (std::string_view(op.name) == "FP8 amax all-reduce") {
+        EXPECT_EQ(op.collective, CollectiveKind::kAllReduce);
+        EXPECT_DOUBLE_EQ(op.bytes, 4.0);
+        ++n;
+      }
+    }
+    return n;
+  };
+  OpShape shape = shape_of(llama3_70b(Attention::kFlash), 4, true);
+  shape.fp8 = Fp8Recipe::kCurrent;
+  const PieceOps current = layer_ops(shape, TokenSlice{8192, 0});
+  EXPECT_EQ(amax_reductions(current.forward), 2);
+  EXPECT_EQ(amax_reductions(current.input_grad), 2);
+  EXPECT_EQ(amax_reductions(current.weight_grad), 0);
+  shape.fp8 = Fp8Recipe::kDelayed;
+  EXPECT_EQ(amax_reductions(layer_ops(shape, TokenSlice{8192, 0}).forward), 0);
+  OpShape unsplit = shape_of(llama3_70b(Attention::kFlash), 4, false);
+  unsplit.fp8 = Fp8Recipe::kCurrent;
+  EXPECT_EQ(amax_reductions(layer_ops(unsplit, TokenSlice{8192, 0}).forward), 0);
+}
+
 TEST(LayerOps, UnfusedGradientAccumulationAddsAKernelPerWeight) {
   OpShape shape = shape_of(llama3_70b(Attention::kFlash), 1, false);
   EXPECT_EQ(layer_ops(shape, TokenSlice{8192, 0}).weight_grad.size(), 4);
