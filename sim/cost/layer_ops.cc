@@ -249,13 +249,20 @@ void add_latent_projections_weight_grad(PhaseBuilder& p, const ModelSpec& model)
   p.linear_weight_gemm("KV up weight gradient", w.kv_latent, w.kv_up);
 }
 
+// The QKV projection's bias: Megatron's linear layer adds it to the GEMM's
+// result in a kernel of its own, and its gradient is a kernel's sum of the
+// output gradient. In FP8 the projection is Transformer Engine's, whose GEMM
+// adds the bias in its epilogue and whose cast of the output gradient sums
+// it as it reads it (cast-transpose-dbias): no kernel of their own.
+bool separate_qkv_bias(const PhaseBuilder& p) { return p.dims().bias && !p.fp8(); }
+
 // The fused QKV projection (with its bias) and the rotary embedding.
 void add_qkv_forward(PhaseBuilder& p, const ModelSpec& model) {
   const Dims& d = p.dims();
   const double B = d.value_bytes;
   const double qkv = d.q_width + d.k_width + d.v_width;
   p.linear("QKV", d.tokens, qkv, d.hidden, Operand(Fp8Input::kNorm, "all-gather before QKV"));
-  if (d.bias) p.memory("QKV bias", 2 * d.tokens * qkv * B);
+  if (separate_qkv_bias(p)) p.memory("QKV bias", 2 * d.tokens * qkv * B);
   if (model.positions == Positions::kRotary) {
     p.memory("rotary embedding", 2 * d.tokens * (d.q_width + d.k_width) * B);
   }
@@ -268,7 +275,7 @@ void add_qkv_input_grad(PhaseBuilder& p, const ModelSpec& model) {
   if (model.positions == Positions::kRotary) {
     p.memory("rotary embedding backward", 2 * d.tokens * (d.q_width + d.k_width) * B);
   }
-  if (d.bias) p.memory("QKV bias gradient", d.tokens * qkv * B);
+  if (separate_qkv_bias(p)) p.memory("QKV bias gradient", d.tokens * qkv * B);
   p.linear("QKV input gradient", d.tokens, d.hidden, qkv, Fp8Input::kCast);
 }
 

@@ -199,6 +199,7 @@ class PhaseBuilder {
   double norm_bytes() const { return norm_elements() * dims_.value_bytes; }
   double norm_elements() const { return dims_.norm_tokens * dims_.hidden; }
   const Dims& dims() const { return dims_; }
+  bool fp8() const { return shape_.fp8 != Fp8Recipe::kNone; }
 
  private:
   static constexpr double kFp8Bytes = 1;

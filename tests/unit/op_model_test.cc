@@ -551,6 +551,23 @@ TEST(LayerOps, CurrentScalingReducesTheGatheredMaxima) {
   EXPECT_EQ(amax_reductions(layer_ops(unsplit, TokenSlice{8192, 0}).forward), 0);
 }
 
+// Megatron's linear layer adds the QKV bias in a kernel of its own (2 T x
+// 10240 x 2 bytes at t = 1: the result read and written) and sums its
+// gradient in another (T x 10240 x 2); Transformer Engine's FP8 GEMM adds it
+// in its epilogue and its output gradient's cast sums the gradient.
+TEST(LayerOps, Fp8AddsTheQkvBiasInTheGemm) {
+  ModelSpec m = llama3_70b(Attention::kFlash);
+  m.bias = true;
+  OpShape shape = shape_of(m, 1, false);
+  const PieceOps bf16 = layer_ops(shape, TokenSlice{8192, 0});
+  EXPECT_DOUBLE_EQ(bytes_of(bf16.forward, "QKV bias"), 2.0 * 8192 * 10240 * 2);
+  EXPECT_DOUBLE_EQ(bytes_of(bf16.input_grad, "QKV bias gradient"), 8192.0 * 10240 * 2);
+  shape.fp8 = Fp8Recipe::kDelayed;
+  const PieceOps fp8 = layer_ops(shape, TokenSlice{8192, 0});
+  EXPECT_DOUBLE_EQ(total_bytes_of(fp8.forward, "QKV bias"), 0);
+  EXPECT_DOUBLE_EQ(total_bytes_of(fp8.input_grad, "QKV bias gradient"), 0);
+}
+
 TEST(LayerOps, UnfusedGradientAccumulationAddsAKernelPerWeight) {
   OpShape shape = shape_of(llama3_70b(Attention::kFlash), 1, false);
   EXPECT_EQ(layer_ops(shape, TokenSlice{8192, 0}).weight_grad.size(), 4);

@@ -43,7 +43,7 @@ const Source kSources[] = {
     {"mt-nlg", 0.193, 0.212},
     {"nemo-automodel", 0.165, 0.262},
     {"llm-foundry", 0.088, 0.348},
-    {"nemo-fp8", 0.056, 0.140},
+    {"nemo-fp8", 0.053, 0.131},
     {"nemotron4-340b", 0.069, 0.069},
     {"megatron-bridge", 0.110, 0.156},
 };
