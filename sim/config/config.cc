@@ -364,6 +364,7 @@ ParallelSpec Loader::read_parallel(const Map& s) const {
   read_int(s, "tensor", parallel.tensor, 1, kMaxGroup);
   read_int(s, "data", parallel.data, 1, kMaxGroup);
   read_int(s, "context", parallel.context, 1, kMaxGroup);
+  if (s.has("cp_comm")) parallel.context_comm = to_enum(s.get("cp_comm"), kContextComms);
   read_int(s, "expert", parallel.expert, 1, kMaxGroup);
   read_int(s, "virtual_stages", parallel.virtual_stages, 1, static_cast<int>(kMaxStages));
   read_bool(s, "sequence_parallel", parallel.sequence_parallel);
@@ -496,10 +497,10 @@ Config Loader::load(YAML::Node root) const {
                            model_keys(false)),
       .hardware = with_preset(section(top.get("hardware"), hardware_keys(true)),
                               hardware_preset_dir(), hardware_keys(false)),
-      .parallel = section(
-          top.get("parallel"),
-          {"pipeline", "tensor", "data", "context", "expert", "virtual_stages", "sequence_parallel",
-           "tp_comm_overlap", "tp_backward_overlap", "p2p_scatter_gather", "layers_per_stage"}),
+      .parallel = section(top.get("parallel"),
+                          {"pipeline", "tensor", "data", "context", "cp_comm", "expert",
+                           "virtual_stages", "sequence_parallel", "tp_comm_overlap",
+                           "tp_backward_overlap", "p2p_scatter_gather", "layers_per_stage"}),
       .training = section(
           top.get("training"),
           {"global_batch", "micro_batch", "recompute", "zero_stage", "optimizer_step",

@@ -101,6 +101,8 @@ const char* to_string(Fp8Recipe recipe) {
   return "?";
 }
 
+const char* to_string(ContextComm comm) { return comm == ContextComm::kP2p ? "p2p" : "all_gather"; }
+
 const char* to_string(SlicingMethod slicing) {
   return slicing == SlicingMethod::kEven ? "even" : "optimal";
 }

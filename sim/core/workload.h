@@ -58,6 +58,12 @@ enum class CrossEntropy { kMegatron, kMegatronFused, kTorch, kTorchFp32, kFused 
 // `current`, scales from the tensor's own maximum, taken by a pass of its
 // own before the cast (TE's Float8CurrentScaling, NeMo from 25.04).
 enum class Fp8Recipe { kNone, kDelayed, kCurrent };
+// How a context-parallel group shares its keys and values (Transformer
+// Engine's cp_comm_type): around a ring, each transfer beside a step of the
+// attention kernel (`p2p`, Megatron-Core's default), or all-gathered before
+// the kernel, again before its backward, and the gradients reduce-scattered
+// after it, none of it overlapped (`all_gather`: Llama 3's, section 3.3.2).
+enum class ContextComm { kP2p, kAllGather };
 // How a token-level schedule cuts a sequence: equal slices, or TeraPipe's
 // optimal cut for the model's costs.
 enum class SlicingMethod { kEven, kOptimal };
@@ -83,6 +89,7 @@ const char* to_string(MomentDType moments);
 const char* to_string(GradientDType gradients);
 const char* to_string(CrossEntropy loss);
 const char* to_string(Fp8Recipe recipe);
+const char* to_string(ContextComm comm);
 const char* to_string(SlicingMethod slicing);
 const char* to_string(Mlp mlp);
 const char* to_string(Norm norm);
@@ -232,6 +239,7 @@ struct ParallelSpec {
   // causal attention work is even), which pass the keys and values around a
   // ring inside the attention kernel. GPUs = p t cp d.
   int context = 1;
+  ContextComm context_comm = ContextComm::kP2p;  // how the cp GPUs share K and V
   // EP: each mixture-of-experts layer's experts split over EP of the d cp
   // GPUs that hold the same dense weights (Megatron-Core's expert
   // parallelism), which exchange their tokens all-to-all.

@@ -75,10 +75,15 @@ void add_attention_core_forward(PhaseBuilder& p, const ModelSpec& model) {
   if (model.attention == Attention::kFlash) {
     // Q K^T over the query-key width, P V over the value width.
     const double flops = 2 * d.head_batch * d.causal_pairs * (d.qk_dim + d.v_dim);
+    // The context group's K and V all-gathered first, or each ring step
+    // handing this GPU's current K and V chunk on beside the kernel.
+    if (p.context_all_gather()) {
+      p.context_collective("context-parallel K, V all-gather", CollectiveKind::kAllGather,
+                           p.kv_bytes());
+    }
     // Reads Q, K and V (the keys of the context too) and writes O.
     p.flash("flash attention", flops, attention_io_bytes(d), false);
-    // Each ring step hands this GPU's current K and V chunk on.
-    p.ring_exchange("context-parallel K, V exchange", p.kv_bytes());
+    if (!p.context_all_gather()) p.ring_exchange("context-parallel K, V exchange", p.kv_bytes());
     return;
   }
   // Megatron's baddbmm of Q and K^T, fused scale-mask-softmax, dropout and
@@ -98,6 +103,16 @@ void add_attention_core_backward(PhaseBuilder& p, const ModelSpec& model) {
     // recomputed inside (Dao 2023, section 4); reads Q, K, V, O, dO and
     // writes dQ, dK, dV.
     const double flops = 2.5 * 2 * d.head_batch * d.causal_pairs * (d.qk_dim + d.v_dim);
+    if (p.context_all_gather()) {
+      // Transformer Engine keeps only the GPU's own K and V: gathered again,
+      // and the gradients of every chunk's K and V reduce-scattered after.
+      p.context_collective("context-parallel K, V all-gather", CollectiveKind::kAllGather,
+                           p.kv_bytes());
+      p.flash("flash attention backward", flops, 2 * attention_io_bytes(d), true);
+      p.context_collective("context-parallel dK, dV reduce-scatter", CollectiveKind::kReduceScatter,
+                           p.kv_bytes());
+      return;
+    }
     p.flash("flash attention backward", flops, 2 * attention_io_bytes(d), true);
     // The backward's ring passes K and V on again, and with them the
     // gradients of the chunk's K and V accumulated so far.
@@ -401,6 +416,7 @@ OpShape OpShape::of(const Config& config) {
   shape.micro_batch = config.training.micro_batch;
   shape.tensor = config.parallel.tensor;
   shape.context = config.parallel.context;
+  shape.context_comm = config.parallel.context_comm;
   shape.sequence_parallel = config.parallel.sequence_parallel;
   shape.tp_comm_overlap = config.parallel.tp_comm_overlap;
   shape.tp_backward_overlap = config.parallel.tp_backward_overlap;

@@ -23,7 +23,7 @@ enum class OpKind {
   kCollective,      // a collective over the tensor- or expert-parallel group
   // Context parallelism's ring: `steps` transfers of `bytes` to the next GPU
   // of the ring, each overlapping one of the cp steps of the attention
-  // kernel before it in the list.
+  // kernel before it in the list (Op::beside_attention), or exposed.
   kRingExchange,
 };
 
@@ -53,6 +53,11 @@ struct Op {
   double random_draws = 0;
   // kRingExchange: transfers, one per ring step after the first (cp - 1).
   double steps = 0;
+  // kRingExchange: each transfer runs beside a step of the attention kernel
+  // just before it in the list (the p2p ring); else the transfers are one
+  // collective of the context group (`collective`: an all-gather or a
+  // reduce-scatter of the steps + 1 GPUs' chunks), paid in full.
+  bool beside_attention = false;
   // kGemm: the bytes its epilogue moves: the result written, or read and
   // written when it accumulates into a buffer.
   double result_bytes = 0;
@@ -131,6 +136,7 @@ struct OpShape {
   int micro_batch = 1;
   int tensor = 1;
   int context = 1;  // cp > 1: the slice is one context rank's share
+  ContextComm context_comm = ContextComm::kP2p;
   bool sequence_parallel = false;
   bool tp_comm_overlap = false;
   bool tp_backward_overlap = false;

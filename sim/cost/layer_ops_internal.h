@@ -178,15 +178,14 @@ class PhaseBuilder {
   }
 
   // With context parallelism, `steps` = cp - 1 transfers of `bytes` to the
-  // next GPU of the ring; nothing without.
+  // next GPU of the ring, beside the attention kernel just added; nothing
+  // without.
   void ring_exchange(const char* name, double bytes) {
-    if (shape_.context <= 1) return;
-    Op op;
-    op.kind = OpKind::kRingExchange;
-    op.name = name;
-    op.bytes = bytes;
-    op.steps = shape_.context - 1;
-    out_.add(op);
+    context_ring(name, bytes, true, CollectiveKind::kAllGather);
+  }
+  // The same chunks as one collective of the context group, paid in full.
+  void context_collective(const char* name, CollectiveKind kind, double bytes) {
+    context_ring(name, bytes, false, kind);
   }
 
   // Bytes of K and V of the slice's own tokens on this GPU.
@@ -200,9 +199,22 @@ class PhaseBuilder {
   double norm_elements() const { return dims_.norm_tokens * dims_.hidden; }
   const Dims& dims() const { return dims_; }
   bool fp8() const { return shape_.fp8 != Fp8Recipe::kNone; }
+  bool context_all_gather() const { return shape_.context_comm == ContextComm::kAllGather; }
 
  private:
   static constexpr double kFp8Bytes = 1;
+
+  void context_ring(const char* name, double bytes, bool beside_attention, CollectiveKind kind) {
+    if (shape_.context <= 1) return;
+    Op op;
+    op.kind = OpKind::kRingExchange;
+    op.name = name;
+    op.bytes = bytes;
+    op.steps = shape_.context - 1;
+    op.beside_attention = beside_attention;
+    op.collective = kind;
+    out_.add(op);
+  }
   static constexpr double kAmaxBytes = 4;  // one fp32 maximum a tensor
 
   int add_weight_gemm(const char* name, double m, double n, double tokens, double batch, bool fp8) {

@@ -125,6 +125,13 @@ double OpTimer::seconds(const Op& op, const GroupLinks& links) const {
       }
       return collective_seconds(op.collective, op.bytes, tensor_, links.tensor) + launch_s_;
     case OpKind::kRingExchange:
+      if (!op.beside_attention) {
+        // One collective of the steps + 1 GPUs' chunks: NCCL's ring, at the
+        // bus bandwidth of the whole buffer's size.
+        const int group = static_cast<int>(op.steps) + 1;
+        return collective_seconds(op.collective, op.bytes * group, group, links.context) +
+               launch_s_;
+      }
       return op.steps * ring_step_seconds(op, links.context);
   }
   return 0;
@@ -145,7 +152,7 @@ double OpTimer::in_list_seconds(const OpList& ops, int i, const GroupLinks& link
       op_s = std::max(0.0, op_s - seconds(list[partner], links));
     }
   }
-  if (list[i].kind == OpKind::kRingExchange && i > 0 &&
+  if (list[i].kind == OpKind::kRingExchange && list[i].beside_attention && i > 0 &&
       list[i - 1].kind == OpKind::kFlashAttention) {
     const double ring_step = seconds(list[i - 1], links) / (list[i].steps + 1);
     op_s = list[i].steps * std::max(0.0, ring_step_seconds(list[i], links.context) - ring_step);

@@ -80,7 +80,8 @@ class OpTimer {
  public:
   OpTimer(const HardwareSpec& hardware, DType dtype, int tensor);
 
-  // An operation alone: a ring exchange pays all of its transfers.
+  // An operation alone: a ring exchange pays all of its transfers (a
+  // context collective, Op::beside_attention false, as one collective).
   double seconds(const Op& op, const GroupLinks& links) const;
   // The list's operations one after another, except that a collective that
   // overlaps its GEMM (Op::overlaps_gemm) pays only what outlasts it, and a

@@ -51,7 +51,9 @@ std::string shape_of(const Op& op) {
                          op.overlaps_gemm ? ", overlapped" : "",
                          op.weight_partner >= 0 ? ", beside W" : "");
     case OpKind::kRingExchange:
-      return fmt::format("{:g} steps, overlapped", op.steps);
+      return op.beside_attention
+                 ? fmt::format("{:g} steps, overlapped", op.steps)
+                 : fmt::format("{} of {:g}", collective_name(op.collective), op.steps + 1);
     case OpKind::kMemory:
       // A dropout mask's: at hardware.dropout_rng_gsamples_per_s they may
       // take longer than the bytes.

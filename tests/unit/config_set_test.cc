@@ -55,11 +55,12 @@ TEST(ConfigTest, BadSetValueNamesTheFlag) {
   EXPECT_EQ(error_of(kIdeal, {{"costs.fixed.forward_s", "[1, -1]"}}),
             "--set costs.fixed.forward_s=[1, -1]: costs.fixed.forward_s: expected 1 value or 4 "
             "(one per stage: pipeline x virtual_stages), got 2");
-  EXPECT_EQ(error_of(kIdeal, {{"parallel.pipline", "2"}}),
-            "--set parallel.pipline=2: parallel.pipline: unknown key, expected one of pipeline, "
-            "tensor, data, context, expert, virtual_stages, sequence_parallel, tp_comm_overlap, "
-            "tp_backward_overlap, "
-            "p2p_scatter_gather, layers_per_stage");
+  EXPECT_EQ(
+      error_of(kIdeal, {{"parallel.pipline", "2"}}),
+      "--set parallel.pipline=2: parallel.pipline: unknown key, expected one of pipeline, "
+      "tensor, data, context, cp_comm, expert, virtual_stages, sequence_parallel, tp_comm_overlap, "
+      "tp_backward_overlap, "
+      "p2p_scatter_gather, layers_per_stage");
 }
 
 TEST(ConfigTest, SetIntoAnEmptySection) {

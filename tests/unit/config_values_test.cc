@@ -32,7 +32,7 @@ parallel:
   pipelines: 4
 )"),
             "test.yaml:3:3: parallel.pipelines: unknown key, expected one of pipeline, tensor, "
-            "data, context, expert, virtual_stages, sequence_parallel, tp_comm_overlap, "
+            "data, context, cp_comm, expert, virtual_stages, sequence_parallel, tp_comm_overlap, "
             "tp_backward_overlap, "
             "p2p_scatter_gather, layers_per_stage");
 }
@@ -89,11 +89,12 @@ TEST(ConfigTest, ListWhereIntegerExpected) {
 }
 
 TEST(ConfigTest, SectionMustBeAMap) {
-  EXPECT_EQ(error_of("parallel: 4\n"),
-            "test.yaml:1:11: parallel: expected a map with keys pipeline, tensor, data, context, "
-            "expert, virtual_stages, sequence_parallel, tp_comm_overlap, tp_backward_overlap, "
-            "p2p_scatter_gather, "
-            "layers_per_stage, got \"4\"");
+  EXPECT_EQ(
+      error_of("parallel: 4\n"),
+      "test.yaml:1:11: parallel: expected a map with keys pipeline, tensor, data, context, "
+      "cp_comm, expert, virtual_stages, sequence_parallel, tp_comm_overlap, tp_backward_overlap, "
+      "p2p_scatter_gather, "
+      "layers_per_stage, got \"4\"");
 }
 
 TEST(ConfigTest, DocumentMustBeAMap) {

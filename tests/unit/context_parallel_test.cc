@@ -52,6 +52,16 @@ TEST(ContextConfig, AValidLayoutLoadsAndCountsItsGpus) {
   EXPECT_EQ(config->parallel.weight_replicas(), 2);  // d 1 x cp 2
 }
 
+TEST(ContextConfig, TheCommunicationTypeIsRead) {
+  const Result<Config> config = parse_config(config_test::yaml(kModel), "test.yaml",
+                                             with_context({{"parallel.cp_comm", "all_gather"}}));
+  ASSERT_TRUE(config.ok()) << config.error().message;
+  EXPECT_EQ(config->parallel.context_comm, ContextComm::kAllGather);
+  EXPECT_EQ(context_config()->parallel.context_comm, ContextComm::kP2p);
+  EXPECT_THAT(error_of(kModel, with_context({{"parallel.cp_comm", "a2a"}})),
+              HasSubstr("parallel.cp_comm: expected one of p2p, all_gather, got \"a2a\""));
+}
+
 TEST(ContextConfig, DegreeMustBePositive) {
   EXPECT_THAT(error_of(kModel, with_context({{"parallel.context", "0"}})),
               HasSubstr("parallel.context: expected an integer"));
@@ -159,12 +169,50 @@ TEST(ContextRingOps, ForwardPassesKAndVBackwardAlsoTheirGradients) {
       nullptr);
 }
 
+// Llama 3's all-gather variant (Transformer Engine's cp_comm_type
+// all_gather): the group's K and V gathered before the forward kernel, again
+// before the backward one, and their gradients reduce-scattered after it;
+// on the same ring, 3 steps of 8388608 bytes each, none beside the kernel.
+TEST(ContextRingOps, AllGatherComesBeforeTheKernelAndIsPaidInFull) {
+  OpShape shape = llama3_70b_shape(4);
+  shape.context_comm = ContextComm::kAllGather;
+  const PieceOps ops = layer_ops(shape, context_rank_slice(8192, 4));
+  const auto exchanges = [](const OpList& list) {
+    std::vector<std::pair<std::string, int>> found;  // name, index
+    for (int i = 0; i < list.size(); ++i) {
+      const Op& op = list.begin()[i];
+      if (op.kind != OpKind::kRingExchange) continue;
+      EXPECT_FALSE(op.beside_attention) << op.name;
+      EXPECT_EQ(op.steps, 3);
+      EXPECT_EQ(op.bytes, 8388608);
+      found.emplace_back(op.name, i);
+    }
+    return found;
+  };
+  const auto kernel_at = [](const OpList& list) {
+    for (int i = 0; i < list.size(); ++i) {
+      if (list.begin()[i].kind == OpKind::kFlashAttention) return i;
+    }
+    return -1;
+  };
+  const auto forward = exchanges(ops.forward);
+  ASSERT_EQ(forward.size(), 1u);
+  EXPECT_EQ(forward[0].second, kernel_at(ops.forward) - 1);
+  const auto backward = exchanges(ops.input_grad);
+  ASSERT_EQ(backward.size(), 2u);
+  EXPECT_EQ(backward[0].first, "context-parallel K, V all-gather");
+  EXPECT_EQ(backward[0].second, kernel_at(ops.input_grad) - 1);
+  EXPECT_EQ(backward[1].first, "context-parallel dK, dV reduce-scatter");
+  EXPECT_EQ(backward[1].second, kernel_at(ops.input_grad) + 1);
+}
+
 // ---------------------------------------------------------------- pricing
 
 // A forward attention kernel of 1 ms (round hardware: 100 TFLOP/s at
 // flash_forward_efficiency 0.8) followed by cp - 1 = 3 ring transfers over
-// a 100 GB/s link without latency.
-OpList kernel_then_ring(double bytes_per_step) {
+// a 100 GB/s link without latency; `beside` the kernel's steps (the p2p
+// ring), or a context collective after the kernel.
+OpList kernel_then_ring(double bytes_per_step, bool beside = true) {
   Op flash;
   flash.kind = OpKind::kFlashAttention;
   flash.flops = 1e-3 * 100e12 * 0.8;
@@ -172,6 +220,8 @@ OpList kernel_then_ring(double bytes_per_step) {
   ring.kind = OpKind::kRingExchange;
   ring.bytes = bytes_per_step;
   ring.steps = 3;
+  ring.beside_attention = beside;
+  ring.collective = CollectiveKind::kAllGather;
   OpList ops;
   ops.add(flash);
   ops.add(ring);
@@ -190,6 +240,9 @@ TEST(ContextRingPricing, TransfersHideBehindTheKernelsSteps) {
   EXPECT_NEAR(timer.seconds(kernel_then_ring(1e8), links), 3.25e-3, 1e-12);
   // Alone, a ring exchange pays all of its transfers: 3 ms.
   EXPECT_NEAR(timer.seconds(kernel_then_ring(1e8).begin()[1], links), 3e-3, 1e-12);
+  // The same chunks as one all-gather of the four GPUs after the kernel
+  // hide nothing: 1 ms + 3 steps of 1e7 bytes, 0.1 ms each.
+  EXPECT_NEAR(timer.seconds(kernel_then_ring(1e7, false), links), 1.3e-3, 1e-12);
 }
 
 // ---------------------------------------------------------------- the cost table
