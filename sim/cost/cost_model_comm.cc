@@ -47,15 +47,23 @@ Result<Link> group_link(const HardwareSpec& hw, bool one_node, int per_node) {
   return Link{hw.inter_node_latency_us * kMicro, bandwidth, half};
 }
 
-// A pipeline's transfer between two ranks (on one node: `one_node`): the
+// One NCCL send/recv pair between two GPUs (on one node: `one_node`): the
 // link of a group of two without the collectives' message-size curve (one
-// step, not a ring of them), at the bandwidth one send/recv pair reaches
-// within a node, and with the framework's fixed time per transfer.
-Result<Link> p2p_link(const HardwareSpec& hw, bool one_node) {
+// step, not a ring of them), at the bandwidth one pair reaches within a node
+// (NCCL runs a pair on a few channels).
+Result<Link> send_recv_link(const HardwareSpec& hw, bool one_node) {
   Result<Link> link = group_link(hw, one_node, 1);
   if (!link.ok()) return link;
   link->half_bytes = 0;
   if (one_node && hw.p2p_bandwidth_gbps > 0) link->bandwidth_Bps = hw.p2p_bandwidth_gbps * kGiga;
+  return link;
+}
+
+// A pipeline's transfer between two ranks: a send/recv pair with the
+// framework's fixed time per transfer.
+Result<Link> p2p_link(const HardwareSpec& hw, bool one_node) {
+  Result<Link> link = send_recv_link(hw, one_node);
+  if (!link.ok()) return link;
   if (hw.p2p_latency_us > 0) link->latency_s = hw.p2p_latency_us * kMicro;
   return link;
 }
@@ -188,8 +196,10 @@ Status check_hardware(const Config& config) {
 }
 
 // A context ring's transfers go to the next GPU of the ring, every GPU
-// sending at once: across nodes each over its own share of the NICs, as a
-// pipeline transfer.
+// sending at once: across nodes each over its own share of the NICs, each
+// transfer one send/recv pair (without a pipeline's framework time: the
+// attention waits for it on its stream, nothing synchronises the device);
+// a context collective (cp_comm all_gather) runs over the same hops.
 Result<GroupLinks> group_links(const Config& config, const Placement& placement, int rank) {
   GroupLinks links;
   if (config.parallel.tensor > 1) {
@@ -199,10 +209,13 @@ Result<GroupLinks> group_links(const Config& config, const Placement& placement,
     links.tensor = *tensor;
   }
   if (config.parallel.context > 1) {
-    const Result<Link> context =
-        group_link(*config.hardware, placement.context_groups_in_node(rank), 1);
+    const bool one_node = placement.context_groups_in_node(rank);
+    const Result<Link> context = group_link(*config.hardware, one_node, 1);
     if (!context.ok()) return context.error();
     links.context = *context;
+    const Result<Link> ring = send_recv_link(*config.hardware, one_node);
+    if (!ring.ok()) return ring.error();
+    links.context_ring = *ring;
   }
   if (config.parallel.expert > 1) {
     const Result<AllToAllLinks> expert = expert_links(config, placement, rank);

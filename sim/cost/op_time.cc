@@ -132,15 +132,15 @@ double OpTimer::seconds(const Op& op, const GroupLinks& links) const {
         return collective_seconds(op.collective, op.bytes * group, group, links.context) +
                launch_s_;
       }
-      return op.steps * ring_step_seconds(op, links.context);
+      return op.steps * ring_step_seconds(op, links.context_ring);
   }
   return 0;
 }
 
 // One transfer of the ring: the send and receive kernels' launch and the
 // message over the ring's link.
-double OpTimer::ring_step_seconds(const Op& op, const Link& context_link) const {
-  return transfer_seconds(op.bytes, context_link) + launch_s_;
+double OpTimer::ring_step_seconds(const Op& op, const Link& ring_link) const {
+  return transfer_seconds(op.bytes, ring_link) + launch_s_;
 }
 
 double OpTimer::in_list_seconds(const OpList& ops, int i, const GroupLinks& links) const {
@@ -155,7 +155,8 @@ double OpTimer::in_list_seconds(const OpList& ops, int i, const GroupLinks& link
   if (list[i].kind == OpKind::kRingExchange && list[i].beside_attention && i > 0 &&
       list[i - 1].kind == OpKind::kFlashAttention) {
     const double ring_step = seconds(list[i - 1], links) / (list[i].steps + 1);
-    op_s = list[i].steps * std::max(0.0, ring_step_seconds(list[i], links.context) - ring_step);
+    op_s =
+        list[i].steps * std::max(0.0, ring_step_seconds(list[i], links.context_ring) - ring_step);
   }
   return op_s;
 }

@@ -70,7 +70,9 @@ double all_to_all_seconds(double bytes, const AllToAllLinks& group);
 // group's all-to-all exchanges.
 struct GroupLinks {
   Link tensor;
+  // A context group's collectives, and one send/recv pair of its ring.
   Link context;
+  Link context_ring;
   AllToAllLinks expert;
 };
 

@@ -231,6 +231,7 @@ OpList kernel_then_ring(double bytes_per_step, bool beside = true) {
 TEST(ContextRingPricing, TransfersHideBehindTheKernelsSteps) {
   const OpTimer timer(round_hardware(8, 1), DType::kBf16, 1);
   GroupLinks links;
+  links.context_ring = Link{0, 100e9, 0};
   links.context = Link{0, 100e9, 0};
   // 1e7 bytes take 0.1 ms, less than a quarter of the kernel (0.25 ms):
   // hidden, the pair costs the kernel's 1 ms.
@@ -298,6 +299,25 @@ TEST(ContextCostTable, ARingAcrossNodesPaysTheNetwork) {
               forward_s * 1e12, 2);
   EXPECT_NEAR(static_cast<double>(across.stages[0].backward - in_node.stages[0].backward),
               backward_s * 1e12, 2);
+}
+
+TEST(ContextCostTable, ARingStepIsOneSendRecvPair) {
+  // cp 2 on one 2-GPU node, t 1: each forward step hands on K and V of 2
+  // tokens x 8 columns in bf16 = 64 bytes. As one NCCL send/recv pair: at
+  // the pair's bandwidth (p2p_bandwidth_gbps 10), without the collectives'
+  // size curve (collective_half_mb 1 would price 64 bytes at half the
+  // link's bus bandwidth) and without a pipeline transfer's framework time
+  // (p2p_latency_us 100), so the step takes 1e-6 + 64 / 1e10 s where the
+  // node's link gives 1e-6 + 64 / 1e11. The tiny model's attention takes
+  // picoseconds: the whole difference shows in the forward.
+  HardwareSpec pair = round_hardware(2, 1);
+  pair.p2p_bandwidth_gbps = 10;
+  pair.p2p_latency_us = 100;
+  pair.collective_half_mb = 1;
+  const CostTable plain = build_ok(tiny_context(1, 1, 1, 2, 1, round_hardware(2, 1)));
+  const CostTable paired = build_ok(tiny_context(1, 1, 1, 2, 1, pair));
+  EXPECT_NEAR(static_cast<double>(paired.stages[0].forward - plain.stages[0].forward),
+              (64 / 1e10 - 64 / 1e11) * 1e12, 2);
 }
 
 }  // namespace
