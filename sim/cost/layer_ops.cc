@@ -177,7 +177,7 @@ void add_mlp_core_input_grad(PhaseBuilder& p, const ModelSpec& model, const MlpW
 void add_dense_mlp_forward(PhaseBuilder& p, const ModelSpec& model, const MlpWidth& w,
                            Fp8Input up_input) {
   add_mlp_core_forward(p, model, w, p.dims().tokens, Operand(up_input, "all-gather before MLP"));
-  p.row_parallel_end("MLP all-reduce");
+  p.row_parallel_output("MLP all-reduce");
 }
 
 int add_dense_mlp_input_grad(PhaseBuilder& p, const ModelSpec& model, const MlpWidth& w) {
@@ -305,7 +305,7 @@ void add_attention_forward(PhaseBuilder& p, const ModelSpec& model) {
   }
   add_attention_core_forward(p, model);
   p.linear("attention output", d.tokens, d.hidden, d.o_width, Fp8Input::kCast);
-  p.row_parallel_end("attention all-reduce");
+  p.row_parallel_output("attention all-reduce");
   p.dropout("attention bias-dropout-add", residual_bytes(p), p.norm_elements());
   p.memory("MLP norm", 2 * p.norm_bytes());
 }

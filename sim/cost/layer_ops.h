@@ -70,6 +70,12 @@ struct Op {
   // operation) or drains (a reduce-scatter: the previous one), paying only
   // what outlasts it (parallel.tp_comm_overlap).
   bool overlaps_gemm = false;
+  // kCollective with overlaps_gemm, a reduce-scatter: the chunks the GEMM
+  // and the collective are cut into, the last chunk's collective running
+  // after the whole GEMM (Transformer Engine's userbuffers `pipeline`
+  // overlap of a forward's row-parallel output, 4 chunks); 1: one collective
+  // beside the whole GEMM (its `bulk` overlap of an input gradient).
+  int overlap_splits = 1;
   // kCollective of an input-gradient list: the index, in the same piece's
   // weight-gradient list, of the GEMM it runs beside when I and W run as one
   // backward (parallel.tp_backward_overlap: Megatron's asynchronous

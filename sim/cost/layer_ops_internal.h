@@ -142,15 +142,22 @@ class PhaseBuilder {
   // a column-parallel one (an all-gather with sequence parallelism; nothing
   // without). Their conjugates in backward are the same pair swapped.
   // Returns the collective's index in the list; -1 without tensor
-  // parallelism.
-  int row_parallel_end(const char* name) {
+  // parallelism. `overlap_splits`: Op::overlap_splits when it overlaps its
+  // GEMM.
+  int row_parallel_end(const char* name, int overlap_splits = 1) {
     if (!dims_.tensor_parallel) return -1;
     Op op = collective_kernel(
         name, dims_.sequence_parallel ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce,
         hidden_bytes());
     op.overlaps_gemm = shape_.tp_comm_overlap;
+    op.overlap_splits = overlap_splits;
     return out_.add(op);
   }
+  // A forward's row-parallel output: with tp_comm_overlap, Transformer
+  // Engine's `pipeline` overlap in 4 chunks (its default num_splits, and
+  // NeMo's userbuffers configs for proj_fprop and fc2_fprop, e.g.
+  // NeMo-Framework-Launcher 24.07 conf/training/tp_overlap/).
+  void row_parallel_output(const char* name) { row_parallel_end(name, 4); }
   void column_parallel_start(const char* name) { column_parallel_start(name, dims_.value_bytes); }
   // Of values of `value_bytes` each.
   void column_parallel_start(const char* name, double value_bytes) {

@@ -143,13 +143,34 @@ double OpTimer::ring_step_seconds(const Op& op, const Link& ring_link) const {
   return transfer_seconds(op.bytes, ring_link) + launch_s_;
 }
 
+// A collective's kernels hold comm_sm_fraction of the SMs while they run
+// beside a GEMM. Cut into n > 1 chunks (userbuffers' `pipeline` overlap,
+// which launches the GEMM on the SMs the collective leaves it), the GEMM
+// runs at (1 - f) throughout, each chunk's collective beside the next
+// chunk's product and the last one after it: max(G', C) + min(G', C) / n
+// with G' = G / (1 - f). In one piece (`bulk`, or NCCL's kernel beside
+// Megatron's weight gradient) the GEMM loses f of its SMs only while the
+// collective runs: G + f C, or C when the collective outlasts the slowed
+// GEMM.
+double OpTimer::beside_gemm_seconds(double gemm_s, double collective_s, int splits) const {
+  const double slowed_gemm_s = gemm_s / (1 - hw_.comm_sm_fraction);
+  if (splits > 1) {
+    return std::max(slowed_gemm_s, collective_s) + std::min(slowed_gemm_s, collective_s) / splits;
+  }
+  if (collective_s >= slowed_gemm_s) return collective_s;
+  return gemm_s + hw_.comm_sm_fraction * collective_s;
+}
+
 double OpTimer::in_list_seconds(const OpList& ops, int i, const GroupLinks& links) const {
   const Op* list = ops.begin();
   double op_s = seconds(list[i], links);
   if (list[i].overlaps_gemm) {
     const int partner = list[i].collective == CollectiveKind::kAllGather ? i + 1 : i - 1;
     if (partner >= 0 && partner < ops.size() && list[partner].kind == OpKind::kGemm) {
-      op_s = std::max(0.0, op_s - seconds(list[partner], links));
+      const double gemm_s = seconds(list[partner], links);
+      op_s = list[i].collective == CollectiveKind::kAllGather
+                 ? std::max(0.0, op_s - gemm_s)
+                 : beside_gemm_seconds(gemm_s, op_s, list[i].overlap_splits) - gemm_s;
     }
   }
   if (list[i].kind == OpKind::kRingExchange && list[i].beside_attention && i > 0 &&
@@ -174,8 +195,9 @@ double OpTimer::beside_weight_grad_seconds(const OpList& input_grad, const OpLis
     const int partner = input_grad.begin()[i].weight_partner;
     if (partner < 0) continue;
     PPSIM_CHECK(partner < weight_grad.size());
-    hidden += std::min(in_list_seconds(input_grad, i, links),
-                       seconds(weight_grad.begin()[partner], links));
+    const double collective_s = in_list_seconds(input_grad, i, links);
+    const double gemm_s = seconds(weight_grad.begin()[partner], links);
+    hidden += collective_s + gemm_s - beside_gemm_seconds(gemm_s, collective_s, 1);
   }
   return hidden;
 }

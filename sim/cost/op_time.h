@@ -86,7 +86,9 @@ class OpTimer {
   // context collective, Op::beside_attention false, as one collective).
   double seconds(const Op& op, const GroupLinks& links) const;
   // The list's operations one after another, except that a collective that
-  // overlaps its GEMM (Op::overlaps_gemm) pays only what outlasts it, and a
+  // overlaps its GEMM (Op::overlaps_gemm) pays only what outlasts it (a
+  // reduce-scatter also the SMs its kernels take from the GEMM, and its last
+  // chunk: beside_gemm_seconds), and a
   // ring exchange only what outlasts the ring steps of the attention kernel
   // before it: with cp = steps + 1 steps of a kernel of time A, each
   // transfer X runs alongside a step of A / cp, so the exchange adds
@@ -98,7 +100,8 @@ class OpTimer {
   double communication_seconds(const OpList& ops, const GroupLinks& links) const;
   // What a whole backward saves over its input gradient then its weight
   // gradient: each input-gradient collective with a weight partner
-  // (Op::weight_partner) runs beside that GEMM, hiding the shorter of the two.
+  // (Op::weight_partner) runs beside that GEMM, hiding the shorter of the
+  // two less what its kernels take of the GEMM's SMs (comm_sm_fraction).
   double beside_weight_grad_seconds(const OpList& input_grad, const OpList& weight_grad,
                                     const GroupLinks& links) const;
 
@@ -113,7 +116,11 @@ class OpTimer {
 
  private:
   GemmTiling tiled(const Op& op, double tile_m, double tile_n, double efficiency) const;
-  double ring_step_seconds(const Op& op, const Link& context_link) const;
+  double ring_step_seconds(const Op& op, const Link& ring_link) const;
+  // A GEMM of `gemm_s` and a collective of `collective_s` side by side, the
+  // collective in `splits` chunks (Op::overlap_splits), its kernels holding
+  // comm_sm_fraction of the SMs.
+  double beside_gemm_seconds(double gemm_s, double collective_s, int splits) const;
   // Operation i of the list as seconds(ops, links) counts it.
   double in_list_seconds(const OpList& ops, int i, const GroupLinks& links) const;
 

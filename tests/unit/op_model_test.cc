@@ -279,6 +279,47 @@ TEST(OpTime, CommunicationIsWhatTheListLeavesOfItsCollectives) {
   EXPECT_NEAR(timer.seconds(ops, links), 2 * gemm_s + communication, 1e-9);
 }
 
+// A reduce-scatter beside the GEMM it drains, its kernels holding a fifth
+// of the SMs (comm_sm_fraction 0.2): a GEMM of G alone takes G' = G / 0.8
+// beside it. Cut into 4 chunks (the forward's userbuffers `pipeline`
+// overlap), the pair takes max(G', C) + min(G', C) / 4 and the list charges
+// the collective that less G; in one piece (`bulk`, and a collective
+// beside Megatron's weight gradient) the GEMM is slowed only while the
+// collective runs: G + 0.2 C, or C when C >= G'.
+TEST(OpTime, AReduceScatterBesideItsGemmTakesItsSms) {
+  const Link nvlink{3e-6, 300e9 * 0.78, 25e6};  // a 100 MB reduce-scatter: 4.8841455e-4 s
+  GroupLinks links;
+  links.tensor = nvlink;
+  HardwareSpec hw = a100();
+  hw.comm_sm_fraction = 0.2;
+  const OpTimer timer(hw, DType::kBf16, 8);
+  const Op gemm = gemm_op("product", 1, 8192, 8192, 8192, 2, 2);
+  const double gemm_s = timer.seconds(gemm, links);
+  Op reduce_scatter;
+  reduce_scatter.kind = OpKind::kCollective;
+  reduce_scatter.collective = CollectiveKind::kReduceScatter;
+  reduce_scatter.bytes = 100e6;
+  reduce_scatter.overlaps_gemm = true;
+  const double collective_s = 4.8841455e-4;
+  ASSERT_LT(collective_s, gemm_s);  // the collective is the shorter
+  const auto pair_seconds = [&](int splits) {
+    OpList ops;
+    ops.add(gemm);
+    Op op = reduce_scatter;
+    op.overlap_splits = splits;
+    ops.add(op);
+    return timer.seconds(ops, links);
+  };
+  EXPECT_NEAR(pair_seconds(4), gemm_s / 0.8 + collective_s / 4, 1e-9);
+  EXPECT_NEAR(pair_seconds(1), gemm_s + 0.2 * collective_s, 1e-9);
+  // Without the SMs' share both hide the collective but for the chunk.
+  const OpTimer free_sms(a100(), DType::kBf16, 8);
+  OpList ops;
+  ops.add(gemm);
+  ops.add(reduce_scatter);
+  EXPECT_NEAR(free_sms.seconds(ops, links), gemm_s, 1e-9);
+}
+
 TEST(OpTime, LaunchGapOnEveryKernel) {
   HardwareSpec hw = a100();
   hw.kernel_launch_us = 5;
