@@ -255,6 +255,13 @@ Result<Simulation> simulate(const Config& config, Engine* shared_engine,
       if (Status st = replay(); !st) return Error{st.message()};
     }
   }
+  if (sim.timeline.period() <= 0) {
+    return Error{fmt::format(
+        "{}: the iteration takes no time: every action and transfer costs 0 s, so there is no "
+        "iteration time, throughput or bubble to report; give the actions a duration "
+        "(costs.fixed.forward_s and backward_s, or the profile's kernels)",
+        config.source)};
+  }
   sim.summary = summarize(config, sim.schedule.name, sim.timeline, sim.costs.stage_weight_bytes);
   sim.summary.settled = settled;
   sim.summary.slice_lengths = sim.slice_lengths;

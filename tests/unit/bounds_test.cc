@@ -120,6 +120,16 @@ TEST(Bounds, ARunLongerThanTheClockIsAnError) {
       HasSubstr("is longer than 2^63 ps (106 days)"));
 }
 
+// Every action at 0 s (found by tests/fuzz/simulate_fuzz.cc, 2026-12-04):
+// an iteration of no time has no throughput or bubble; ppsim printed 0
+// samples/s and a bubble of 0 %.
+TEST(Bounds, AnIterationOfNoTimeIsAnError) {
+  EXPECT_THAT(error_of(kIdeal, {{"costs.fixed.forward_s", "0"}, {"costs.fixed.backward_s", "0"}}),
+              HasSubstr("the iteration takes no time: every action and transfer costs 0 s"));
+  // One action's time is enough.
+  EXPECT_EQ(error_of(kIdeal, {{"costs.fixed.forward_s", "0"}}), "no error");
+}
+
 TEST(Bounds, SizesPastTheirCapsAreErrorsNamingTheKeyAndCap) {
   EXPECT_THAT(error_of(kGpt, {{"model.seq_len", "2147483647"}}),
               HasSubstr("model.seq_len: expected an integer from 1 to 16777216"));
