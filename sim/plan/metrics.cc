@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 #include "sim/cost/cost_model.h"
@@ -113,6 +114,32 @@ const DeviceSummary* fullest_device(const Summary& s) {
   return &*std::max_element(s.devices.begin(), s.devices.end(), [](const auto& a, const auto& b) {
     return a.peak_memory_bytes < b.peak_memory_bytes;
   });
+}
+
+std::string implausible_figure(const Summary& s) {
+  if (!(std::isfinite(s.iteration_time_s) && s.iteration_time_s > 0)) {
+    return fmt::format("an iteration time of {} s", s.iteration_time_s);
+  }
+  if (!(s.bubble_fraction >= 0 && s.bubble_fraction <= 1)) {
+    return fmt::format("a bubble fraction of {}", s.bubble_fraction);
+  }
+  // Busy time and period are each rounded to seconds from picoseconds.
+  const double busy_limit_s = s.iteration_time_s * (1 + 1e-9);
+  for (const DeviceSummary& d : s.devices) {
+    if (!(d.busy_s >= 0 && d.busy_s <= busy_limit_s)) {
+      return fmt::format("rank {} busy {} s of a {} s iteration", d.rank, d.busy_s,
+                         s.iteration_time_s);
+    }
+    if (d.static_bytes < 0 || d.peak_activation_bytes < 0 || d.peak_memory_bytes < 0) {
+      return fmt::format("rank {} holding a negative number of bytes", d.rank);
+    }
+  }
+  // An MFU above 1 is a figure the times make (costs.fixed, a profile),
+  // flagged by a warning (add_warnings), not an error.
+  if (s.throughput.mfu && !(std::isfinite(*s.throughput.mfu) && *s.throughput.mfu >= 0)) {
+    return fmt::format("an MFU of {}", *s.throughput.mfu);
+  }
+  return "";
 }
 
 Summary summarize(const Config& config, const std::string& schedule_name, const Timeline& timeline,

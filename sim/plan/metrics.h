@@ -90,6 +90,15 @@ struct Summary {
 // The rank with the highest peak memory; null when there are no devices.
 const DeviceSummary* fullest_device(const Summary& summary);
 
+// The first figure of `summary` that cannot be right, in words: an
+// iteration time that is not a positive finite number, a bubble outside
+// [0, 1], a rank busy longer than the iteration, a negative memory figure,
+// a negative or non-finite MFU (one above 1 is the times' doing, and a
+// warning says so). Empty when every figure can be. A simulated run's
+// always can (issue 14): simulate() reports anything else as ppsim's own
+// error rather than print it.
+std::string implausible_figure(const Summary& summary);
+
 // `stage_weight_bytes` (CostTable::stage_weight_bytes) prices the extra
 // weight versions of asynchronous schedules.
 Summary summarize(const Config& config, const std::string& schedule_name, const Timeline& timeline,

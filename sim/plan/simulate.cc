@@ -265,6 +265,12 @@ Result<Simulation> simulate(const Config& config, Engine* shared_engine,
   sim.summary = summarize(config, sim.schedule.name, sim.timeline, sim.costs.stage_weight_bytes);
   sim.summary.settled = settled;
   sim.summary.slice_lengths = sim.slice_lengths;
+  if (const std::string figure = implausible_figure(sim.summary); !figure.empty()) {
+    return Error{fmt::format(
+        "{}: internal error: the simulation gave {}, which cannot be right: please report it "
+        "with this config",
+        config.source, figure)};
+  }
   return sim;
 }
 

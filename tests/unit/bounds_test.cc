@@ -130,6 +130,49 @@ TEST(Bounds, AnIterationOfNoTimeIsAnError) {
   EXPECT_EQ(error_of(kIdeal, {{"costs.fixed.forward_s", "0"}}), "no error");
 }
 
+// What simulate() refuses to print (each a figure no run can have), and
+// what it lets through: an MFU above 1 is the times' doing, with a warning.
+TEST(Bounds, ImplausibleFiguresAreNamed) {
+  Summary s;
+  s.iteration_time_s = 2;
+  s.bubble_fraction = 0.25;
+  s.devices = {DeviceSummary{0, 1.5}, DeviceSummary{1, 2.0}};
+  s.throughput.mfu = 1.5;
+  EXPECT_EQ(implausible_figure(s), "");
+  Summary bad = s;
+  bad.iteration_time_s = 0;
+  EXPECT_EQ(implausible_figure(bad), "an iteration time of 0 s");
+  bad = s;
+  bad.bubble_fraction = -3;
+  EXPECT_EQ(implausible_figure(bad), "a bubble fraction of -3");
+  bad = s;
+  bad.devices[1].busy_s = 2.5;
+  EXPECT_EQ(implausible_figure(bad), "rank 1 busy 2.5 s of a 2 s iteration");
+  bad = s;
+  bad.devices[0].peak_memory_bytes = -1;
+  EXPECT_EQ(implausible_figure(bad), "rank 0 holding a negative number of bytes");
+  bad = s;
+  bad.throughput.mfu = std::nan("");
+  EXPECT_EQ(implausible_figure(bad), "an MFU of nan");
+}
+
+// Every example a user is pointed to simulates, with figures that can be
+// right (simulate() checks them; the published configs are simulated by
+// published_runs_test).
+TEST(Bounds, EveryExampleGivesPhysicalFigures) {
+  int examples = 0;
+  for (const auto& entry :
+       std::filesystem::directory_iterator(std::string(PPSIM_SOURCE_DIR) + "/configs/examples")) {
+    if (entry.path().extension() != ".yaml") continue;
+    ++examples;
+    const Result<Config> config = load_config(entry.path().string());
+    ASSERT_TRUE(config.ok()) << config.error().message;
+    const Result<Simulation> sim = simulate(*config, nullptr, nullptr, Keep::kSummary);
+    EXPECT_TRUE(sim.ok()) << entry.path() << ": " << sim.error().message;
+  }
+  EXPECT_GE(examples, 8);
+}
+
 TEST(Bounds, SizesPastTheirCapsAreErrorsNamingTheKeyAndCap) {
   EXPECT_THAT(error_of(kGpt, {{"model.seq_len", "2147483647"}}),
               HasSubstr("model.seq_len: expected an integer from 1 to 16777216"));
