@@ -11,7 +11,8 @@
 # default). Environment: JOBS (build jobs and harnesses run at once,
 # default nproc); FUZZ_BUILD (the
 # build directory, default build-fuzz); FUZZ_RUNS=N (N inputs from a fixed
-# seed, at most SECONDS each, instead of SECONDS); FUZZ_KEEP_GOING=1 (fork mode: keep
+# seed, at most SECONDS each, instead of SECONDS; simulate, whose inputs are
+# each priced and replayed, N / 5); FUZZ_KEEP_GOING=1 (fork mode: keep
 # fuzzing after a crash, timeout or out-of-memory and save each of them);
 # FUZZ_CXX (the compiler, scripts/sanitizer_clang.sh); FUZZ_PREBUILT=1 (no
 # build: run the harnesses FUZZ_BUILD already has).
@@ -21,7 +22,8 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 seconds=${1:-30}
 [ $# -gt 0 ] && shift
 harnesses=("$@")
-[ ${#harnesses[@]} -eq 0 ] && harnesses=(config override schedule_csv cost_profile runs_file simulate)
+# The slowest first, so that the others run beside it.
+[ ${#harnesses[@]} -eq 0 ] && harnesses=(simulate config override schedule_csv cost_profile runs_file)
 build=${FUZZ_BUILD:-$root/build-fuzz}
 jobs=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 
@@ -112,11 +114,14 @@ keep_going=()
   keep_going=(-fork=1 -ignore_crashes=1 -ignore_timeouts=1 -ignore_ooms=1)
 # FUZZ_RUNS=N: N inputs from a fixed seed instead of a time, the same inputs
 # on every machine (what .ci/run uses: a regression test, not a search).
-repeatable=()
-[ -n "${FUZZ_RUNS:-}" ] && repeatable=(-runs="$FUZZ_RUNS" -seed=1)
+# The simulate harness takes a fifth of them: each of its inputs is priced
+# and replayed, about 15 times a reader's time.
+declare -A runs_divisor=([simulate]=5)
 # Runs harness $1 and writes its one-line report to $out/logs/$1.result.
 fuzz_one() {
   local h=$1 log=$out/logs/$1.log before status=0 runs speed corpus new stuck how
+  local repeatable=()
+  [ -n "${FUZZ_RUNS:-}" ] && repeatable=(-runs=$((FUZZ_RUNS / ${runs_divisor[$h]:-1})) -seed=1)
   rm -f "$out/logs/$h.result"
   before=$(ls "$out/artifacts/$h" | wc -l)
   # A hang can deadlock libFuzzer's own timeout report (the alarm may land
