@@ -286,21 +286,36 @@ TEST(OpTime, CommunicationIsWhatTheListLeavesOfItsCollectives) {
 // the collective that less G; in one piece (`bulk`, and a collective
 // beside Megatron's weight gradient) the GEMM is slowed only while the
 // collective runs: G + 0.2 C, or C when C >= G'.
-TEST(OpTime, AReduceScatterBesideItsGemmTakesItsSms) {
-  const Link nvlink{3e-6, 300e9 * 0.78, 25e6};  // a 100 MB reduce-scatter: 4.8841455e-4 s
+// A tensor group of 8 on the A100 NVLink link above, and a 100 MB
+// reduce-scatter over it: 4.8841455e-4 s.
+GroupLinks nvlink_tensor_group() {
   GroupLinks links;
-  links.tensor = nvlink;
+  links.tensor = Link{3e-6, 300e9 * 0.78, 25e6};
+  return links;
+}
+Op reduce_scatter_of_100mb() {
+  Op op;
+  op.kind = OpKind::kCollective;
+  op.collective = CollectiveKind::kReduceScatter;
+  op.bytes = 100e6;
+  return op;
+}
+constexpr double kReduceScatterOf100MbSeconds = 4.8841455e-4;
+// The A100 with a fifth of its SMs held by communication kernels.
+OpTimer timer_with_sm_share() {
   HardwareSpec hw = a100();
   hw.comm_sm_fraction = 0.2;
-  const OpTimer timer(hw, DType::kBf16, 8);
+  return OpTimer(hw, DType::kBf16, 8);
+}
+
+TEST(OpTime, AReduceScatterBesideItsGemmTakesItsSms) {
+  const GroupLinks links = nvlink_tensor_group();
+  const OpTimer timer = timer_with_sm_share();
   const Op gemm = gemm_op("product", 1, 8192, 8192, 8192, 2, 2);
   const double gemm_s = timer.seconds(gemm, links);
-  Op reduce_scatter;
-  reduce_scatter.kind = OpKind::kCollective;
-  reduce_scatter.collective = CollectiveKind::kReduceScatter;
-  reduce_scatter.bytes = 100e6;
+  Op reduce_scatter = reduce_scatter_of_100mb();
   reduce_scatter.overlaps_gemm = true;
-  const double collective_s = 4.8841455e-4;
+  const double collective_s = kReduceScatterOf100MbSeconds;
   ASSERT_LT(collective_s, gemm_s);  // the collective is the shorter
   const auto pair_seconds = [&](int splits) {
     OpList ops;
@@ -318,6 +333,34 @@ TEST(OpTime, AReduceScatterBesideItsGemmTakesItsSms) {
   ops.add(gemm);
   ops.add(reduce_scatter);
   EXPECT_NEAR(free_sms.seconds(ops, links), gemm_s, 1e-9);
+}
+
+// A whole backward's input-gradient collective beside its weight-gradient
+// GEMM (Megatron's asynchronous column-parallel backward): it hides the
+// shorter of the two, less what its kernels take of the GEMM's SMs. With
+// comm_sm_fraction 0.2 and C < G / 0.8 the pair takes G + 0.2 C, so the
+// backward saves C + G - (G + 0.2 C) = 0.8 C; with a collective longer than
+// the slowed GEMM it takes C and saves G; with no share it saves C.
+TEST(OpTime, BesideTheWeightGradientTheCollectiveTakesItsSms) {
+  const GroupLinks links = nvlink_tensor_group();
+  const OpTimer timer = timer_with_sm_share();
+  const auto hidden_beside = [&](const OpTimer& t, double gemm_k) {
+    OpList input_grad;
+    Op reduce_scatter = reduce_scatter_of_100mb();
+    reduce_scatter.weight_partner = 0;
+    input_grad.add(reduce_scatter);
+    OpList weight_grad;
+    weight_grad.add(gemm_op("weight gradient", 1, 8192, 8192, gemm_k, 2, 2));
+    return t.beside_weight_grad_seconds(input_grad, weight_grad, links);
+  };
+  const double collective_s = kReduceScatterOf100MbSeconds;
+  const double long_gemm_s = timer.seconds(gemm_op("w", 1, 8192, 8192, 8192, 2, 2), links);
+  ASSERT_LT(collective_s, long_gemm_s * 0.8);
+  EXPECT_NEAR(hidden_beside(timer, 8192), 0.8 * collective_s, 1e-9);
+  const double short_gemm_s = timer.seconds(gemm_op("w", 1, 8192, 8192, 256, 2, 2), links);
+  ASSERT_GT(collective_s, short_gemm_s / 0.8);
+  EXPECT_NEAR(hidden_beside(timer, 256), short_gemm_s, 1e-9);
+  EXPECT_NEAR(hidden_beside(OpTimer(a100(), DType::kBf16, 8), 8192), collective_s, 1e-9);
 }
 
 TEST(OpTime, LaunchGapOnEveryKernel) {
