@@ -35,10 +35,13 @@ step() {  # step NAME LOG COMMAND...: runs, records pass/fail and the time
   local name=$1 log=$out/$2
   shift 2
   local start=$SECONDS
+  printf '%s\t%s\t' "$name" "$(date +%s.%N)" >>"$out/steps.tsv"
   if "$@" >"$log" 2>&1; then
+    printf '%s\n' "$(date +%s.%N)" >>"$out/steps.tsv"
     say "$(printf '%-28s passed  %4ds  %s' "$name" $((SECONDS - start)) "$log")"
     return 0
   fi
+  printf '%s\n' "$(date +%s.%N)" >>"$out/steps.tsv"
   say "$(printf '%-28s FAILED  %4ds  %s' "$name" $((SECONDS - start)) "$log")"
   tail -n 20 "$log" | sed 's/^/    /' | tee -a "$summary"
   status=1
@@ -52,6 +55,18 @@ if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >"$out/devices.txt" 2>&
 fi
 sed 's/^/device: /' "$out/devices.txt" | tee -a "$summary"
 nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv >>"$out/devices.txt" 2>&1
+
+# The first GPU's SM clock, power and temperature four times a second while
+# the steps run (clocks.csv: epoch seconds first), summarised per step at
+# the end: whether a sustained run (validate) holds the clock the isolated
+# kernels of the profile had (docs/validation.md, "On a GPU").
+reasons=clocks_event_reasons.active
+nvidia-smi --query-gpu=$reasons --format=csv,noheader >/dev/null 2>&1 || reasons=clocks_throttle_reasons.active
+nvidia-smi -i 0 --query-gpu=clocks.sm,power.draw,temperature.gpu,$reasons \
+  --format=csv,noheader,nounits -lms 250 2>/dev/null |
+  while IFS= read -r sample; do printf '%s, %s\n' "$(date +%s.%N)" "$sample"; done >"$out/clocks.csv" &
+sampler=$!
+trap 'kill $sampler 2>/dev/null' EXIT
 
 # This GPU's architecture only: a build for every architecture takes longer
 # and checks nothing more here.
@@ -146,6 +161,11 @@ else
     fi
   fi
 fi
+
+kill "$sampler" 2>/dev/null
+say ""
+say "SM clock (MHz) and power (W) of GPU 0 during each step (clocks.csv):"
+"$root/scripts/gpu_clocks.awk" "$out/steps.tsv" "$out/clocks.csv" | sed 's/^/    /' | tee -a "$summary"
 
 say ""
 say "targets (issue 6): median error on iteration time at most 5 %; at most 3 % after"
