@@ -96,6 +96,9 @@ if step "GPU tests" gpu_tests.log "$build/bin/ppsim_gpu_tests" --gtest_brief=0; 
     status=1
   fi
 fi
+# The device's dropout draw rate (tests/gpu/dropout_rate_test.cc), the A100
+# preset's dropout_rng_gsamples_per_s in question (docs/validation.md).
+grep '^dropout draws:' "$out/gpu_tests.log" | sed 's/^/    /' | tee -a "$summary"
 # The host side of the GPU parts (CUPTI records, layout, profiler options);
 # the rest of the unit tests is CI's.
 step "GPU host tests" host_tests.log "$build/bin/ppsim_unit_tests" --gtest_brief=1 \
