@@ -44,6 +44,31 @@ void write_row_identity(JsonWriter& w, const MeasuredRun& run) {
   w.field("label", run.label).field("config", run.config).field("line", run.line);
   if (!run.source.empty()) w.field("source", run.source);
   if (!run.group.empty()) w.field("group", run.group);
+  if (!run.series.empty()) w.field("series", run.series);
+}
+
+// Per series: its line's time per microbatch and constant, measured and
+// predicted, and the slope's error; a series of one microbatch count says so.
+std::string series_table(const std::vector<SeriesLine>& lines) {
+  if (lines.empty()) return "";
+  size_t width = 6;
+  for (const SeriesLine& l : lines) width = std::max(width, l.series.size());
+  std::string out = fmt::format(
+      "\nper microbatch and constant (a least-squares line in the microbatch count per "
+      "series):\n{:<{}} {:>4} {:>12} {:>12} {:>8} {:>10} {:>10}\n",
+      "series", width, "rows", "measured/mb", "predicted/mb", "error", "measured+", "predicted+");
+  for (const SeriesLine& l : lines) {
+    if (l.counts < 2) {
+      out += fmt::format("{:<{}} {:>4} one microbatch count: no line\n", l.series, width, l.rows);
+      continue;
+    }
+    out += fmt::format(
+        "{:<{}} {:>4} {:>9.2f} ms {:>9.2f} ms {:>8} {:>8.3f} s {:>8.3f} s\n", l.series, width,
+        l.rows, 1e3 * l.measured_per_microbatch_s, 1e3 * l.predicted_per_microbatch_s,
+        signed_percent(relative_error(l.predicted_per_microbatch_s, l.measured_per_microbatch_s)),
+        l.measured_constant_s, l.predicted_constant_s);
+  }
+  return out;
 }
 
 std::string parameter_status_text(const ParameterResult& p) {
@@ -125,14 +150,16 @@ std::string format_predictions(const MeasuredRuns& runs, const std::vector<RowPr
       "{} rows: mean |error| {}, max |error| {}; error = (predicted - measured) / measured\n",
       rows.size(), percent(s.mean_abs), percent(s.max_abs));
   const OrderAgreement order = order_agreement(rows);
-  if (order.groups == 0) return out;
-  return out + fmt::format(
-                   "order within groups: {} of {} pairs ordered as measured ({}); {} of {} groups "
-                   "entirely in the measured order\n",
-                   order.concordant, order.pairs,
-                   order.pairs > 0 ? percent(static_cast<double>(order.concordant) / order.pairs)
-                                   : std::string("-"),
-                   order.groups_in_order, order.groups);
+  if (order.groups > 0) {
+    out += fmt::format(
+        "order within groups: {} of {} pairs ordered as measured ({}); {} of {} groups "
+        "entirely in the measured order\n",
+        order.concordant, order.pairs,
+        order.pairs > 0 ? percent(static_cast<double>(order.concordant) / order.pairs)
+                        : std::string("-"),
+        order.groups_in_order, order.groups);
+  }
+  return out + series_table(series_lines(rows));
 }
 
 std::string predictions_json(const MeasuredRuns& runs, const std::vector<RowPrediction>& rows) {
@@ -154,6 +181,22 @@ std::string predictions_json(const MeasuredRuns& runs, const std::vector<RowPred
     w.key("order").begin_object().field("groups", order.groups);
     w.field("groups_in_order", order.groups_in_order).field("pairs", order.pairs);
     w.field("concordant_pairs", order.concordant).end_object();
+  }
+  const std::vector<SeriesLine> lines = series_lines(rows);
+  if (!lines.empty()) {
+    w.key("series").begin_array();
+    for (const SeriesLine& l : lines) {
+      w.begin_object().field("series", l.series).field("rows", l.rows);
+      w.field("microbatch_counts", l.counts);
+      if (l.counts >= 2) {
+        w.field("measured_per_microbatch_s", l.measured_per_microbatch_s);
+        w.field("predicted_per_microbatch_s", l.predicted_per_microbatch_s);
+        w.field("measured_constant_s", l.measured_constant_s);
+        w.field("predicted_constant_s", l.predicted_constant_s);
+      }
+      w.end_object();
+    }
+    w.end_array();
   }
   w.end_object();
   return out + "\n";

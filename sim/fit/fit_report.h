@@ -10,10 +10,14 @@
 
 namespace ppsim {
 
-// Per row: label, predicted, measured, error; then the mean and max |error|.
+// Per row: label, predicted, measured, error; then the mean and max |error|,
+// the order within groups and the line of each series (series_lines).
 std::string format_predictions(const MeasuredRuns& runs, const std::vector<RowPrediction>& rows);
-// {"measured_runs", "rows": [{"label", "config", "line", "source", "measured_s",
-// "predicted_s", "error"}], "mean_abs_error", "max_abs_error"}
+// {"measured_runs", "rows": [{"label", "config", "line", "source", "group",
+// "series", "measured_s", "predicted_s", "error"}], "mean_abs_error",
+// "max_abs_error", "order" (with groups), "series": [{"series", "rows",
+// "microbatch_counts", "measured_per_microbatch_s", "predicted_per_microbatch_s",
+// "measured_constant_s", "predicted_constant_s"}] (with series)}
 std::string predictions_json(const MeasuredRuns& runs, const std::vector<RowPrediction>& rows);
 
 // The parameters (preset, fitted, bounds, status and why), then per row the

@@ -8,7 +8,10 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <numeric>
 #include <optional>
+#include <set>
+#include <tuple>
 #include <utility>
 
 #include "sim/core/text_file.h"
@@ -131,7 +134,7 @@ class CsvSplitter {
   int line_ = 1;
 };
 
-enum class Column { kConfig, kIterationTime, kLabel, kSource, kGroup };
+enum class Column { kConfig, kIterationTime, kLabel, kSource, kGroup, kSeries };
 
 struct ColumnName {
   const char* name;
@@ -142,7 +145,7 @@ struct ColumnName {
 constexpr ColumnName kColumns[] = {
     {"config", Column::kConfig, true}, {"iteration_time_s", Column::kIterationTime, true},
     {"label", Column::kLabel, false},  {"source", Column::kSource, false},
-    {"group", Column::kGroup, false},
+    {"group", Column::kGroup, false},  {"series", Column::kSeries, false},
 };
 
 std::string column_list() {
@@ -223,6 +226,9 @@ Result<MeasuredRun> read_row(const CsvRecord& record, const std::vector<Column>&
         break;
       case Column::kGroup:
         run.group = text;
+        break;
+      case Column::kSeries:
+        run.series = text;
         break;
     }
   }
@@ -359,8 +365,55 @@ Result<std::vector<RowPrediction>> predict_runs(const MeasuredRuns& runs,
       configs, threads, [&](size_t i) { return runs.where(runs.runs[i]); }, progress);
   if (!times.ok()) return times.error();
   std::vector<RowPrediction> rows;
-  for (size_t i = 0; i < configs.size(); ++i) rows.push_back({&runs.runs[i], (*times)[i]});
+  for (size_t i = 0; i < configs.size(); ++i) {
+    rows.push_back({&runs.runs[i], (*times)[i], configs[i].num_microbatches()});
+  }
   return rows;
+}
+
+namespace {
+
+// Least squares through (x, y): {slope, intercept}. REQUIRES two distinct x.
+std::pair<double, double> fit_line(const std::vector<double>& x, const std::vector<double>& y) {
+  const double n = static_cast<double>(x.size());
+  const double mean_x = std::accumulate(x.begin(), x.end(), 0.0) / n;
+  const double mean_y = std::accumulate(y.begin(), y.end(), 0.0) / n;
+  double sxy = 0, sxx = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    sxy += (x[i] - mean_x) * (y[i] - mean_y);
+    sxx += (x[i] - mean_x) * (x[i] - mean_x);
+  }
+  PPSIM_CHECK(sxx > 0);
+  const double slope = sxy / sxx;
+  return {slope, mean_y - slope * mean_x};
+}
+
+}  // namespace
+
+std::vector<SeriesLine> series_lines(const std::vector<RowPrediction>& rows) {
+  std::map<std::string, std::vector<const RowPrediction*>> series;
+  for (const RowPrediction& row : rows) {
+    if (!row.run->series.empty()) series[row.run->series].push_back(&row);
+  }
+  std::vector<SeriesLine> lines;
+  for (const auto& [name, members] : series) {
+    SeriesLine line{name, static_cast<int>(members.size())};
+    std::vector<double> counts, measured, predicted;
+    for (const RowPrediction* row : members) {
+      counts.push_back(row->microbatches);
+      measured.push_back(row->run->iteration_time_s);
+      predicted.push_back(row->predicted_s);
+    }
+    line.counts = static_cast<int>(std::set<double>(counts.begin(), counts.end()).size());
+    if (line.counts >= 2) {
+      std::tie(line.measured_per_microbatch_s, line.measured_constant_s) =
+          fit_line(counts, measured);
+      std::tie(line.predicted_per_microbatch_s, line.predicted_constant_s) =
+          fit_line(counts, predicted);
+    }
+    lines.push_back(line);
+  }
+  return lines;
 }
 
 }  // namespace ppsim

@@ -9,9 +9,10 @@
 // Columns, in any order: `config` (a YAML config, relative to the CSV's
 // folder) and `iteration_time_s` (the measured steady-state iteration, > 0)
 // are required; `label` (default: the config as written), `source` (where
-// the number came from, for people) and `group` (rows of one workload on one
+// the number came from, for people), `group` (rows of one workload on one
 // machine that differ in layout or schedule, whose order the prediction
-// should keep: order_agreement) are optional. A field may be quoted
+// should keep: order_agreement) and `series` (rows of one workload that
+// differ only in their number of microbatches: series_lines) are optional. A field may be quoted
 // ("a, b"; "" inside quotes is one "), and a quoted field may span lines.
 // Blank lines are skipped. Every error names file:line, and an unknown or
 // repeated column its name.
@@ -35,7 +36,8 @@ struct MeasuredRun {
   double iteration_time_s = 0;
   std::string label;  // as given, else `config`
   std::string source;
-  std::string group;  // empty: in no group
+  std::string group;   // empty: in no group
+  std::string series;  // empty: in no series
 };
 
 struct MeasuredRuns {
@@ -82,6 +84,7 @@ ErrorSummary summarize_errors(const std::vector<double>& errors);
 struct RowPrediction {
   const MeasuredRun* run = nullptr;
   double predicted_s = 0;
+  int microbatches = 0;  // of its config: global_batch / (micro_batch * data)
 
   double error() const { return relative_error(predicted_s, run->iteration_time_s); }
 };
@@ -99,6 +102,24 @@ struct OrderAgreement {
   int concordant = 0;
 };
 OrderAgreement order_agreement(const std::vector<RowPrediction>& rows);
+
+// The rows of each series (MeasuredRun::series) fitted by least squares to
+// a line in their microbatch count m, measured and predicted apart: time =
+// constant + m * per_microbatch. The slope is the steady state (what a
+// microbatch costs once the pipeline is full); the constant the fill, the
+// drain and the optimizer step. Which of the two an error is in says where
+// to look. Series in name order; a series with one microbatch count has no
+// line (counts == 1, the figures 0).
+struct SeriesLine {
+  std::string series;
+  int rows = 0;
+  int counts = 0;  // distinct microbatch counts
+  double measured_per_microbatch_s = 0;
+  double predicted_per_microbatch_s = 0;
+  double measured_constant_s = 0;
+  double predicted_constant_s = 0;
+};
+std::vector<SeriesLine> series_lines(const std::vector<RowPrediction>& rows);
 
 // Predicts every row (the measured-runs file without -o). Errors name the row.
 Result<std::vector<RowPrediction>> predict_runs(const MeasuredRuns& runs,

@@ -42,6 +42,17 @@ std::string parse_error(const std::string& text) {
   return runs.ok() ? "" : runs.error().message;
 }
 
+// The runs' rows with these predictions and microbatch counts (none: 0).
+std::vector<RowPrediction> predictions(const MeasuredRuns& runs,
+                                       const std::vector<double>& predicted,
+                                       const std::vector<int>& microbatches = {}) {
+  std::vector<RowPrediction> rows;
+  for (size_t i = 0; i < predicted.size(); ++i) {
+    rows.push_back({&runs.runs[i], predicted[i], microbatches.empty() ? 0 : microbatches[i]});
+  }
+  return rows;
+}
+
 TEST(MeasuredRunsCsv, ReadsQuotedFieldsInAnyColumnOrder) {
   const std::string text =
       "label,iteration_time_s,config,source\n"
@@ -95,7 +106,7 @@ TEST(MeasuredRunsCsv, MissingColumnIsAnError) {
 TEST(MeasuredRunsCsv, UnknownOrRepeatedColumnIsAnErrorNamingIt) {
   EXPECT_EQ(parse_error("config,iteration_time_s,notes\na.yaml,1,x\n"),
             "dir/runs.csv:1: unknown column \"notes\"; the columns are config, "
-            "iteration_time_s, label, source, group");
+            "iteration_time_s, label, source, group, series");
   EXPECT_EQ(parse_error("config,iteration_time_s,config\na.yaml,1,b.yaml\n"),
             "dir/runs.csv:1: column \"config\" appears twice");
 }
@@ -145,9 +156,8 @@ TEST(MeasuredRunsCsv, OrderWithinGroupsCountsConcordantPairs) {
   ASSERT_TRUE(runs.ok()) << runs.error().message;
   EXPECT_EQ(runs->runs[0].group, "a");
   EXPECT_EQ(runs->runs[8].group, "");
-  const std::vector<double> predicted = {1.5, 1.2, 4.0, 3.0, 2.0, 7.0, 1.0, 3.0, 1.0};
-  std::vector<RowPrediction> rows;
-  for (size_t i = 0; i < predicted.size(); ++i) rows.push_back({&runs->runs[i], predicted[i]});
+  const std::vector<RowPrediction> rows =
+      predictions(*runs, {1.5, 1.2, 4.0, 3.0, 2.0, 7.0, 1.0, 3.0, 1.0});
   const OrderAgreement order = order_agreement(rows);
   EXPECT_EQ(order.groups, 3);           // a, b, d
   EXPECT_EQ(order.groups_in_order, 2);  // b, d
@@ -157,6 +167,45 @@ TEST(MeasuredRunsCsv, OrderWithinGroupsCountsConcordantPairs) {
   EXPECT_THAT(format_predictions(*runs, rows),
               ::testing::HasSubstr("order within groups: 3 of 4 pairs ordered as measured "
                                    "(75.0%); 2 of 3 groups entirely in the measured order\n"));
+}
+
+// By hand: counts 1, 2, 3 and times 1, 2, 2 have means 2 and 5/3,
+// sum (m - 2)(t - 5/3) = 1 and sum (m - 2)^2 = 2: a slope of 0.5 and a
+// constant of 5/3 - 2 * 0.5 = 2/3. Predicted 0.5 + 0.25 m exactly: 0.25 and
+// 0.5. A series of one count has no line; a row without a series is in none.
+TEST(MeasuredRunsCsv, SeriesAreLinesInTheMicrobatchCount) {
+  const std::string csv =
+      "series,config,iteration_time_s\n"
+      "s,m1.yaml,1\ns,m2.yaml,2\ns,m3.yaml,2\n"
+      "one,a.yaml,4\none,b.yaml,5\n"
+      ",x.yaml,9\n";
+  Result<MeasuredRuns> runs = parse_measured_runs(csv, "dir/runs.csv");
+  ASSERT_TRUE(runs.ok()) << runs.error().message;
+  ASSERT_EQ(runs->runs.size(), 6u);
+  EXPECT_EQ(runs->runs[0].series, "s");
+  EXPECT_EQ(runs->runs[5].series, "");
+  const std::vector<int> counts = {1, 2, 3, 8, 8, 1};
+  std::vector<double> predicted;
+  for (int m : counts) predicted.push_back(0.5 + 0.25 * m);
+  const std::vector<RowPrediction> rows = predictions(*runs, predicted, counts);
+  const std::vector<SeriesLine> lines = series_lines(rows);
+  ASSERT_EQ(lines.size(), 2u);  // "one", "s": in name order, x in none
+  EXPECT_EQ(lines[0].series, "one");
+  EXPECT_EQ(lines[0].rows, 2);
+  EXPECT_EQ(lines[0].counts, 1);
+  const SeriesLine& s = lines[1];
+  EXPECT_EQ(s.rows, 3);
+  EXPECT_EQ(s.counts, 3);
+  EXPECT_DOUBLE_EQ(s.measured_per_microbatch_s, 0.5);
+  EXPECT_DOUBLE_EQ(s.measured_constant_s, 2.0 / 3);
+  EXPECT_DOUBLE_EQ(s.predicted_per_microbatch_s, 0.25);
+  EXPECT_DOUBLE_EQ(s.predicted_constant_s, 0.5);
+  // The report: 250 against 500 ms a microbatch is -50%.
+  const std::string report = format_predictions(*runs, rows);
+  EXPECT_THAT(report, ::testing::HasSubstr("one microbatch count: no line"));
+  EXPECT_THAT(report,
+              ::testing::MatchesRegex(
+                  "(.|\n)*\ns +3 +500.00 ms +250.00 ms +-50.0% +0.667 s +0.500 s\n(.|\n)*"));
 }
 
 TEST(MeasuredRunsCsv, ConfigErrorsNameTheRow) {
