@@ -7,7 +7,7 @@
 #
 #   scripts/fuzz.sh [SECONDS_PER_HARNESS] [HARNESS...]
 #
-# HARNESS: config, override, schedule_csv, cost_profile, runs_file, simulate (all by
+# HARNESS: config, override, schedule_csv, cost_profile, runs_file, measured_runs, simulate (all by
 # default). Environment: JOBS (build jobs and harnesses run at once,
 # default nproc); FUZZ_BUILD (the
 # build directory, default build-fuzz); FUZZ_RUNS=N (N inputs from a fixed
@@ -23,13 +23,14 @@ seconds=${1:-30}
 [ $# -gt 0 ] && shift
 harnesses=("$@")
 # The slowest first, so that the others run beside it.
-[ ${#harnesses[@]} -eq 0 ] && harnesses=(simulate config override schedule_csv cost_profile runs_file)
+[ ${#harnesses[@]} -eq 0 ] && harnesses=(simulate config override schedule_csv cost_profile runs_file
+                                          measured_runs)
 build=${FUZZ_BUILD:-$root/build-fuzz}
 jobs=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 
 # Largest input per harness, a little above its largest seed.
 declare -A max_len=([config]=8192 [override]=1024 [schedule_csv]=8192 [cost_profile]=8192
-                    [runs_file]=8192 [simulate]=8192)
+                    [runs_file]=8192 [measured_runs]=32768 [simulate]=8192)
 for h in "${harnesses[@]}"; do
   [ -n "${max_len[$h]:-}" ] || { echo "fuzz: unknown harness '$h'" >&2; exit 2; }
 done
@@ -59,7 +60,7 @@ done
 out=$build/fuzz
 seeds=$out/seeds
 rm -rf "$seeds"
-for h in config override schedule_csv cost_profile runs_file simulate; do
+for h in config override schedule_csv cost_profile runs_file measured_runs simulate; do
   mkdir -p "$seeds/$h" "$out/corpus/$h" "$out/artifacts/$h" "$out/logs"
 done
 # Copies files into a seed folder, named after their path so none collide.
@@ -83,6 +84,8 @@ add_files "$seeds/config" "${files[@]}"
 add_files "$seeds/simulate" "${files[@]}"
 mapfile -t files < <(data_files csv)
 add_files "$seeds/schedule_csv" "${files[@]}"
+mapfile -t files < <(find "$root/configs/published" -name measured.csv)
+add_files "$seeds/measured_runs" "${files[@]}"
 mapfile -t files < <(data_files json)
 add_files "$seeds/runs_file" "${files[@]}"
 # Profiles in tests/data, and the example in docs/cost_profile.md.
