@@ -373,8 +373,11 @@ Result<std::vector<RowPrediction>> predict_runs(const MeasuredRuns& runs,
 
 namespace {
 
-// Least squares through (x, y): {slope, intercept}. REQUIRES two distinct x.
-std::pair<double, double> fit_line(const std::vector<double>& x, const std::vector<double>& y) {
+// Ordinary least squares through (x, y): {slope, intercept}, either sign
+// (calibrate.cc's fit_line is another fit: non-negative, on relative
+// residuals). REQUIRES two distinct x.
+std::pair<double, double> least_squares_line(const std::vector<double>& x,
+                                             const std::vector<double>& y) {
   const double n = static_cast<double>(x.size());
   const double mean_x = std::accumulate(x.begin(), x.end(), 0.0) / n;
   const double mean_y = std::accumulate(y.begin(), y.end(), 0.0) / n;
@@ -407,9 +410,9 @@ std::vector<SeriesLine> series_lines(const std::vector<RowPrediction>& rows) {
     line.counts = static_cast<int>(std::set<double>(counts.begin(), counts.end()).size());
     if (line.counts >= 2) {
       std::tie(line.measured_per_microbatch_s, line.measured_constant_s) =
-          fit_line(counts, measured);
+          least_squares_line(counts, measured);
       std::tie(line.predicted_per_microbatch_s, line.predicted_constant_s) =
-          fit_line(counts, predicted);
+          least_squares_line(counts, predicted);
     }
     lines.push_back(line);
   }
