@@ -42,6 +42,15 @@ TEST(ConfigTest, PresetsHoldDatasheetFigures) {
   EXPECT_DOUBLE_EQ(h200->hardware->memory_gib, 141);
   EXPECT_DOUBLE_EQ(h200->hardware->hbm_bandwidth_gbps, 4800);
   EXPECT_DOUBLE_EQ(h200->hardware->peak_tflops_bf16, h100->hardware->peak_tflops_bf16);
+  // The B200's datasheet figures: dense tensor peaks half the "with sparsity" ones.
+  Result<Config> b200 = parse_config(yaml(kModel), "test.yaml", {{"hardware.preset", "b200"}});
+  ASSERT_TRUE(b200.ok()) << b200.error().message;
+  EXPECT_DOUBLE_EQ(b200->hardware->memory_gib, 180);
+  EXPECT_DOUBLE_EQ(b200->hardware->peak_tflops_bf16, 4500.0 / 2);
+  EXPECT_DOUBLE_EQ(b200->hardware->peak_tflops_fp8, 9000.0 / 2);
+  EXPECT_DOUBLE_EQ(b200->hardware->hbm_bandwidth_gbps, 7700);
+  EXPECT_DOUBLE_EQ(b200->hardware->intra_node_bandwidth_gbps, 1800.0 / 2);
+  EXPECT_DOUBLE_EQ(b200->hardware->sm_count, 148);
 }
 
 TEST(ConfigTest, ModelNeedsHardware) {
@@ -66,7 +75,7 @@ TEST(ConfigTest, UnknownPresetListsTheAvailableOnes) {
   std::string error = error_of(text);
   EXPECT_THAT(error,
               StartsWith("test.yaml:8:11: hardware.preset: expected one of the presets in "));
-  EXPECT_THAT(error, HasSubstr(": a100-80gb, cpu-2core, h100-sxm, h200, got \"v100\""));
+  EXPECT_THAT(error, HasSubstr(": a100-80gb, b200, cpu-2core, h100-sxm, h200, got \"v100\""));
 }
 
 TEST(ConfigTest, PresetNameCannotEscapeThePresetDirectory) {
