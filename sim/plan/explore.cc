@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
+#include <tuple>
 
 #include "schedules/generators.h"
 #include "sim/cost/calibration.h"
@@ -241,6 +243,35 @@ void add_layouts(const Sweep& sweep, const GpuLayout& layout,
   }
 }
 
+// A one-stage pipeline has no pipeline to schedule: 1F1B, ZB-H1, an
+// interleaved order of its chunks and most other kinds run it alike. Of the
+// p = 1 candidates that differ only in schedule and virtual stages, one with
+// the same iteration time and peak memory as an earlier one (in enumeration
+// order) is marked equivalent to it, so that the ranking lists the outcome
+// once. Different figures (GPipe's memory, TeraPipe's slices) keep their own.
+void mark_equivalents(std::vector<Candidate>& candidates) {
+  using Key = std::tuple<int, int, int, int, int, Recompute, int, double, int64_t>;
+  std::map<Key, size_t> first;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    Candidate& c = candidates[i];
+    if (!c.feasible() || c.parallel.pipeline != 1) continue;
+    const Key key{c.parallel.tensor,
+                  c.parallel.context,
+                  c.parallel.data,
+                  c.parallel.expert,
+                  c.micro_batch,
+                  c.recompute,
+                  c.zero_stage,
+                  c.summary->iteration_time_s,
+                  fullest_device(*c.summary)->peak_memory_bytes};
+    const auto [it, inserted] = first.emplace(key, i);
+    if (inserted) continue;
+    c.status = CandidateStatus::kEquivalent;
+    c.reason = fmt::format("a one-stage pipeline: the same iteration time and peak memory as {}",
+                           candidates[it->second].layout());
+  }
+}
+
 }  // namespace
 
 const char* to_string(CandidateStatus status) {
@@ -257,6 +288,8 @@ const char* to_string(CandidateStatus status) {
       return "pruned-memory";
     case CandidateStatus::kPrunedBound:
       return "pruned-bound";
+    case CandidateStatus::kEquivalent:
+      return "equivalent";
   }
   return "?";
 }
@@ -346,6 +379,7 @@ ExploreResult explore(const Sweep& sweep, const ExploreOptions& options) {
     result.candidates.push_back(std::move(cand));
     result.configs.push_back(std::move(config));
   }
+  mark_equivalents(result.candidates);
   for (size_t i = 0; i < n; ++i) {
     if (result.candidates[i].feasible()) result.ranking.push_back(i);
   }

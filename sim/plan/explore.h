@@ -29,6 +29,8 @@ enum class CandidateStatus {
   kInvalid,       // the layout or schedule cannot run this config
   kPrunedMemory,  // static memory alone exceeds the cap: not simulated
   kPrunedBound,   // cannot beat the best found: not simulated
+  kEquivalent,    // ran and fits, but a one-stage pipeline with the figures of an
+                  // earlier candidate under another schedule: not ranked again
 };
 const char* to_string(CandidateStatus status);
 

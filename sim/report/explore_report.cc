@@ -31,6 +31,12 @@ std::string format_explore_table(const ExploreResult& r, size_t top_k) {
       r.candidates.size(), count(CandidateStatus::kSimulated), r.memory_cap_bytes / kGiB,
       count(CandidateStatus::kOverCap), count(CandidateStatus::kInvalid),
       count(CandidateStatus::kPrunedMemory), count(CandidateStatus::kPrunedBound));
+  if (const auto same = count(CandidateStatus::kEquivalent); same > 0) {
+    out += fmt::format(
+        "; {} more with a one-stage pipeline give a ranked candidate's figures under another "
+        "schedule",
+        same);
+  }
   if (r.layouts_skipped > 0) {
     out += fmt::format(
         " ({} layouts skipped: p x t x cp does not divide the GPUs, or EP the d x cp ranks)",

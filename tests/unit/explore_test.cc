@@ -186,6 +186,50 @@ TEST(Explore, EveryCandidateIsAccountedFor) {
   }
 }
 
+// With one stage there is no pipeline to schedule: 1F1B, interleaved 1F1B
+// and ZB-H1 all run each microbatch's forward and backward back to back on
+// the one rank, so the ranking lists that outcome once (the first in the
+// search's order), and the others name the candidate whose figures they have.
+TEST(Explore, OneStagePipelinesAreRankedOncePerOutcome) {
+  const ExploreResult r = explore(sweep());
+  const auto peak = [](const Candidate& c) {
+    return fullest_device(*c.summary)->peak_memory_bytes;
+  };
+  const auto same_but_schedule = [&](const Candidate& a, const Candidate& b) {
+    return a.parallel.tensor == b.parallel.tensor && a.parallel.data == b.parallel.data &&
+           a.micro_batch == b.micro_batch && a.recompute == b.recompute &&
+           a.zero_stage == b.zero_stage &&
+           a.summary->iteration_time_s == b.summary->iteration_time_s && peak(a) == peak(b);
+  };
+  for (size_t x = 0; x < r.ranking.size(); ++x) {
+    const Candidate& a = r.candidates[r.ranking[x]];
+    if (a.parallel.pipeline != 1) continue;
+    for (size_t y = x + 1; y < r.ranking.size(); ++y) {
+      const Candidate& b = r.candidates[r.ranking[y]];
+      EXPECT_FALSE(b.parallel.pipeline == 1 && same_but_schedule(a, b))
+          << a.layout() << " and " << b.layout() << " are both ranked";
+    }
+  }
+  int equivalents = 0;
+  for (size_t i = 0; i < r.candidates.size(); ++i) {
+    const Candidate& c = r.candidates[i];
+    if (c.status != CandidateStatus::kEquivalent) continue;
+    ++equivalents;
+    EXPECT_EQ(c.parallel.pipeline, 1) << c.layout();
+    // The candidate it names is ranked, comes earlier and has its figures.
+    const auto named = std::find_if(r.ranking.begin(), r.ranking.end(), [&](size_t i) {
+      return c.reason.find(r.candidates[i].layout()) != std::string::npos;
+    });
+    ASSERT_NE(named, r.ranking.end()) << c.reason;
+    EXPECT_LT(*named, i) << c.reason;
+    EXPECT_NE(r.candidates[*named].schedule, c.schedule) << c.reason;
+    EXPECT_TRUE(same_but_schedule(r.candidates[*named], c)) << c.reason;
+  }
+  EXPECT_GT(equivalents, 0) << "the sweep's p = 1 candidates should have equivalents";
+  EXPECT_THAT(format_explore_table(r, 1),
+              HasSubstr(fmt::format("; {} more with a one-stage pipeline", equivalents)));
+}
+
 TEST(Explore, KeyValueHeadsMustSplitOrBeReplicatedOverTensor) {
   // 12 heads, 3 key-value heads: t = 3 splits them, t = 6 replicates each on
   // two GPUs, t = 2 does neither.
