@@ -7,6 +7,7 @@
 #include <chrono>
 #include <functional>
 #include <iostream>
+#include <optional>
 
 #include "schedules/csv.h"
 #include "schedules/generators.h"
@@ -14,6 +15,7 @@
 #include "sim/cli/options.h"
 #include "sim/config/config.h"
 #include "sim/core/text_file.h"
+#include "sim/fit/sensitivity.h"
 #include "sim/plan/compare.h"
 #include "sim/plan/explore.h"
 #include "sim/plan/simulate.h"
@@ -126,6 +128,7 @@ int run_simulate(const std::vector<std::string>& args) {
   std::string json_path;
   std::string trace_path;
   bool show_ops = false;
+  bool show_sensitivity = false;
   po::options_description desc("Options");
   add_config_options(desc, &config_args);
   desc.add_options()("json", po::value(&json_path)->value_name("FILE|-"),
@@ -134,17 +137,22 @@ int run_simulate(const std::vector<std::string>& args) {
       "write a Chrome trace (open in ui.perfetto.dev)")(
       "ops", po::bool_switch(&show_ops),
       "after the summary, each piece's operations (GEMMs, memory-bound kernels, attention, "
-      "collectives) by phase, with their shapes and times");
+      "collectives) by phase, with their shapes and times")(
+      "sensitivity", po::bool_switch(&show_sensitivity),
+      "after the summary, the iteration time with each hardware efficiency parameter moved "
+      "down and up by a tenth of its range (the parameters `calibrate --measured` fits)");
   const std::string usage =
       "usage: ppsim simulate CONFIG [--set KEY.PATH=VALUE]... [--json FILE|-] [--trace FILE] "
-      "[--ops]\n\n"
+      "[--ops] [--sensitivity]\n\n"
       "Replays training iterations of CONFIG's schedule on modelled devices and links,\n"
       "and reports iteration time, bubble fraction, throughput and memory per rank.\n\n"
       "examples:\n"
       "  ppsim simulate configs/examples/ideal.yaml\n"
       "  ppsim simulate configs/examples/gpt3-1.3b-8gpu.yaml --set schedule.kind=gpipe\n"
       "  ppsim simulate configs/examples/gpt3-175b-64gpu.yaml --json - --trace out.json\n"
-      "  ppsim simulate configs/published/zero-bubble/14.6b-zb2p-m48.yaml --ops\n\n";
+      "  ppsim simulate configs/published/zero-bubble/14.6b-zb2p-m48.yaml --ops\n"
+      "  ppsim simulate configs/published/megatron-bridge-25.11/b200-llama3-8b.yaml "
+      "--sensitivity\n\n";
   po::variables_map vm;
   if (int code = parse_command_line(args, desc, "simulate", usage, &vm); code >= 0) return code;
   if (Status st = check_outputs({json_path, trace_path}); !st) return error_exit(st.message());
@@ -157,12 +165,19 @@ int run_simulate(const std::vector<std::string>& args) {
   Result<Simulation> sim =
       simulate(*config, nullptr, nullptr, trace_path.empty() ? Keep::kSummary : Keep::kTimeline);
   if (!sim) return error_exit(sim.error().message);
+  std::optional<Sensitivity> sensitivity;
+  if (show_sensitivity) {
+    Result<Sensitivity> probed = hardware_sensitivity(*config);
+    if (!probed) return error_exit(probed.error().message);
+    sensitivity = *probed;
+  }
   print_notes(sim->notes);
 
   if (json_path != "-") std::cout << format_summary_table(sim->summary);
   if (show_ops && json_path != "-") {
     if (Status st = print_op_table(*config); !st) return error_exit(st.message());
   }
+  if (sensitivity && json_path != "-") std::cout << format_sensitivity(*sensitivity);
   if (!json_path.empty()) {
     if (Status st = write_output(json_path, summary_to_json(sim->summary)); !st) {
       return error_exit(st.message());

@@ -47,6 +47,7 @@ check error_unknown_key 1 stderr -- simulate tests/cli/bad_unknown_key.yaml
 check error_interleaved_m 1 stderr -- simulate "$ideal" --set schedule.kind=interleaved-1f1b \
   --set parallel.virtual_stages=2 --set training.global_batch=6
 check error_ops_without_model 1 stderr -- simulate "$ideal" --ops
+check error_sensitivity_without_model 1 stderr -- simulate "$ideal" --sensitivity
 check error_no_command 2 stderr -- frobnicate
 check error_calibrate_not_runs 1 stderr -- calibrate tests/cli/bad_unknown_key.yaml
 check error_calibrate_no_runs 2 stderr -- calibrate
