@@ -51,6 +51,15 @@ TEST(ConfigTest, PresetsHoldDatasheetFigures) {
   EXPECT_DOUBLE_EQ(b200->hardware->hbm_bandwidth_gbps, 7700);
   EXPECT_DOUBLE_EQ(b200->hardware->intra_node_bandwidth_gbps, 1800.0 / 2);
   EXPECT_DOUBLE_EQ(b200->hardware->sm_count, 148);
+  // The GB200 is the same GPU at up to 1200 W: the datasheet's higher peaks, one NIC a GPU
+  // of whatever part of an NVL72 rack a config's node is.
+  Result<Config> gb200 = parse_config(yaml(kModel), "test.yaml", {{"hardware.preset", "gb200"}});
+  ASSERT_TRUE(gb200.ok()) << gb200.error().message;
+  EXPECT_DOUBLE_EQ(gb200->hardware->peak_tflops_bf16, 5000.0 / 2);
+  EXPECT_DOUBLE_EQ(gb200->hardware->peak_tflops_fp8, 10000.0 / 2);
+  EXPECT_DOUBLE_EQ(gb200->hardware->memory_gib, 186);
+  EXPECT_EQ(gb200->hardware->nics_per_node, 0);
+  EXPECT_DOUBLE_EQ(gb200->hardware->sm_count, b200->hardware->sm_count);
 }
 
 TEST(ConfigTest, ModelNeedsHardware) {
@@ -75,7 +84,8 @@ TEST(ConfigTest, UnknownPresetListsTheAvailableOnes) {
   std::string error = error_of(text);
   EXPECT_THAT(error,
               StartsWith("test.yaml:8:11: hardware.preset: expected one of the presets in "));
-  EXPECT_THAT(error, HasSubstr(": a100-80gb, b200, cpu-2core, h100-sxm, h200, got \"v100\""));
+  EXPECT_THAT(error,
+              HasSubstr(": a100-80gb, b200, cpu-2core, gb200, h100-sxm, h200, got \"v100\""));
 }
 
 TEST(ConfigTest, PresetNameCannotEscapeThePresetDirectory) {
