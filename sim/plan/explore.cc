@@ -64,6 +64,14 @@ int64_t max_static_bytes(const CostTable& costs) {
 // is a copy of its base config, profile included).
 void prepare(Candidate& cand, Config& config, double cap_bytes,
              const Result<Calibration>& calibration) {
+  // One rank has no pipeline to interleave its chunks over: Megatron-Core's
+  // initialize_model_parallel refuses virtual stages without pipeline ranks
+  // to run them on, and on one rank they would only hold more microbatches.
+  if (config.parallel.pipeline == 1 && config.parallel.virtual_stages > 1) {
+    cand.reason = fmt::format("{} virtual stages on a one-stage pipeline: nothing to interleave",
+                              config.parallel.virtual_stages);
+    return;
+  }
   const int layers = config.model->layers;
   const int stages = config.num_stages();
   if (layers < stages) {
@@ -243,9 +251,10 @@ void add_layouts(const Sweep& sweep, const GpuLayout& layout,
   }
 }
 
-// A one-stage pipeline has no pipeline to schedule: 1F1B, ZB-H1, an
-// interleaved order of its chunks and most other kinds run it alike. Of the
-// p = 1 candidates that differ only in schedule and virtual stages, one with
+// A one-stage pipeline has no pipeline to schedule: 1F1B, ZB-H1 (without
+// tensor-parallel collectives for its W to stand beside) and most other
+// kinds run it alike. Of the p = 1 candidates that differ only in schedule
+// and virtual stages (interleaved ones are invalid, prepare()), one with
 // the same iteration time and peak memory as an earlier one (in enumeration
 // order) is marked equivalent to it, so that the ranking lists the outcome
 // once. Different figures (GPipe's memory, TeraPipe's slices) keep their own.

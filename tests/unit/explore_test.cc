@@ -230,6 +230,20 @@ TEST(Explore, OneStagePipelinesAreRankedOncePerOutcome) {
               HasSubstr(fmt::format("; {} more with a one-stage pipeline", equivalents)));
 }
 
+// Virtual stages need pipeline ranks to interleave over: Megatron-Core
+// refuses them with one, and the explorer does not propose them.
+TEST(Explore, OneRankHasNothingToInterleave) {
+  const ExploreResult r = explore(sweep());
+  int one_rank_interleaved = 0;
+  for (const Candidate& c : r.candidates) {
+    if (c.parallel.pipeline != 1 || c.parallel.virtual_stages == 1) continue;
+    ++one_rank_interleaved;
+    EXPECT_EQ(c.status, CandidateStatus::kInvalid) << c.layout();
+    EXPECT_THAT(c.reason, HasSubstr("on a one-stage pipeline: nothing to interleave"));
+  }
+  EXPECT_GT(one_rank_interleaved, 0) << "the sweep has interleaved candidates at p = 1";
+}
+
 TEST(Explore, KeyValueHeadsMustSplitOrBeReplicatedOverTensor) {
   // 12 heads, 3 key-value heads: t = 3 splits them, t = 6 replicates each on
   // two GPUs, t = 2 does neither.
