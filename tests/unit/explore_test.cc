@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <filesystem>
 #include <limits>
 #include <map>
 #include <string>
@@ -242,6 +243,22 @@ TEST(Explore, OneRankHasNothingToInterleave) {
     EXPECT_THAT(c.reason, HasSubstr("on a one-stage pipeline: nothing to interleave"));
   }
   EXPECT_GT(one_rank_interleaved, 0) << "the sweep has interleaved candidates at p = 1";
+}
+
+// Every sweep the project ships loads and finds a layout that fits: a sweep
+// the model has outgrown fails here, not in a user's hands.
+TEST(Explore, EveryShippedSweepRanksACandidate) {
+  int sweeps = 0;
+  for (const auto& entry :
+       std::filesystem::directory_iterator(std::string(PPSIM_SOURCE_DIR) + "/configs/sweeps")) {
+    if (entry.path().extension() != ".yaml") continue;
+    ++sweeps;
+    const Result<Sweep> sweep = load_sweep(entry.path().string());
+    ASSERT_TRUE(sweep.ok()) << sweep.error().message;
+    const ExploreResult r = explore(*sweep);
+    EXPECT_FALSE(r.ranking.empty()) << entry.path();
+  }
+  EXPECT_GE(sweeps, 4);
 }
 
 TEST(Explore, KeyValueHeadsMustSplitOrBeReplicatedOverTensor) {
