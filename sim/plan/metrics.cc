@@ -82,13 +82,29 @@ std::vector<StageWeights> weight_versions(const Timeline& t,
 
 namespace {
 
-void add_warnings(Summary& s) {
-  if (s.throughput.mfu && *s.throughput.mfu > 1) {
+// With training.fp8 the linear layers' products run at the FP8 peak, so the
+// model's FLOP/s may pass its dtype's peak (what MFU is against) up to it.
+void add_speed_warning(Summary& s, const Config& config) {
+  if (!s.throughput.mfu) return;
+  const bool fp8 = config.training.fp8 != Fp8Recipe::kNone;
+  const double fp8_peak = config.hardware->peak_tflops_fp8;
+  if (!fp8 || fp8_peak <= 0) {
+    if (*s.throughput.mfu <= 1) return;
     s.warnings.push_back(fmt::format(
         "MFU {:.1f} % is above 100 %: the times (costs.fixed, a profile or a calibration) are "
         "shorter than the hardware's peak FLOP/s allows",
         100 * *s.throughput.mfu));
+    return;
   }
+  if (*s.throughput.tflops_per_gpu <= fp8_peak) return;
+  s.warnings.push_back(fmt::format(
+      "{:.4g} model TFLOP/s per GPU is above even the FP8 peak of {:.4g}: the times (costs.fixed, "
+      "a profile or a calibration) are shorter than the hardware's peak FLOP/s allows",
+      *s.throughput.tflops_per_gpu, fp8_peak));
+}
+
+void add_warnings(Summary& s, const Config& config) {
+  add_speed_warning(s, config);
   if (!s.memory_capacity_bytes) return;
   int over = 0;
   const DeviceSummary* fullest = nullptr;
@@ -197,7 +213,7 @@ Summary summarize(const Config& config, const std::string& schedule_name, const 
     }
   }
   if (config.hardware) s.memory_capacity_bytes = config.hardware->memory_gib * (1ull << 30);
-  add_warnings(s);
+  add_warnings(s, config);
   if (config.model) {
     s.model = ModelSize{model_parameters(*config.model), model_active_parameters(*config.model)};
   }

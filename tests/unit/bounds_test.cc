@@ -258,6 +258,29 @@ TEST(Bounds, AnMfuAboveOneIsFlagged) {
   EXPECT_THAT(sim->summary.warnings[0], HasSubstr("is above 100 %"));
 }
 
+// MFU is against the model dtype's peak; with training.fp8 the linear
+// layers run at the FP8 peak, twice the bf16 one on an H100, so an MFU
+// above 100 % is possible there and only FLOP/s above the FP8 peak is not.
+TEST(Bounds, WithFp8OnlyFlopsAboveTheFp8PeakAreFlagged) {
+  const auto fp8_run = [](const char* forward_s, const char* backward_s) {
+    return simulate_with(kGpt, {{"hardware.preset", "h100-sxm"},
+                                {"training.fp8", "current"},
+                                {"costs.fixed.forward_s", forward_s},
+                                {"costs.fixed.backward_s", backward_s}});
+  };
+  const Result<Simulation> fast = fp8_run("5e-4", "1e-3");
+  ASSERT_TRUE(fast.ok()) << fast.error().message;
+  const Throughput& t = fast->summary.throughput;
+  ASSERT_GT(*t.mfu, 1.0);
+  ASSERT_LT(*t.tflops_per_gpu, 1979);
+  EXPECT_TRUE(fast->summary.warnings.empty());
+  const Result<Simulation> impossible = fp8_run("1e-4", "2e-4");
+  ASSERT_TRUE(impossible.ok()) << impossible.error().message;
+  ASSERT_GT(*impossible->summary.throughput.tflops_per_gpu, 1979);
+  ASSERT_EQ(impossible->summary.warnings.size(), 1u);
+  EXPECT_THAT(impossible->summary.warnings[0], HasSubstr("is above even the FP8 peak of 1979"));
+}
+
 TEST(Bounds, MemoryAboveCapacityIsFlagged) {
   const Result<Simulation> sim = simulate_with(kGpt, {{"hardware.memory_gib", "1"}});
   ASSERT_TRUE(sim.ok()) << sim.error().message;
