@@ -88,6 +88,8 @@ constexpr HardwareNumber kHardwareNumbers[] = {
     {"sm_count", &HardwareSpec::sm_count, Bound::kNonNegative, false, 0, 1e5, "SMs"},
     {"gemm_tile_m", &HardwareSpec::gemm_tile_m, Bound::kPositive, false, 1, 4096, "rows"},
     {"gemm_tile_n", &HardwareSpec::gemm_tile_n, Bound::kPositive, false, 1, 4096, "columns"},
+    {"compute_capability", &HardwareSpec::compute_capability, Bound::kNonNegative, false, 0, 100,
+     "(major.minor)"},
     {"gemm_half_tile_efficiency", &HardwareSpec::gemm_half_tile_efficiency, Bound::kNonNegative,
      false, 0, 1, "of max_gemm_efficiency"},
     {"gemm_tile_k_overhead", &HardwareSpec::gemm_tile_k_overhead, Bound::kNonNegative, false, 0,

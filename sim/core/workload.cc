@@ -137,6 +137,12 @@ const char* to_string(Positions positions) {
   return "?";
 }
 
+bool HardwareSpec::fp8_gemm_needs_transposes() const {
+  const double cc = compute_capability;
+  const bool any_layout = (cc >= 10 && cc < 12) || cc >= 13;
+  return !any_layout;
+}
+
 double HardwareSpec::peak_tflops(DType dtype) const {
   switch (dtype) {
     case DType::kBf16:

@@ -177,6 +177,10 @@ struct HardwareSpec {
   double peak_tflops_fp16 = 0;
   double peak_tflops_fp32 = 0;  // plain fp32 (no TF32)
   double peak_tflops_fp8 = 0;   // dense; 0: no FP8 tensor cores
+  // CUDA compute capability, major.minor (8.0 A100, 9.0 H100, 10.0 B200); 0:
+  // not given. It decides what the architecture's FP8 GEMMs take
+  // (fp8_gemm_needs_transposes).
+  double compute_capability = 0;
   // GEMMs (docs/cost_model.md, "GEMMs"): a GEMM is cut into output tiles of
   // gemm_tile_m x gemm_tile_n, run in waves of sm_count tiles (0: no waves);
   // a tile costs (K + gemm_tile_k_overhead) multiply-accumulate steps at
@@ -227,6 +231,11 @@ struct HardwareSpec {
   int nodes = 1;
 
   double peak_tflops(DType dtype) const;
+  // Hopper's FP8 GEMMs take only the TN layout, so Transformer Engine writes
+  // each per-tensor-scaled FP8 operand transposed too; from compute
+  // capability 10.0 (and from 13.0; not 12.x) they take any layout and it
+  // does not (TE's is_non_tn_fp8_gemm_supported). Unknown (0): transposes.
+  bool fp8_gemm_needs_transposes() const;
   int num_gpus() const { return gpus_per_node * nodes; }
 };
 

@@ -380,11 +380,12 @@ Status fill_rank_times(const Config& config, const std::vector<int>& layers,
     }
     table.grad_sync[r] = seconds_to_picos(sync_s);
     const double updated = zero >= 1 ? dense / d + experts / expert_d : dense + experts;
-    // With FP8, each weight's FP8 copy and its transpose are made once an
-    // iteration, on its first microbatch (Transformer Engine's
+    // With FP8, each weight's FP8 copy (and on Hopper its transpose) is made
+    // once an iteration, on its first microbatch (Transformer Engine's
     // is_first_microbatch), over the embedding and head too (a small
     // excess).
-    const double weight_cast = fp8_operand_bytes(config.training.fp8, Fp8Input::kCast, model.dtype);
+    const double weight_cast = fp8_operand_bytes(config.training.fp8, Fp8Input::kCast, model.dtype,
+                                                 1, hw.fp8_gemm_needs_transposes());
     const double step_bytes = updated * step_bytes_per_updated_parameter(state, model.dtype) +
                               (dense + experts) * (state.grads + weight_cast);
     table.optimizer_step[r] = seconds_to_picos(step_bytes / memory_Bps);

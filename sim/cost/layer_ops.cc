@@ -426,6 +426,7 @@ OpShape OpShape::of(const Config& config) {
   shape.moe_dispatcher = config.training.moe_dispatcher;
   shape.cross_entropy = config.training.cross_entropy;
   shape.fp8 = config.training.fp8;
+  shape.fp8_transposes = !config.hardware || config.hardware->fp8_gemm_needs_transposes();
   return shape;
 }
 
@@ -473,7 +474,8 @@ LossBytes cross_entropy_bytes(CrossEntropy loss, DType dtype) {
   return LossBytes{b + 4 + 4 * 4, 5 * 4 + 4 + b, b + 2 * 4};
 }
 
-double fp8_operand_bytes(Fp8Recipe recipe, Fp8Input input, DType dtype, int shares) {
+double fp8_operand_bytes(Fp8Recipe recipe, Fp8Input input, DType dtype, int shares,
+                         bool transposes) {
   const double b = dtype_bytes(dtype);
   if (recipe == Fp8Recipe::kNone) return 0;
   // Beyond the model's dtype: the cast's read and FP8 write, and with
@@ -487,7 +489,8 @@ double fp8_operand_bytes(Fp8Recipe recipe, Fp8Input input, DType dtype, int shar
   // One GPU's whole operand: the cast writes its transpose beside it (1);
   // the norm's FP8 output is transposed later (1 read, 1 written). A
   // gathered operand's share is cast, the gathered whole transposed (2).
-  if (shares > 1) return written / shares + 2;
+  if (shares > 1) return written / shares + (transposes ? 2 : 0);
+  if (!transposes) return written;
   return written + (recipe == Fp8Recipe::kDelayed && norm ? 2 : 1);
 }
 

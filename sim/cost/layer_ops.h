@@ -152,6 +152,9 @@ struct OpShape {
   MoeDispatcher moe_dispatcher = MoeDispatcher::kAllToAll;
   CrossEntropy cross_entropy = CrossEntropy::kMegatron;
   Fp8Recipe fp8 = Fp8Recipe::kNone;
+  // The architecture's FP8 GEMMs take only TN: each FP8 operand is also
+  // written transposed (HardwareSpec::fp8_gemm_needs_transposes).
+  bool fp8_transposes = true;
 
   static OpShape of(const Config& config);
 };
@@ -171,7 +174,10 @@ enum class Fp8Input { kCast, kNorm };
 // transposed later (1 read, 1 written). An operand that
 // sequence parallelism gathers from `shares` GPUs is cast on each GPU's
 // share and the gathered whole transposed (Transformer Engine gathers FP8).
-double fp8_operand_bytes(Fp8Recipe recipe, Fp8Input input, DType dtype, int shares = 1);
+// Without `transposes` (an architecture whose FP8 GEMMs take any layout)
+// no transpose is written or made.
+double fp8_operand_bytes(Fp8Recipe recipe, Fp8Input input, DType dtype, int shares = 1,
+                         bool transposes = true);
 
 // Bytes per value of the gradient a framework accumulates and reduces
 // across the data-parallel ranks: as training.gradient_dtype says, or by

@@ -312,6 +312,45 @@ TEST(LayerOps, Fp8GathersTheCastShares) {
   }
 }
 
+// An architecture whose FP8 GEMMs take any layout (Blackwell, compute
+// capability 10.0: Transformer Engine's is_non_tn_fp8_gemm_supported) gets
+// no FP8 transposes. Delayed scaling, the layer of Fp8CastsEachLinearOperandOnce:
+// a cast reads 2 and writes 1 (3), a norm writes FP8 itself and nothing
+// else runs; forward 8192 x (8192 + 28672) x 3 = 905969664 bytes, the input
+// gradient's five casts 8192 x 3 x 83968 = 2063597568. With sequence
+// parallelism (t = 4) the gathered norm outputs need no transpose either:
+// only the attention output and MLP down inputs are cast, 8192 x (2048 +
+// 7168) x 3 = 226492416.
+TEST(LayerOps, Fp8WithoutTransposesCastsOnlyWhatNoNormWrites) {
+  OpShape shape = shape_of(llama3_70b(Attention::kFlash), 1, false);
+  shape.fp8 = Fp8Recipe::kDelayed;
+  shape.fp8_transposes = false;
+  const PieceOps ops = layer_ops(shape, TokenSlice{8192, 0});
+  EXPECT_DOUBLE_EQ(total_bytes_of(ops.forward, "FP8 cast"), 905969664.0);
+  EXPECT_DOUBLE_EQ(total_bytes_of(ops.input_grad, "FP8 cast"), 2063597568.0);
+  for (const Op& op : ops.forward) EXPECT_GT(op.bytes + op.flops, 0) << op.name;
+  OpShape parallel = shape_of(llama3_70b(Attention::kFlash), 4, true);
+  parallel.fp8 = Fp8Recipe::kDelayed;
+  parallel.fp8_transposes = false;
+  EXPECT_DOUBLE_EQ(total_bytes_of(layer_ops(parallel, TokenSlice{8192, 0}).forward, "FP8 cast"),
+                   226492416.0);
+}
+
+// Which architectures' FP8 GEMMs take any layout, as Transformer Engine
+// decides it: compute capability 10.x and 13 on, not 12.x (its
+// is_non_tn_fp8_gemm_supported); unknown (0) is taken as Hopper's TN only.
+TEST(HardwareSpec, Fp8TransposesUntilComputeCapabilityTen) {
+  HardwareSpec hw;
+  for (double cc : {0.0, 8.0, 9.0, 12.0}) {
+    hw.compute_capability = cc;
+    EXPECT_TRUE(hw.fp8_gemm_needs_transposes()) << cc;
+  }
+  for (double cc : {10.0, 10.3, 13.0}) {
+    hw.compute_capability = cc;
+    EXPECT_FALSE(hw.fp8_gemm_needs_transposes()) << cc;
+  }
+}
+
 // A squared-ReLU MLP (Nemotron's) on Llama 3 70B's shape, b = 1, s = 8192,
 // t = 1: two matrices, so the up projection is 8192 x 28672 x 8192 (2 s h f
 // = 3848290697216 FLOPs, as the down projection); the activation one fused
