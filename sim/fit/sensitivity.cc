@@ -16,8 +16,6 @@ Config with_value(const Config& config, const FitParameter& parameter, double va
   return probed;
 }
 
-double change(double time_s, double base_s) { return (time_s - base_s) / base_s; }
-
 }  // namespace
 
 Result<Sensitivity> hardware_sensitivity(const Config& config, int threads) {
@@ -64,7 +62,7 @@ std::string format_sensitivity(const Sensitivity& s) {
   const auto side = [&](double value, double probed, double time_s) {
     if (probed == value) return fmt::format("  {:>9} {:>11} {:>8}", "at bound", "", "");
     return fmt::format("  {:>9.4g} {:>9.4g} s {:>+7.1f}%", probed, time_s,
-                       100 * change(time_s, s.iteration_time_s));
+                       100 * relative_error(time_s, s.iteration_time_s));
   };
   for (const ParameterProbe& p : s.probes) {
     out += fmt::format("{:<34} {:>9.4g}", p.parameter->name, p.value);

@@ -51,6 +51,9 @@ TEST(ConfigTest, PresetsHoldDatasheetFigures) {
   EXPECT_DOUBLE_EQ(b200->hardware->hbm_bandwidth_gbps, 7700);
   EXPECT_DOUBLE_EQ(b200->hardware->intra_node_bandwidth_gbps, 1800.0 / 2);
   EXPECT_DOUBLE_EQ(b200->hardware->sm_count, 148);
+  // Compute capability 10.0: FP8 GEMMs of any layout, no transposes; the H100's 9.0 needs them.
+  EXPECT_FALSE(b200->hardware->fp8_gemm_needs_transposes());
+  EXPECT_TRUE(h100->hardware->fp8_gemm_needs_transposes());
   // The GB200 is the same GPU at up to 1200 W: the datasheet's higher peaks, one NIC a GPU
   // of whatever part of an NVL72 rack a config's node is.
   Result<Config> gb200 = parse_config(yaml(kModel), "test.yaml", {{"hardware.preset", "gb200"}});
