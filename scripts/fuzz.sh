@@ -48,7 +48,8 @@ if [ "${FUZZ_PREBUILT:-0}" != 1 ]; then
   fi
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_CXX_COMPILER="$cxx" \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" \
-    -DPPSIM_FUZZ=ON -DPPSIM_BUILD_TESTS=OFF -DPPSIM_BUILD_BENCH=OFF -DPPSIM_CUDA=OFF >/dev/null
+    -DPPSIM_FUZZ=ON -DPPSIM_BUILD_TESTS=OFF -DPPSIM_BUILD_BENCH=OFF -DPPSIM_CUDA=OFF \
+    -DCMAKE_EXE_LINKER_FLAGS=-fuse-ld=lld >/dev/null
   cmake --build "$build" -j "$jobs" --target ppsim_fuzz
 fi
 for h in "${harnesses[@]}"; do

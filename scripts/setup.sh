@@ -9,7 +9,7 @@ packages=(
   libeigen3-dev libfmt-dev libyaml-cpp-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang-format libxml2-utils python3
-  clang libclang-rt-dev
+  clang libclang-rt-dev lld
   libopenmpi-dev openmpi-bin
 )
 
