@@ -88,7 +88,8 @@ if [ ! -x "$build/bin/ppsim_gpu_tests" ]; then
   exit 1
 fi
 
-# GPU tests: on a GPU none may skip (a skip here means the device was not usable).
+# GPU tests: on a GPU none may skip (a skip here means the device was not
+# usable; with every test skipped the program exits 77 and the step fails).
 if step "GPU tests" gpu_tests.log "$build/bin/ppsim_gpu_tests" --gtest_brief=0; then
   if grep -q "SKIPPED" "$out/gpu_tests.log"; then
     say "GPU tests skipped on a GPU machine:"
@@ -99,10 +100,12 @@ fi
 # The device's dropout draw rate (tests/gpu/dropout_rate_test.cc), the A100
 # preset's dropout_rng_gsamples_per_s in question (docs/validation.md).
 grep '^dropout draws:' "$out/gpu_tests.log" | sed 's/^/    /' | tee -a "$summary"
-# The host side of the GPU parts (CUPTI records, layout, profiler options);
-# the rest of the unit tests is CI's.
-step "GPU host tests" host_tests.log "$build/bin/ppsim_unit_tests" --gtest_brief=1 \
-  --gtest_filter='Cupti*:GpuActivity*:GpuBlockLayout*:GpuHeadLayout*:SmsPerGroup*:GpuProfiler*:DeviceSpans*:DirectedLinks*:InOrderReceiver*'
+# The host side of the GPU parts (CUPTI records, layouts, profiler options:
+# ppsim_gpu_host_tests; GPU activity, device spans, links and receivers:
+# ppsim_unit_tests); the rest of the unit tests is CI's.
+step "GPU host tests" host_tests.log "$build/bin/ppsim_gpu_host_tests" --gtest_brief=1
+step "GPU host tests (unit)" host_unit_tests.log "$build/bin/ppsim_unit_tests" --gtest_brief=1 \
+  --gtest_filter='GpuActivity*:DeviceSpans*:DirectedLinks*:InOrderReceiver*'
 
 # A GPT-3 175B layer at t = 8 (the per-GPU shard's MLP, full-width
 # attention: profiler/README.md) and the GPU's copy links.
