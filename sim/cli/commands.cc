@@ -14,6 +14,7 @@
 #include "schedules/validate.h"
 #include "sim/cli/options.h"
 #include "sim/config/config.h"
+#include "sim/core/json.h"
 #include "sim/core/text_file.h"
 #include "sim/fit/sensitivity.h"
 #include "sim/plan/compare.h"
@@ -110,6 +111,21 @@ Status print_op_table(const Config& config) {
 }
 
 // What a reader had to interpret, one "note:" line each on stderr.
+// The summary's JSON, with the sensitivity probes (--sensitivity) as its
+// `sensitivity` field.
+std::string simulate_json(const Summary& summary, const std::optional<Sensitivity>& sensitivity) {
+  std::string out;
+  JsonWriter w(&out);
+  w.begin_object();
+  write_summary_fields(w, summary);
+  if (sensitivity) {
+    w.key("sensitivity");
+    write_sensitivity(w, *sensitivity);
+  }
+  w.end_object();
+  return out + '\n';
+}
+
 void print_notes(const std::vector<std::string>& notes) {
   for (const std::string& note : notes) std::cerr << "note: " << note << '\n';
 }
@@ -140,7 +156,8 @@ int run_simulate(const std::vector<std::string>& args) {
       "collectives) by phase, with their shapes and times")(
       "sensitivity", po::bool_switch(&show_sensitivity),
       "after the summary, the iteration time with each hardware efficiency parameter moved "
-      "down and up by a tenth of its range (the parameters `calibrate --measured` fits)");
+      "down and up by a tenth of its range (the parameters `calibrate --measured` fits); with "
+      "--json, in the summary's `sensitivity` field too");
   const std::string usage =
       "usage: ppsim simulate CONFIG [--set KEY.PATH=VALUE]... [--json FILE|-] [--trace FILE] "
       "[--ops] [--sensitivity]\n\n"
@@ -179,7 +196,7 @@ int run_simulate(const std::vector<std::string>& args) {
   }
   if (sensitivity && json_path != "-") std::cout << format_sensitivity(*sensitivity);
   if (!json_path.empty()) {
-    if (Status st = write_output(json_path, summary_to_json(sim->summary)); !st) {
+    if (Status st = write_output(json_path, simulate_json(sim->summary, sensitivity)); !st) {
       return error_exit(st.message());
     }
   }

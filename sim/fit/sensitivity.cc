@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "sim/core/json.h"
 #include "sim/fit/measured_runs.h"
 
 namespace ppsim {
@@ -71,6 +72,18 @@ std::string format_sensitivity(const Sensitivity& s) {
     out += '\n';
   }
   return out;
+}
+
+void write_sensitivity(JsonWriter& w, const Sensitivity& s) {
+  w.begin_object().field("iteration_time_s", s.iteration_time_s);
+  w.key("parameters").begin_array();
+  for (const ParameterProbe& p : s.probes) {
+    w.begin_object().field("name", p.parameter->name).field("value", p.value);
+    w.field("lower", p.lower).field("lower_iteration_time_s", p.lower_time_s);
+    w.field("upper", p.upper).field("upper_iteration_time_s", p.upper_time_s);
+    w.end_object();
+  }
+  w.end_array().end_object();
 }
 
 }  // namespace ppsim

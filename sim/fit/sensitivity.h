@@ -16,6 +16,8 @@
 
 namespace ppsim {
 
+class JsonWriter;
+
 struct ParameterProbe {
   const FitParameter* parameter;
   double value;         // the config's
@@ -37,5 +39,10 @@ Result<Sensitivity> hardware_sensitivity(const Config& config, int threads = 0);
 // One line per parameter: its value, each probe with the iteration time
 // there and the change from the config's.
 std::string format_sensitivity(const Sensitivity& sensitivity);
+// The same as one JSON object: `iteration_time_s` and `parameters[]`
+// {`name`, `value`, `lower`, `lower_iteration_time_s`, `upper`,
+// `upper_iteration_time_s`}; a probe at its bound has the value itself and
+// the config's iteration time.
+void write_sensitivity(JsonWriter& writer, const Sensitivity& sensitivity);
 
 }  // namespace ppsim

@@ -81,6 +81,11 @@ std::string summary_to_json(const Summary& s) {
 
 void write_summary(JsonWriter& w, const Summary& s) {
   w.begin_object();
+  write_summary_fields(w, s);
+  w.end_object();
+}
+
+void write_summary_fields(JsonWriter& w, const Summary& s) {
   w.field("schedule", s.schedule);
   w.key("model");
   if (s.model) {
@@ -135,7 +140,6 @@ void write_summary(JsonWriter& w, const Summary& s) {
     w.end_object();
   }
   w.end_array();
-  w.end_object();
 }
 
 }  // namespace ppsim

@@ -13,6 +13,8 @@ class JsonWriter;
 std::string format_summary_table(const Summary& summary);
 // Writes the summary as one JSON object (summary_to_json's content).
 void write_summary(JsonWriter& writer, const Summary& summary);
+// Its fields alone, into an object the caller opened (and may add to).
+void write_summary_fields(JsonWriter& writer, const Summary& summary);
 std::string summary_to_json(const Summary& summary);
 // "1.25 s", "830.0 ms", "12.5 us": three significant digits or more.
 std::string format_duration(double seconds);

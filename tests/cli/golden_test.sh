@@ -73,6 +73,26 @@ assert all(d["peak_memory_bytes"] == d["peak_activation_bytes"] for d in s["devi
 assert all(abs(d["busy_s"] - 24.0) < 1e-9 for d in s["devices"])
 PY
 
+# --sensitivity with --json: the probes in the summary, at the summary's own
+# iteration time, each within its parameter's bounds; the GEMM efficiency,
+# on every layer's critical path, moves the run both ways.
+"$ppsim" simulate configs/examples/gpt3-1.3b-8gpu.yaml --sensitivity --json - \
+  >"$tmp/sensitivity.json" 2>"$tmp/stderr"
+if python3 - "$tmp/sensitivity.json" <<'PY'; then passed=$((passed + 1)); else echo "FAIL sensitivity json"; failures=$((failures + 1)); fi
+import json, sys
+s = json.load(open(sys.argv[1]))
+t = s["sensitivity"]
+assert t["iteration_time_s"] == s["iteration_time_s"], (t["iteration_time_s"], s["iteration_time_s"])
+names = [p["name"] for p in t["parameters"]]
+assert names == ["max_gemm_efficiency", "hbm_efficiency", "kernel_launch_us",
+                 "intra_node_collective_efficiency", "inter_node_collective_efficiency",
+                 "flash_forward_efficiency", "flash_backward_efficiency",
+                 "gemm_tile_k_overhead"], names
+assert all(p["lower"] <= p["value"] <= p["upper"] for p in t["parameters"])
+gemm = t["parameters"][0]
+assert gemm["lower_iteration_time_s"] > t["iteration_time_s"] > gemm["upper_iteration_time_s"], gemm
+PY
+
 # An independent implementation: the plain Python event simulator of
 # tests/bench/python_reference_1f1b.py and ppsim agree on the uneven 1F1B
 # case of docs/benchmarks.md (64 ranks, 1024 microbatches, transfers).

@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "sim/config/config.h"
+#include "sim/core/json.h"
 #include "sim/plan/simulate.h"
 
 namespace ppsim {
@@ -109,6 +110,25 @@ TEST(Sensitivity, TableHasALinePerParameter) {
   for (const FitParameter& p : kFitParameters) EXPECT_THAT(table, HasSubstr(p.name));
   // The launch gap's probe below is its bound.
   EXPECT_THAT(table, HasSubstr("at bound"));
+}
+
+TEST(Sensitivity, JsonCarriesEachProbe) {
+  // Two probes written by hand: the GEMM efficiency moved both ways, the
+  // launch gap at its lower bound (the value itself, the config's time).
+  Sensitivity s;
+  s.iteration_time_s = 2;
+  s.probes.push_back({&kFitParameters[0], 0.5, 0.25, 0.75, 2.5, 1.75});
+  s.probes.push_back({&kFitParameters[2], 0, 0, 5, 2, 2.125});
+  std::string json;
+  JsonWriter w(&json);
+  write_sensitivity(w, s);
+  EXPECT_EQ(
+      json,
+      R"({"iteration_time_s":2,"parameters":[)"
+      R"({"name":"max_gemm_efficiency","value":0.5,"lower":0.25,"lower_iteration_time_s":2.5,)"
+      R"("upper":0.75,"upper_iteration_time_s":1.75},)"
+      R"({"name":"kernel_launch_us","value":0,"lower":0,"lower_iteration_time_s":2,)"
+      R"("upper":5,"upper_iteration_time_s":2.125}]})");
 }
 
 }  // namespace
