@@ -110,7 +110,6 @@ Status print_op_table(const Config& config) {
   return {};
 }
 
-// What a reader had to interpret, one "note:" line each on stderr.
 // The summary's JSON, with the sensitivity probes (--sensitivity) as its
 // `sensitivity` field.
 std::string simulate_json(const Summary& summary, const std::optional<Sensitivity>& sensitivity) {
@@ -126,6 +125,7 @@ std::string simulate_json(const Summary& summary, const std::optional<Sensitivit
   return out + '\n';
 }
 
+// What a reader had to interpret, one "note:" line each on stderr.
 void print_notes(const std::vector<std::string>& notes) {
   for (const std::string& note : notes) std::cerr << "note: " << note << '\n';
 }

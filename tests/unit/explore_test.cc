@@ -245,8 +245,6 @@ TEST(Explore, OneRankHasNothingToInterleave) {
   EXPECT_GT(one_rank_interleaved, 0) << "the sweep has interleaved candidates at p = 1";
 }
 
-// Every sweep the project ships loads and finds a layout that fits: a sweep
-// the model has outgrown fails here, not in a user's hands.
 // True in a build with AddressSanitizer (g++ defines the macro, clang
 // answers __has_feature).
 constexpr bool built_with_address_sanitizer() {
@@ -263,6 +261,8 @@ constexpr bool built_with_address_sanitizer() {
 #endif
 }
 
+// Every sweep the project ships loads and finds a layout that fits: a sweep
+// the model has outgrown fails here, not in a user's hands.
 TEST(Explore, EveryShippedSweepRanksACandidate) {
   // 0.3 s in Release; 30 s in .ci/run's sanitizer build (-O0, a third of
   // its unit tests' time), where the smaller sweeps above explore the same
