@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "sim/core/json.h"
+#include "sim/plan/ranking_evidence.h"
 
 namespace ppsim {
 namespace {
@@ -158,6 +159,11 @@ std::string format_predictions(const MeasuredRuns& runs, const std::vector<RowPr
         order.pairs > 0 ? percent(static_cast<double>(order.concordant) / order.pairs)
                         : std::string("-"),
         order.groups_in_order, order.groups);
+    out += fmt::format(
+        "  pairs predicted less than {} apart: {} of {} in order; {} or more apart: {} of {}\n",
+        percent(kRankingEvidence.close_gap), order.close_concordant, order.close_pairs,
+        percent(kRankingEvidence.close_gap), order.concordant - order.close_concordant,
+        order.pairs - order.close_pairs);
   }
   return out + series_table(series_lines(rows));
 }
@@ -180,7 +186,9 @@ std::string predictions_json(const MeasuredRuns& runs, const std::vector<RowPred
   if (order.groups > 0) {
     w.key("order").begin_object().field("groups", order.groups);
     w.field("groups_in_order", order.groups_in_order).field("pairs", order.pairs);
-    w.field("concordant_pairs", order.concordant).end_object();
+    w.field("concordant_pairs", order.concordant).field("close_gap", kRankingEvidence.close_gap);
+    w.field("close_pairs", order.close_pairs);
+    w.field("close_concordant_pairs", order.close_concordant).end_object();
   }
   const std::vector<SeriesLine> lines = series_lines(rows);
   if (!lines.empty()) {

@@ -16,6 +16,7 @@
 
 #include "sim/core/text_file.h"
 #include "sim/plan/parallel.h"
+#include "sim/plan/ranking_evidence.h"
 #include "sim/plan/simulate.h"
 
 namespace ppsim {
@@ -350,6 +351,11 @@ OrderAgreement order_agreement(const std::vector<RowPrediction>& rows) {
         const bool concordant = (measured > 0 && predicted > 0) || (measured < 0 && predicted < 0);
         agreement.concordant += concordant;
         in_order &= concordant;
+        if (relative_gap(members[i]->predicted_s, members[j]->predicted_s) <
+            kRankingEvidence.close_gap) {
+          ++agreement.close_pairs;
+          agreement.close_concordant += concordant;
+        }
       }
     }
     agreement.groups_in_order += in_order;

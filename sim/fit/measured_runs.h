@@ -94,12 +94,15 @@ struct RowPrediction {
 // measured times is concordant when the prediction orders it the same way (a
 // predicted tie is not); a group of two or more rows is in order when all
 // its pairs are. What a layout search needs from the model, more than small
-// errors.
+// errors. The pairs predicted less than kRankingEvidence.close_gap apart
+// (sim/plan/ranking_evidence.h) are also counted on their own.
 struct OrderAgreement {
   int groups = 0;  // of two or more rows
   int groups_in_order = 0;
   int pairs = 0;  // with different measured times
   int concordant = 0;
+  int close_pairs = 0;  // of `pairs`, predicted close
+  int close_concordant = 0;
 };
 OrderAgreement order_agreement(const std::vector<RowPrediction>& rows);
 

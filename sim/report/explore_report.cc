@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "sim/core/json.h"
+#include "sim/plan/ranking_evidence.h"
 #include "sim/report/summary.h"
 
 namespace ppsim {
@@ -16,6 +17,47 @@ constexpr double kGiB = 1ull << 30;
 int64_t peak_bytes(const Summary& s) {
   const DeviceSummary* top = fullest_device(s);
   return top == nullptr ? 0 : top->peak_memory_bytes;
+}
+
+// How much longer than the best candidate's a candidate's iteration is (the
+// candidates share the global batch): (best / its throughput) - 1.
+double gap_to_best(const ExploreResult& r, size_t candidate) {
+  const double best = r.candidates[r.ranking.front()].summary->throughput.samples_per_s;
+  return best / r.candidates[candidate].summary->throughput.samples_per_s - 1;
+}
+
+// The ranked candidates predicted within kRankingEvidence.close_gap of the
+// best, the best included: a prefix of the ranking.
+size_t close_to_best(const ExploreResult& r) {
+  size_t n = 0;
+  while (n < r.ranking.size() && gap_to_best(r, r.ranking[n]) < kRankingEvidence.close_gap) ++n;
+  return n;
+}
+
+// The published runs' evidence applies to the analytic model's layer
+// times, not to a measured profile's or fixed ones.
+bool analytic_layer_times(const Config& config) {
+  return config.profile_path.empty() && config.fixed.forward_s.empty() &&
+         config.fixed.backward_s.empty();
+}
+
+// What the order of the first `close` candidates of the ranking is worth
+// (the model does not tell them apart reliably), `shown` of them in the
+// table; nothing when fewer than two are close.
+std::string close_note(size_t close, size_t shown) {
+  if (close < 2 || shown < 2) return "";
+  const RankingEvidence& e = kRankingEvidence;
+  std::string out = fmt::format("#1 to #{}", std::min(close, shown));
+  if (close > shown) out += fmt::format(", and {} more below the table,", close - shown);
+  out += fmt::format(
+      " are predicted within {:.0f} % of each other, closer than the model reliably ranks.\n"
+      "On published runs it ordered {} of {} pairs of layouts or schedules predicted that close "
+      "as measured ({:.0f} %), {} of {} pairs further apart ({:.0f} %; docs/validation.md, "
+      "\"Telling layouts apart\"). Measure the close ones, or calibrate the hardware preset to "
+      "runs of your own (ppsim calibrate --measured).\n",
+      100 * e.close_gap, e.close_in_order, e.close_pairs, 100.0 * e.close_in_order / e.close_pairs,
+      e.far_in_order, e.far_pairs, 100.0 * e.far_in_order / e.far_pairs);
+  return out;
 }
 
 }  // namespace
@@ -44,14 +86,18 @@ std::string format_explore_table(const ExploreResult& r, size_t top_k) {
   }
   out += "\n\n";
   const auto rows = [&](const std::vector<size_t>& which, size_t limit) {
-    std::string text = fmt::format("{:>4} {:>12} {:>12} {:>6} {:>9}  {}\n", "#", "samples/s",
-                                   "iteration", "MFU", "peak GiB", "layout");
+    std::string text = fmt::format("{:>4} {:>12} {:>12} {:>6} {:>9} {:>7}  {}\n", "#", "samples/s",
+                                   "iteration", "MFU", "peak GiB", "vs #1", "layout");
     for (size_t k = 0; k < std::min(limit, which.size()); ++k) {
       const Candidate& c = r.candidates[which[k]];
       const Summary& s = *c.summary;
-      text += fmt::format("{:>4} {:>12.4g} {:>12} {:>5.1f}% {:>9.2f}  {}\n", k + 1,
-                          s.throughput.samples_per_s, format_duration(s.iteration_time_s),
-                          100.0 * s.throughput.mfu.value_or(0), peak_bytes(s) / kGiB, c.layout());
+      const double gap = gap_to_best(r, which[k]);
+      text += fmt::format(
+          "{:>4} {:>12.4g} {:>12} {:>5.1f}% {:>9.2f} {:>7}  {}\n", k + 1,
+          s.throughput.samples_per_s, format_duration(s.iteration_time_s),
+          100.0 * s.throughput.mfu.value_or(0), peak_bytes(s) / kGiB,
+          which[k] == r.ranking.front() ? std::string("-") : fmt::format("+{:.1f}%", 100 * gap),
+          c.layout());
     }
     return text;
   };
@@ -61,6 +107,9 @@ std::string format_explore_table(const ExploreResult& r, size_t top_k) {
   }
   out += fmt::format("top {} by throughput\n", std::min(top_k, r.ranking.size()));
   out += rows(r.ranking, top_k);
+  if (analytic_layer_times(r.configs[r.ranking.front()])) {
+    out += close_note(close_to_best(r), std::min(top_k, r.ranking.size()));
+  }
   out += "\nPareto front (throughput against peak memory)\n";
   out += rows(r.pareto, r.pareto.size());
   return out;
@@ -128,6 +177,8 @@ std::string explore_to_json(const ExploreResult& r) {
   w.key("pareto").begin_array();
   for (size_t i : r.pareto) w.value(static_cast<int64_t>(i));
   w.end_array();
+  w.field("close_gap", kRankingEvidence.close_gap);
+  w.field("close_to_best", static_cast<int64_t>(close_to_best(r)));
   w.end_object();
   out += '\n';
   return out;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "sim/cost/partition.h"
+#include "sim/plan/ranking_evidence.h"
 #include "sim/plan/simulate.h"
 #include "sim/report/explore_report.h"
 
@@ -20,6 +21,7 @@ namespace ppsim {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // A small GPT on 16 A100s: enough layouts to prune, small enough to
 // simulate them all.
@@ -229,6 +231,47 @@ TEST(Explore, OneStagePipelinesAreRankedOncePerOutcome) {
   EXPECT_GT(equivalents, 0) << "the sweep's p = 1 candidates should have equivalents";
   EXPECT_THAT(format_explore_table(r, 1),
               HasSubstr(fmt::format("; {} more with a one-stage pipeline", equivalents)));
+}
+
+// A ranking of four simulated candidates at 100, 97, 96 and 90 samples/s:
+// 3.1, 4.2 and 11.1 % slower than the best, so the first three are closer
+// than kRankingEvidence.close_gap (5 %).
+ExploreResult ranking_of(const std::vector<double>& samples_per_s) {
+  ExploreResult r;
+  for (size_t i = 0; i < samples_per_s.size(); ++i) {
+    Candidate c;
+    c.status = CandidateStatus::kSimulated;
+    c.summary.emplace();
+    c.summary->throughput.samples_per_s = samples_per_s[i];
+    c.summary->iteration_time_s = 64 / samples_per_s[i];
+    r.candidates.push_back(c);
+    r.configs.emplace_back();
+    r.ranking.push_back(i);
+  }
+  return r;
+}
+
+TEST(ExploreTable, SaysWhichCandidatesAreTooCloseToRank) {
+  ASSERT_EQ(kRankingEvidence.close_gap, 0.05);
+  ExploreResult r = ranking_of({100, 97, 96, 90});
+  const std::string table = format_explore_table(r, 10);
+  EXPECT_THAT(table, HasSubstr("   -  p="));
+  EXPECT_THAT(table, HasSubstr("  +3.1%  p="));
+  EXPECT_THAT(table, HasSubstr("  +4.2%  p="));
+  EXPECT_THAT(table, HasSubstr(" +11.1%  p="));
+  EXPECT_THAT(table, HasSubstr("#1 to #3 are predicted within 5 % of each other"));
+  EXPECT_THAT(table,
+              HasSubstr(fmt::format("ordered {} of {} pairs", kRankingEvidence.close_in_order,
+                                    kRankingEvidence.close_pairs)));
+  EXPECT_THAT(format_explore_table(r, 2),
+              HasSubstr("#1 to #2, and 1 more below the table, are predicted within 5 %"));
+  EXPECT_THAT(explore_to_json(r), HasSubstr("\"close_gap\":0.05,\"close_to_best\":3"));
+  // Nothing to say when the runner-up is 5 % or more behind, or when the
+  // times are a profile's (the evidence is the analytic model's).
+  EXPECT_THAT(format_explore_table(ranking_of({100, 95, 90}), 10),
+              Not(HasSubstr("predicted within")));
+  r.configs.front().profile_path = "profile.yaml";
+  EXPECT_THAT(format_explore_table(r, 10), Not(HasSubstr("predicted within")));
 }
 
 // Virtual stages need pipeline ranks to interleave over: Megatron-Core

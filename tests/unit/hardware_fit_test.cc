@@ -23,6 +23,7 @@
 #include "sim/fit/fit_report.h"
 #include "sim/fit/hardware_preset.h"
 #include "sim/fit/measured_runs.h"
+#include "sim/plan/ranking_evidence.h"
 #include "sim/plan/simulate.h"
 
 namespace ppsim {
@@ -167,6 +168,30 @@ TEST(MeasuredRunsCsv, OrderWithinGroupsCountsConcordantPairs) {
   EXPECT_THAT(format_predictions(*runs, rows),
               ::testing::HasSubstr("order within groups: 3 of 4 pairs ordered as measured "
                                    "(75.0%); 2 of 3 groups entirely in the measured order\n"));
+}
+
+// Pairs predicted less than kRankingEvidence.close_gap (5 %) apart are
+// counted on their own. Group a: measured 1, 2, 3, predicted 2.00, 2.08,
+// 2.05: (a1, a2) 4 % apart and (a1, a3) 2.5 %, both kept; (a2, a3) 1.5 %
+// apart, reversed. Group b: measured 1 < 2, predicted 1.00 < 1.06, 6 %
+// apart, kept.
+TEST(MeasuredRunsCsv, CloselyPredictedPairsAreCountedApart) {
+  Result<MeasuredRuns> runs = parse_measured_runs(
+      "config,iteration_time_s,group\n"
+      "a1.yaml,1,a\na2.yaml,2,a\na3.yaml,3,a\n"
+      "b1.yaml,1,b\nb2.yaml,2,b\n",
+      "dir/runs.csv");
+  ASSERT_TRUE(runs.ok()) << runs.error().message;
+  ASSERT_EQ(kRankingEvidence.close_gap, 0.05);
+  const std::vector<RowPrediction> rows = predictions(*runs, {2.0, 2.08, 2.05, 1.0, 1.06});
+  const OrderAgreement order = order_agreement(rows);
+  EXPECT_EQ(order.pairs, 4);
+  EXPECT_EQ(order.concordant, 3);
+  EXPECT_EQ(order.close_pairs, 3);
+  EXPECT_EQ(order.close_concordant, 2);
+  EXPECT_THAT(format_predictions(*runs, rows),
+              ::testing::HasSubstr("  pairs predicted less than 5.0% apart: 2 of 3 in order; "
+                                   "5.0% or more apart: 1 of 1\n"));
 }
 
 // By hand: counts 1, 2, 3 and times 1, 2, 2 have means 2 and 5/3,
