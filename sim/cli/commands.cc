@@ -261,7 +261,7 @@ int run_compare(const std::vector<std::string>& args) {
   const std::vector<ComparedSchedule> rows =
       compare_schedules(*config, entries, !report_path.empty());
   if (json_path != "-" && csv_path != "-" && markdown_path != "-") {
-    std::cout << format_comparison_table(rows);
+    std::cout << format_comparison_table(rows, *config);
   }
   ReportInput report{"Schedules for " + config->source, file_text(config->source), {}};
   for (const ComparedSchedule& row : rows) {

@@ -5,6 +5,8 @@
 #include <algorithm>
 
 #include "sim/core/json.h"
+#include "sim/plan/ranking_evidence.h"
+#include "sim/report/ranking_note.h"
 #include "sim/report/summary.h"
 
 namespace ppsim {
@@ -12,31 +14,74 @@ namespace {
 
 double gib(double bytes) { return bytes / (1ull << 30); }
 
+// The shortest iteration of the rows that ran within memory; 0 for none.
+double fastest_feasible_s(const std::vector<ComparedSchedule>& rows) {
+  double best = 0;
+  for (const ComparedSchedule& row : rows) {
+    if (!row.feasible || !row.summary) continue;
+    const double t = row.summary->iteration_time_s;
+    if (best == 0 || t < best) best = t;
+  }
+  return best;
+}
+
+// A row's iteration against the fastest feasible one: "fastest", "+12.5%"
+// (negative for a row over memory that would be faster), "-" without one.
+std::string vs_fastest(const Summary& s, double fastest_s) {
+  if (fastest_s <= 0) return "-";
+  if (s.iteration_time_s == fastest_s) return "fastest";
+  return fmt::format("{:+.1f}%", 100 * (s.iteration_time_s / fastest_s - 1));
+}
+
+// The feasible schedules within kRankingEvidence.close_gap of the fastest,
+// in the table's order, when the layer times are the analytic model's and
+// there are two or more: the note that the model does not order them
+// reliably.
+std::string close_schedules_note(const std::vector<ComparedSchedule>& rows, const Config& config,
+                                 double fastest_s) {
+  if (!analytic_layer_times(config) || fastest_s <= 0) return "";
+  std::vector<std::string> close;
+  for (const ComparedSchedule& row : rows) {
+    if (row.feasible && row.summary &&
+        relative_gap(row.summary->iteration_time_s, fastest_s) < kRankingEvidence.close_gap) {
+      close.push_back(row.entry);
+    }
+  }
+  if (close.size() < 2) return "";
+  std::string which = close.front();
+  for (size_t i = 1; i < close.size(); ++i) {
+    which += (i + 1 == close.size() ? " and " : ", ") + close[i];
+  }
+  return close_ranking_note(which);
+}
+
 }  // namespace
 
-std::string format_comparison_table(const std::vector<ComparedSchedule>& rows) {
+std::string format_comparison_table(const std::vector<ComparedSchedule>& rows,
+                                    const Config& config) {
   std::string out =
-      fmt::format("{:<22} {:>3} {:>14} {:>12} {:>8} {:>15} {:>6}  {}\n", "schedule", "v",
-                  "iteration", "samples/s", "bubble", "peak mem GiB", "stale", "note");
+      fmt::format("{:<22} {:>3} {:>14} {:>12} {:>8} {:>8} {:>15} {:>6}  {}\n", "schedule", "v",
+                  "iteration", "samples/s", "vs best", "bubble", "peak mem GiB", "stale", "note");
+  const double fastest_s = fastest_feasible_s(rows);
   for (const ComparedSchedule& row : rows) {
     if (!row.summary) {
-      out += fmt::format("{:<22} {:>3} {:>14} {:>12} {:>8} {:>15} {:>6}  cannot run: {}\n",
-                         row.entry, "-", "-", "-", "-", "-", "-", row.reason);
+      out += fmt::format("{:<22} {:>3} {:>14} {:>12} {:>8} {:>8} {:>15} {:>6}  cannot run: {}\n",
+                         row.entry, "-", "-", "-", "-", "-", "-", "-", row.reason);
       continue;
     }
     const Summary& s = *row.summary;
     const DeviceSummary& top = *fullest_device(s);
     int staleness = 0;
     for (const StageWeights& w : s.weights) staleness = std::max(staleness, w.staleness);
-    out += fmt::format("{:<22} {:>3} {:>14} {:>12.4g} {:>7.2f}% {:>10.2f} (r{}) {:>6}", row.entry,
-                       s.virtual_stages, format_duration(s.iteration_time_s),
-                       s.throughput.samples_per_s, 100.0 * s.bubble_fraction,
-                       gib(top.peak_memory_bytes), top.rank,
+    out += fmt::format("{:<22} {:>3} {:>14} {:>12.4g} {:>8} {:>7.2f}% {:>10.2f} (r{}) {:>6}",
+                       row.entry, s.virtual_stages, format_duration(s.iteration_time_s),
+                       s.throughput.samples_per_s, vs_fastest(s, fastest_s),
+                       100.0 * s.bubble_fraction, gib(top.peak_memory_bytes), top.rank,
                        s.weights.empty() ? "-" : std::to_string(staleness));
     if (!row.feasible) out += "  " + row.reason;
     out += '\n';
   }
-  return out;
+  return out + close_schedules_note(rows, config, fastest_s);
 }
 
 std::string comparison_to_json(const std::vector<ComparedSchedule>& rows) {

@@ -8,7 +8,12 @@
 
 namespace ppsim {
 
-std::string format_comparison_table(const std::vector<ComparedSchedule>& rows);
+// The table, each row's iteration against the fastest feasible row's, and
+// under it, when `config`'s layer times are the analytic model's, which
+// schedules are closer to the fastest than the model orders reliably
+// (sim/report/ranking_note.h).
+std::string format_comparison_table(const std::vector<ComparedSchedule>& rows,
+                                    const Config& config);
 std::string comparison_to_json(const std::vector<ComparedSchedule>& rows);
 std::string comparison_to_csv(const std::vector<ComparedSchedule>& rows);
 

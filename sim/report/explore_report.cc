@@ -6,6 +6,7 @@
 
 #include "sim/core/json.h"
 #include "sim/plan/ranking_evidence.h"
+#include "sim/report/ranking_note.h"
 #include "sim/report/summary.h"
 
 namespace ppsim {
@@ -34,30 +35,13 @@ size_t close_to_best(const ExploreResult& r) {
   return n;
 }
 
-// The published runs' evidence applies to the analytic model's layer
-// times, not to a measured profile's or fixed ones.
-bool analytic_layer_times(const Config& config) {
-  return config.profile_path.empty() && config.fixed.forward_s.empty() &&
-         config.fixed.backward_s.empty();
-}
-
-// What the order of the first `close` candidates of the ranking is worth
-// (the model does not tell them apart reliably), `shown` of them in the
-// table; nothing when fewer than two are close.
+// What the order of the first `close` candidates of the ranking is worth,
+// `shown` of them in the table; nothing when fewer than two are close.
 std::string close_note(size_t close, size_t shown) {
   if (close < 2 || shown < 2) return "";
-  const RankingEvidence& e = kRankingEvidence;
-  std::string out = fmt::format("#1 to #{}", std::min(close, shown));
-  if (close > shown) out += fmt::format(", and {} more below the table,", close - shown);
-  out += fmt::format(
-      " are predicted within {:.0f} % of each other, closer than the model reliably ranks.\n"
-      "On published runs it ordered {} of {} pairs of layouts or schedules predicted that close "
-      "as measured ({:.0f} %), {} of {} pairs further apart ({:.0f} %; docs/validation.md, "
-      "\"Telling layouts apart\"). Measure the close ones, or calibrate the hardware preset to "
-      "runs of your own (ppsim calibrate --measured).\n",
-      100 * e.close_gap, e.close_in_order, e.close_pairs, 100.0 * e.close_in_order / e.close_pairs,
-      e.far_in_order, e.far_pairs, 100.0 * e.far_in_order / e.far_pairs);
-  return out;
+  std::string which = fmt::format("#1 to #{}", std::min(close, shown));
+  if (close > shown) which += fmt::format(", and {} more below the table,", close - shown);
+  return close_ranking_note(which);
 }
 
 }  // namespace

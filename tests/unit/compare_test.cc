@@ -4,14 +4,18 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "sim/config/config.h"
+#include "sim/plan/ranking_evidence.h"
 #include "sim/report/compare_report.h"
 
 namespace ppsim {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // Four A100s (80 GiB each) and stages that keep 30e9 bytes per microbatch:
 // 1F1B holds min(p - i, m) microbatches on rank i, 4 x 30e9 = 120e9 bytes on
@@ -23,6 +27,44 @@ training: {global_batch: 8}
 costs:
   fixed: {forward_s: 1.0, backward_s: 2.0, activation_bytes: 30.0e9}
 )";
+
+// Rows that ran in 10, 10.3, 10.6 and 12 s within memory, one over memory
+// in 9 s and one that cannot run: each against the fastest feasible row
+// (10 s), and a note on the two less than 5 % apart when the layer times
+// are the analytic model's.
+std::vector<ComparedSchedule> timed_rows() {
+  std::vector<ComparedSchedule> rows;
+  for (const auto& [entry, seconds, feasible] :
+       {std::tuple{"a", 10.3, true}, std::tuple{"b", 10.0, true}, std::tuple{"c", 10.6, true},
+        std::tuple{"d", 12.0, true}, std::tuple{"e", 9.0, false}}) {
+    ComparedSchedule row{entry, feasible, feasible ? "" : "over memory", Summary{}, {}};
+    row.summary->iteration_time_s = seconds;
+    row.summary->devices.push_back(DeviceSummary{});
+    rows.push_back(row);
+  }
+  rows.push_back(ComparedSchedule{"f", false, "needs more microbatches", {}, {}});
+  return rows;
+}
+
+TEST(CompareTable, EachRowAgainstTheFastestAndTheCloseOnesNamed) {
+  ASSERT_EQ(kRankingEvidence.close_gap, 0.05);
+  Config analytic;
+  const std::string table = format_comparison_table(timed_rows(), analytic);
+  const auto row_of = [&](const std::string& entry) {
+    const size_t at = table.find("\n" + entry + " ");
+    return at == std::string::npos ? "" : table.substr(at + 1, table.find('\n', at + 1) - at - 1);
+  };
+  EXPECT_THAT(row_of("a"), HasSubstr("   +3.0% "));
+  EXPECT_THAT(row_of("b"), HasSubstr("  fastest "));
+  EXPECT_THAT(row_of("c"), HasSubstr("   +6.0% "));
+  EXPECT_THAT(row_of("d"), HasSubstr("  +20.0% "));
+  EXPECT_THAT(row_of("e"), HasSubstr("  -10.0% "));
+  EXPECT_THAT(row_of("f"), HasSubstr("cannot run: needs more microbatches"));
+  EXPECT_THAT(table, HasSubstr("\na and b are predicted within 5 % of each other"));
+  Config profiled;
+  profiled.profile_path = "profile.yaml";
+  EXPECT_THAT(format_comparison_table(timed_rows(), profiled), Not(HasSubstr("predicted within")));
+}
 
 TEST(Compare, OverMemoryIsListedWithItsReason) {
   const Result<Config> config = parse_config(kTight, "tight.yaml");
