@@ -46,6 +46,7 @@ Status check_stages(const CostTable& costs) {
                            Entry{"forward communication", duration_problem(c.forward_comm)},
                            Entry{"backward communication", duration_problem(c.backward_comm)},
                            Entry{"backward overlap", duration_problem(c.backward_overlap)},
+                           Entry{"action overhead", duration_problem(c.action_overhead)},
                            Entry{"activation bytes", bytes_problem(c.activation_bytes)},
                            Entry{"weight-gradient bytes", bytes_problem(c.weight_grad_bytes)}}) {
       if (!e.problem.empty())

@@ -35,6 +35,10 @@ struct StageCost {
   // backward = I + W - backward_overlap; an I on its own pays it. At most
   // weight_grad and backward_comm.
   Picos backward_overlap = 0;
+  // What every action of the stage (F, B, I or W) takes beyond the times
+  // above (HardwareSpec::action_overhead_us): B pays it once, its I and W
+  // each once.
+  Picos action_overhead = 0;
 };
 
 // Figures per stage are per (stage, token slice) when a schedule cuts
@@ -114,20 +118,20 @@ inline Picos input_grad_time(const StageCost& cost) {
   return cost.backward - cost.weight_grad + cost.backward_overlap;
 }
 
-// How long an action of `kind` computes: F forward, B backward, I backward
-// less its weight gradient, W the weight gradient; 0 for S (a rank's step is
-// its gradient sync and optimizer step, not a stage's). Inline: the replay
-// asks for every action.
+// How long an action of `kind` takes: F forward, B backward, I backward
+// less its weight gradient, W the weight gradient, each with the stage's
+// action_overhead; 0 for S (a rank's step is its gradient sync and optimizer
+// step, not a stage's). Inline: the replay asks for every action.
 inline Picos compute_time(const StageCost& cost, ActionKind kind) {
   switch (kind) {
     case ActionKind::kForward:
-      return cost.forward;
+      return cost.forward + cost.action_overhead;
     case ActionKind::kBackward:
-      return cost.backward;
+      return cost.backward + cost.action_overhead;
     case ActionKind::kBackwardInput:
-      return input_grad_time(cost);
+      return input_grad_time(cost) + cost.action_overhead;
     case ActionKind::kBackwardWeight:
-      return cost.weight_grad;
+      return cost.weight_grad + cost.action_overhead;
     case ActionKind::kStep:
       break;
   }

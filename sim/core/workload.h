@@ -201,6 +201,12 @@ struct HardwareSpec {
   double hbm_bandwidth_gbps = 0;  // GB/s, datasheet
   double hbm_efficiency = 1;      // fraction of it that memory-bound kernels reach
   double kernel_launch_us = 0;    // the device's idle gap before each kernel
+  // The GPU's time per pipeline action (each F, B, I or W of a microbatch on
+  // a stage) beyond its kernels: the host's framework running the
+  // schedule's step (its bookkeeping, the transfers' posting and waits,
+  // the first launches) while the GPU waits. A property of the framework and
+  // the host as much as of the GPU; 0: none.
+  double action_overhead_us = 0;
   // Dropout draws one random number (Philox) per element for its mask; the
   // kernel that draws them runs at most this many billion elements per
   // second, however few bytes it moves (0: no limit but the bytes).

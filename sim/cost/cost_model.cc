@@ -293,6 +293,10 @@ Result<CostTable> build_cost_table(const Config& config, const std::vector<int>&
     if (profiled) apply_profile(config, layers, stage_rank, *profiled, table);
   }
   if (Status s = apply_fixed(config.fixed, shares, table); !s.ok()) return in_source(config, s);
+  if (config.hardware) {
+    const Picos overhead = seconds_to_picos(config.hardware->action_overhead_us * 1e-6);
+    for (StageCost& stage : table.stages) stage.action_overhead = overhead;
+  }
   return table;
 }
 

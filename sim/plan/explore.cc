@@ -47,7 +47,8 @@ double compute_lower_bound(const Config& c, const CostTable& costs,
   for (int s = 0; s < costs.num_stages(); ++s) {
     for (int j = 0; j < costs.num_slices; ++j) {
       const StageCost& sc = costs.stages[s * costs.num_slices + j];
-      work[stage_rank[s]] += sc.forward + sc.backward;
+      work[stage_rank[s]] +=
+          compute_time(sc, ActionKind::kForward) + compute_time(sc, ActionKind::kBackward);
     }
   }
   return picos_to_seconds(*std::max_element(work.begin(), work.end())) * c.num_microbatches() /

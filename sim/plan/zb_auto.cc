@@ -202,7 +202,8 @@ class Greedy {
         Picos next = std::numeric_limits<Picos>::max();
         if (i_known) next = g_arrival[ni];
         if (f_known) next = std::min(next, f_arrival[nf]);
-        if (now + c.weight_grad > next) return;  // woken again when it arrives
+        if (now + compute_time(c, ActionKind::kBackwardWeight) > next)
+          return;  // woken again when it arrives
       }
       start(r, ActionKind::kBackwardWeight, now);
     }
@@ -217,7 +218,7 @@ class Greedy {
     switch (kind) {
       case ActionKind::kForward:
         mb = rank.forwards++;
-        end += c.forward;
+        end += compute_time(c, kind);
         rank.memory += most_held(c);
         if (r + 1 < p_) {
           const Picos arrival = std::max(end, rank.next_link_free) + costs_.p2p_forward[r];
@@ -231,7 +232,7 @@ class Greedy {
         break;
       case ActionKind::kBackwardInput:
         mb = rank.input_grads++;
-        end += input_grad_time(c);
+        end += compute_time(c, kind);
         // Frees here rather than at the end: this rank decides again only
         // once the action has ended, which is when the engine frees. What
         // stays is W's part, reserved at F.
@@ -245,7 +246,7 @@ class Greedy {
         break;
       case ActionKind::kBackwardWeight:
         mb = rank.weight_grads++;
-        end += c.weight_grad;
+        end += compute_time(c, kind);
         rank.memory -= freed_bytes(c, kind);
         break;
       default:
@@ -294,7 +295,10 @@ Result<Schedule> make_zb_auto(int ranks, int microbatches, const CostTable& cost
   // the iteration, so times below 2^62 ps cannot overflow it.
   double total_picos = 0;
   for (int stage = 0; stage < ranks; ++stage) {
-    total_picos += static_cast<double>(costs.stages[stage].forward + costs.stages[stage].backward);
+    const StageCost& c = costs.stages[stage];
+    total_picos += static_cast<double>(compute_time(c, ActionKind::kForward)) +
+                   static_cast<double>(compute_time(c, ActionKind::kBackwardInput)) +
+                   static_cast<double>(compute_time(c, ActionKind::kBackwardWeight));
     if (stage + 1 < ranks) {
       total_picos += static_cast<double>(costs.p2p_forward[stage] + costs.p2p_backward[stage]);
     }

@@ -28,10 +28,10 @@ constexpr Picos kTf = 12'000'000;
 constexpr Picos kTb = 36'000'012;
 constexpr int64_t kStageActivation = 1'000'003;  // bytes of one stage, one microbatch
 
-Timeline run(const Schedule& s, Picos stage_f, Picos stage_b) {
+Timeline run(const Schedule& s, Picos stage_f, Picos stage_b, Picos action_overhead = 0) {
   EXPECT_TRUE(validate(s).ok()) << validate(s).message();
-  const CostTable costs =
-      uniform_costs(s.num_stages, s.num_ranks, stage_f, stage_b, 0, kStageActivation);
+  CostTable costs = uniform_costs(s.num_stages, s.num_ranks, stage_f, stage_b, 0, kStageActivation);
+  for (StageCost& stage : costs.stages) stage.action_overhead = action_overhead;
   Timeline t;
   EXPECT_TRUE(Engine().run(s, costs, &t).ok());
   return t;
@@ -101,6 +101,22 @@ TEST_P(Interleaved, MakespanIsIdealPlusBubbleOverV) {
   const auto [p, m, v] = GetParam();
   const Timeline t = run(*make_interleaved_1f1b({p, m, v}), kTf / v, kTb / v);
   EXPECT_EQ(t.makespan, m * (kTf + kTb) + (p - 1) * (kTf + kTb) / v);
+}
+
+// A fixed time per action (HardwareSpec::action_overhead_us) makes each
+// stage's F tf/v + o and its B tb/v + o: the same closed form, (m v + p -
+// 1)(tf/v + tb/v + 2o), so a rank pays 2 o m v in its own actions and
+// interleaving v times over pays v times the overhead of 1F1B (v = 1).
+TEST_P(Interleaved, ActionOverheadIsPaidByEveryAction) {
+  const auto [p, m, v] = GetParam();
+  constexpr Picos kOverhead = 1'000'003;
+  const Schedule s = v == 1 ? *make_1f1b({p, m, 1}) : *make_interleaved_1f1b({p, m, v});
+  const Timeline t = run(s, kTf / v, kTb / v, kOverhead);
+  EXPECT_EQ(t.makespan, (m * v + p - 1) * (kTf / v + kTb / v + 2 * kOverhead));
+  const std::vector<double> busy = t.busy_per_iteration();
+  for (int rank = 0; rank < p; ++rank) {
+    EXPECT_EQ(busy[rank], m * v * (kTf / v + kTb / v + 2 * kOverhead)) << "rank " << rank;
+  }
 }
 
 // The closed form holds for m > p.

@@ -238,6 +238,8 @@ constexpr BadValue kBadValues[] = {
      "(is it in another unit?), got \"85\""},
     {"hardware", "  kernel_launch_us: -2",
      "test.yaml:8:21: hardware.kernel_launch_us: expected a number >= 0, got \"-2\""},
+    {"hardware", "  action_overhead_us: -0.5",
+     "test.yaml:8:23: hardware.action_overhead_us: expected a number >= 0, got \"-0.5\""},
     {"hardware", "  dropout_rng_gsamples_per_s: -1",
      "test.yaml:8:31: hardware.dropout_rng_gsamples_per_s: expected a number >= 0, got \"-1\""},
     {"hardware", "  comm_sm_fraction: 1",
@@ -273,7 +275,8 @@ TEST(ConfigModelTest, NewHardwareFiguresAreRead) {
                                "  sm_count: 132\n  gemm_tile_m: 128\n  gemm_tile_n: 256\n"
                                "  gemm_tile_k_overhead: 64\n  flash_forward_efficiency: 0.7\n"
                                "  flash_backward_efficiency: 0.6\n  hbm_efficiency: 0.9\n"
-                               "  kernel_launch_us: 4\n  intra_node_collective_efficiency: 0.8\n"
+                               "  kernel_launch_us: 4\n  action_overhead_us: 890\n"
+                               "  intra_node_collective_efficiency: 0.8\n"
                                "  inter_node_collective_efficiency: 0.75\n"
                                "  collective_half_mb: 16\n  nics_per_node: 4");
   Result<Config> config = parse_config(text, "test.yaml");
@@ -287,6 +290,7 @@ TEST(ConfigModelTest, NewHardwareFiguresAreRead) {
   EXPECT_DOUBLE_EQ(hw.flash_backward_efficiency, 0.6);
   EXPECT_DOUBLE_EQ(hw.hbm_efficiency, 0.9);
   EXPECT_DOUBLE_EQ(hw.kernel_launch_us, 4);
+  EXPECT_DOUBLE_EQ(hw.action_overhead_us, 890);
   EXPECT_DOUBLE_EQ(hw.intra_node_collective_efficiency, 0.8);
   EXPECT_DOUBLE_EQ(hw.inter_node_collective_efficiency, 0.75);
   EXPECT_DOUBLE_EQ(hw.collective_half_mb, 16);

@@ -540,6 +540,27 @@ TEST(StageTime, ColumnParallelInputGradientsRunBesideTheirWeightGradients) {
   EXPECT_EQ(slow.backward, input_grad_time(slow) + slow.weight_grad - slow.backward_overlap);
 }
 
+// hardware.action_overhead_us reaches every stage, and every action pays it
+// once: F, B, I and W each 250 us (250e6 ps) more than without it, so B
+// (one action) 250 us less than its I and W (two).
+TEST(StageTime, EveryActionPaysTheActionOverheadOnce) {
+  Config c = make_config(gpt3(3), 3, 2, 1, round_hardware(8, 1));
+  const CostTable none = build_ok(c);
+  c.hardware->action_overhead_us = 250;
+  const CostTable with = build_ok(c);
+  ASSERT_EQ(with.stages.size(), none.stages.size());
+  for (size_t s = 0; s < with.stages.size(); ++s) {
+    EXPECT_EQ(with.stages[s].action_overhead, 250'000'000) << "stage " << s;
+    for (const ActionKind kind : {ActionKind::kForward, ActionKind::kBackward,
+                                  ActionKind::kBackwardInput, ActionKind::kBackwardWeight}) {
+      EXPECT_EQ(compute_time(with.stages[s], kind) - compute_time(none.stages[s], kind),
+                250'000'000)
+          << "stage " << s << " " << action_kind_letter(kind);
+    }
+    EXPECT_EQ(compute_time(with.stages[s], ActionKind::kStep), 0);
+  }
+}
+
 // ---------------------------------------------------------------- costs.fixed
 
 TEST(Fixed, ScalarsAndPerStageWithoutAModel) {
