@@ -263,7 +263,10 @@ int run_compare(const std::vector<std::string>& args) {
   if (json_path != "-" && csv_path != "-" && markdown_path != "-") {
     std::cout << format_comparison_table(rows, *config);
   }
-  ReportInput report{"Schedules for " + config->source, file_text(config->source), {}};
+  ReportInput report{"Schedules for " + config->source,
+                     file_text(config->source),
+                     {},
+                     close_schedules_note(rows, *config)};
   for (const ComparedSchedule& row : rows) {
     if (!row.summary) continue;  // a report shows runs; the table above lists the rest
     report.entries.push_back({row.entry, &*row.summary, row.timeline ? &*row.timeline : nullptr,
@@ -376,7 +379,8 @@ int run_explore(const std::vector<std::string>& args) {
     runs.reserve(k);
     ReportInput report{"Top " + std::to_string(k) + " for " + sweep->base.source,
                        file_text(config_args.config),
-                       {}};
+                       {},
+                       explore_close_note(result, k, false)};
     for (size_t i = 0; i < k; ++i) {
       const size_t c = result.ranking[i];
       Result<Simulation> sim = simulate(result.configs[c]);

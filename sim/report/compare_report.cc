@@ -33,12 +33,10 @@ std::string vs_fastest(const Summary& s, double fastest_s) {
   return fmt::format("{:+.1f}%", 100 * (s.iteration_time_s / fastest_s - 1));
 }
 
-// The feasible schedules within kRankingEvidence.close_gap of the fastest,
-// in the table's order, when the layer times are the analytic model's and
-// there are two or more: the note that the model does not order them
-// reliably.
-std::string close_schedules_note(const std::vector<ComparedSchedule>& rows, const Config& config,
-                                 double fastest_s) {
+}  // namespace
+
+std::string close_schedules_note(const std::vector<ComparedSchedule>& rows, const Config& config) {
+  const double fastest_s = fastest_feasible_s(rows);
   if (!analytic_layer_times(config) || fastest_s <= 0) return "";
   std::vector<std::string> close;
   for (const ComparedSchedule& row : rows) {
@@ -54,8 +52,6 @@ std::string close_schedules_note(const std::vector<ComparedSchedule>& rows, cons
   }
   return close_ranking_note(which);
 }
-
-}  // namespace
 
 std::string format_comparison_table(const std::vector<ComparedSchedule>& rows,
                                     const Config& config) {
@@ -81,7 +77,7 @@ std::string format_comparison_table(const std::vector<ComparedSchedule>& rows,
     if (!row.feasible) out += "  " + row.reason;
     out += '\n';
   }
-  return out + close_schedules_note(rows, config, fastest_s);
+  return out + close_schedules_note(rows, config);
 }
 
 std::string comparison_to_json(const std::vector<ComparedSchedule>& rows) {

@@ -14,6 +14,10 @@ namespace ppsim {
 // (sim/report/ranking_note.h).
 std::string format_comparison_table(const std::vector<ComparedSchedule>& rows,
                                     const Config& config);
+// The note under that table: the feasible schedules within
+// kRankingEvidence.close_gap of the fastest, when the layer times are the
+// analytic model's and two or more are; else "".
+std::string close_schedules_note(const std::vector<ComparedSchedule>& rows, const Config& config);
 std::string comparison_to_json(const std::vector<ComparedSchedule>& rows);
 std::string comparison_to_csv(const std::vector<ComparedSchedule>& rows);
 

@@ -35,16 +35,22 @@ size_t close_to_best(const ExploreResult& r) {
   return n;
 }
 
-// What the order of the first `close` candidates of the ranking is worth,
-// `shown` of them in the table; nothing when fewer than two are close.
-std::string close_note(size_t close, size_t shown) {
+}  // namespace
+
+std::string explore_close_note(const ExploreResult& r, size_t shown, bool numbered) {
+  if (r.ranking.empty() || !analytic_layer_times(r.configs[r.ranking.front()])) return "";
+  const size_t close = close_to_best(r);
+  shown = std::min(shown, r.ranking.size());
   if (close < 2 || shown < 2) return "";
-  std::string which = fmt::format("#1 to #{}", std::min(close, shown));
-  if (close > shown) which += fmt::format(", and {} more below the table,", close - shown);
+  const size_t listed = std::min(close, shown);
+  std::string which =
+      numbered ? fmt::format("#1 to #{}", listed) : fmt::format("The first {} candidates", listed);
+  if (close > shown) {
+    which += fmt::format(", and {} more {},", close - shown,
+                         numbered ? "below the table" : "not in this report");
+  }
   return close_ranking_note(which);
 }
-
-}  // namespace
 
 std::string format_explore_table(const ExploreResult& r, size_t top_k) {
   const auto count = [&](CandidateStatus status) {
@@ -91,9 +97,7 @@ std::string format_explore_table(const ExploreResult& r, size_t top_k) {
   }
   out += fmt::format("top {} by throughput\n", std::min(top_k, r.ranking.size()));
   out += rows(r.ranking, top_k);
-  if (analytic_layer_times(r.configs[r.ranking.front()])) {
-    out += close_note(close_to_best(r), std::min(top_k, r.ranking.size()));
-  }
+  out += explore_close_note(r, top_k, true);
   out += "\nPareto front (throughput against peak memory)\n";
   out += rows(r.pareto, r.pareto.size());
   return out;

@@ -132,6 +132,7 @@ h1 { font-size: 1.6em; margin: 0 0 4px 0; }
 h2 { font-size: 1.25em; margin: 28px 0 8px 0; border-bottom: 1px solid #d5dae1; padding-bottom: 4px; }
 h3 { font-size: 1.05em; margin: 22px 0 4px 0; }
 p.meta, p.caption { color: #5b6472; margin: 4px 0 8px 0; font-size: 0.92em; }
+p.caveat { max-width: 60em; margin: 8px 0; font-size: 0.92em; }
 table.summary { border-collapse: collapse; font-size: 0.92em; }
 table.summary th, table.summary td { padding: 4px 10px; border-bottom: 1px solid #e3e6ea; text-align: left; }
 table.summary th { background: #f3f5f8; font-weight: 600; }
@@ -203,6 +204,7 @@ std::string html_report(const ReportInput& input) {
 
   fmt::format_to(out, "<h2>Summary</h2>\n");
   summary_table(out, input);
+  if (!input.caveat.empty()) fmt::format_to(out, "<p class=\"caveat\">{}</p>\n", esc(input.caveat));
 
   if (!input.entries.empty()) {
     fmt::format_to(out, "<h2>Across runs</h2>\n");
@@ -300,6 +302,7 @@ std::string markdown_report(const ReportInput& input) {
         top ? fmt::format("{:.2f} GiB (rank {})", gib(top->peak_memory_bytes), top->rank) : "-",
         md_cell(full_note(e)));
   }
+  if (!input.caveat.empty()) fmt::format_to(out, "\n{}", input.caveat);
   return md;
 }
 

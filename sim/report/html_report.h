@@ -30,6 +30,9 @@ struct ReportInput {
   std::string title;
   std::string config_text;  // the YAML that produced it, shown verbatim
   std::vector<ReportEntry> entries;
+  // A paragraph under the summary table, e.g. which entries are closer than
+  // the model orders reliably (sim/report/ranking_note.h); may be empty.
+  std::string caveat;
 };
 
 // Timelines with more actions than this draw only their first iteration

@@ -24,6 +24,7 @@
 namespace ppsim {
 namespace {
 
+using ::testing::EndsWith;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using ::testing::StartsWith;
@@ -326,6 +327,20 @@ TEST_F(HtmlReport, MarkdownHasOneRowPerEntry) {
     EXPECT_EQ(count(rows[2 + i], " |"), count(rows[0], " |")) << rows[2 + i];
   }
   EXPECT_THAT(rows[2], HasSubstr("| 27.27 % |"));  // 3 / 11
+}
+
+// A caveat (which entries the model cannot tell apart) follows the summary
+// table, escaped in HTML, as its own paragraph in Markdown; none, nothing.
+TEST_F(HtmlReport, TheCaveatFollowsTheTable) {
+  EXPECT_THAT(html_report(input_), Not(HasSubstr("class=\"caveat\"")));
+  input_.caveat = "gpipe & 1f1b are close";
+  const std::string html = html_report(input_);
+  const size_t table_end = html.find("</table>");
+  ASSERT_NE(table_end, std::string::npos);
+  EXPECT_EQ(html.find("<p class=\"caveat\">gpipe &amp; 1f1b are close</p>"),
+            table_end + std::string("</table>\n").size());
+  const std::string md = markdown_report(input_);
+  EXPECT_THAT(md, EndsWith("|\n\ngpipe & 1f1b are close"));
 }
 
 TEST(HtmlReportBig, DrawsOnlyTheFirstIteration) {
