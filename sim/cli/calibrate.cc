@@ -181,14 +181,15 @@ class SlowProgress {
 
 struct MeasuredArgs {
   std::string measured;
+  std::vector<std::string> sets;
   std::string output;
   std::string json_path;
   int threads = 0;
 };
 
 const char* const kMeasuredUsage =
-    "usage: ppsim calibrate --measured MEASURED.csv [-o PRESET.yaml] [--json FILE|-] "
-    "[--threads N]\n\n"
+    "usage: ppsim calibrate --measured MEASURED.csv [--set KEY.PATH=VALUE]... [-o PRESET.yaml] "
+    "[--json FILE|-] [--threads N]\n\n"
     "MEASURED.csv lists configs (paths relative to the CSV's folder) and the iteration times\n"
     "measured for them: columns config, iteration_time_s, and optionally label and source.\n"
     "Without -o, prints each row's predicted and measured iteration time and the error,\n"
@@ -198,9 +199,11 @@ const char* const kMeasuredUsage =
     "their preset values), reports each row's error before, fitted and held out of the fit\n"
     "(leave-one-out), and writes the rows' hardware with the fitted values as a preset that\n"
     "configs name with hardware.preset: PRESET.yaml. All rows must share one hardware (but\n"
-    "gpus_per_node and nodes). docs/calibration.md, \"Measured runs\".\n\n"
+    "gpus_per_node and nodes). --set changes every row's config alike (what if the cluster\n"
+    "had ...?). docs/calibration.md, \"Measured runs\".\n\n"
     "examples:\n"
     "  ppsim calibrate --measured cluster-runs.csv\n"
+    "  ppsim calibrate --measured cluster-runs.csv --set hardware.action_overhead_us=500\n"
     "  ppsim calibrate --measured cluster-runs.csv -o my-cluster.yaml\n\n";
 
 // Parses the --measured form: -1 to go on, else the exit code.
@@ -209,6 +212,9 @@ int parse_measured_args(const std::vector<std::string>& args, MeasuredArgs* out)
   desc.add_options()("help,h", "show this help")(
       "measured", po::value(&out->measured)->value_name("CSV"),
       "the measured runs: config, iteration_time_s[, label, source]")(
+      "set", po::value(&out->sets)->composing()->value_name("KEY.PATH=VALUE"),
+      "override one value in every row's config, e.g. --set hardware.hbm_efficiency=0.7 "
+      "(repeatable)")(
       "output,o", po::value(&out->output)->value_name("PRESET.yaml"),
       "fit the hardware's efficiency parameters and write them as a hardware preset")(
       "json", po::value(&out->json_path)->value_name("FILE|-"),
@@ -296,7 +302,9 @@ int run_calibrate_measured(const std::vector<std::string>& args) {
   if (int code = parse_measured_args(args, &parsed); code >= 0) return code;
   Result<MeasuredRuns> runs = load_measured_runs(parsed.measured);
   if (!runs.ok()) return error_exit(runs.error().message);
-  Result<std::vector<Config>> configs = load_run_configs(*runs);
+  Result<std::vector<ConfigOverride>> overrides = parse_overrides(parsed.sets);
+  if (!overrides.ok()) return error_exit(overrides.error().message);
+  Result<std::vector<Config>> configs = load_run_configs(*runs, *overrides);
   if (!configs.ok()) return error_exit(configs.error().message);
   if (parsed.output.empty()) return predict_measured(parsed, *runs, *configs);
   return fit_measured(parsed, *runs, *configs);

@@ -276,11 +276,12 @@ Result<MeasuredRuns> load_measured_runs(const std::string& path) {
   return parse_measured_runs(*text, path);
 }
 
-Result<std::vector<Config>> load_run_configs(const MeasuredRuns& runs) {
+Result<std::vector<Config>> load_run_configs(const MeasuredRuns& runs,
+                                             const std::vector<ConfigOverride>& overrides) {
   std::vector<Config> configs;
   configs.reserve(runs.runs.size());
   for (const MeasuredRun& run : runs.runs) {
-    Result<Config> config = load_config(run.config_path);
+    Result<Config> config = load_config(run.config_path, overrides);
     if (!config.ok()) return Error{fmt::format("{}: {}", runs.where(run), config.error().message)};
     configs.push_back(std::move(*config));
   }

@@ -56,9 +56,11 @@ struct MeasuredRuns {
 Result<MeasuredRuns> parse_measured_runs(std::string_view text, const std::string& path);
 Result<MeasuredRuns> load_measured_runs(const std::string& path);
 
-// Every row's config, read with the normal loader (load_config), in row
-// order. Errors name the row (file:line) and then the loader's message.
-Result<std::vector<Config>> load_run_configs(const MeasuredRuns& runs);
+// Every row's config, read with the normal loader (load_config) with
+// `overrides` applied to each (calibrate --measured --set), in row order.
+// Errors name the row (file:line) and then the loader's message.
+Result<std::vector<Config>> load_run_configs(const MeasuredRuns& runs,
+                                             const std::vector<ConfigOverride>& overrides = {});
 
 // Called as work completes, from one thread at a time: `done` of `total`.
 using ProgressFn = std::function<void(size_t done, size_t total)>;

@@ -242,6 +242,26 @@ TEST(MeasuredRunsCsv, ConfigErrorsNameTheRow) {
   EXPECT_THAT(configs.error().message, StartsWith("dir/runs.csv:2: "));
 }
 
+// calibrate --measured --set: the same overrides in every row's config.
+TEST(MeasuredRunsCsv, OverridesApplyToEveryRow) {
+  Result<MeasuredRuns> runs =
+      load_measured_runs(PPSIM_SOURCE_DIR "/configs/published/korthikanti2022/measured.csv");
+  ASSERT_TRUE(runs.ok()) << runs.error().message;
+  Result<std::vector<Config>> plain = load_run_configs(*runs);
+  Result<std::vector<Config>> set =
+      load_run_configs(*runs, {{"hardware.action_overhead_us", "250"}});
+  ASSERT_TRUE(plain.ok() && set.ok());
+  ASSERT_EQ(set->size(), runs->runs.size());
+  for (size_t i = 0; i < set->size(); ++i) {
+    EXPECT_EQ((*plain)[i].hardware->action_overhead_us, 0) << runs->runs[i].config;
+    EXPECT_EQ((*set)[i].hardware->action_overhead_us, 250) << runs->runs[i].config;
+  }
+  Result<std::vector<Config>> bad = load_run_configs(*runs, {{"hardware.bogus", "1"}});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.error().message, ::testing::HasSubstr("measured.csv:2: "));
+  EXPECT_THAT(bad.error().message, ::testing::HasSubstr("hardware.bogus: unknown key"));
+}
+
 // ---- The fit, on runs the model measured ----
 
 // The truth the synthetic rows are generated with; every other parameter
