@@ -320,6 +320,32 @@ TEST(Bounds, RandomInRangeConfigsGivePhysicalFigures) {
   }
 }
 
+// The same with the analytic model and a random time per action
+// (hardware.action_overhead_us, 0.01 us to its 1 s cap): every action pays
+// it, as busy time, so the figures stay physical.
+TEST(Bounds, RandomActionOverheadsGivePhysicalFigures) {
+  std::mt19937 rng(12);
+  const std::vector<std::string> kinds = {"1f1b", "zb-h1", "interleaved-1f1b", "zb-v"};
+  std::uniform_int_distribution<int> kind(0, 3);
+  std::uniform_real_distribution<double> log_us(-2, 6);
+  for (int trial = 0; trial < 12; ++trial) {
+    const double us = std::pow(10.0, log_us(rng));
+    const std::string k = kinds[kind(rng)];
+    const bool two_stages = k == "interleaved-1f1b" || k == "zb-v";
+    const Result<Simulation> sim =
+        simulate_with(kGpt, {{"schedule.kind", k},
+                             {"parallel.virtual_stages", two_stages ? "2" : "1"},
+                             {"hardware.action_overhead_us", std::to_string(us)}});
+    ASSERT_TRUE(sim.ok()) << sim.error().message;
+    const Summary& s = sim->summary;
+    EXPECT_GE(s.bubble_fraction, 0) << trial;
+    EXPECT_LE(s.bubble_fraction, 1) << trial;
+    for (const DeviceSummary& d : s.devices) {
+      EXPECT_LE(d.busy_s, s.iteration_time_s * (1 + 1e-12)) << trial << " rank " << d.rank;
+    }
+  }
+}
+
 // A link joins a pair of ranks, not a rank and "its neighbour": relabelling
 // the ranks of 1F1B (stages on ranks 0, 2, 1, 3) prices every transfer the
 // same, so the iteration takes exactly as long.
