@@ -202,8 +202,8 @@ class Greedy {
         Picos next = std::numeric_limits<Picos>::max();
         if (i_known) next = g_arrival[ni];
         if (f_known) next = std::min(next, f_arrival[nf]);
-        if (now + compute_time(c, ActionKind::kBackwardWeight) > next)
-          return;  // woken again when it arrives
+        const Picos w_end = now + compute_time(c, ActionKind::kBackwardWeight);
+        if (w_end > next) return;  // woken again when it arrives
       }
       start(r, ActionKind::kBackwardWeight, now);
     }
