@@ -19,11 +19,13 @@ namespace {
 constexpr double kGiB = 1ull << 30;
 
 // The stage -> rank map and the backward forms a kind uses for p ranks and
-// v stages each, from a small instance of it (neither depends on m).
+// v stages each, from a small instance of it (neither depends on m), and
+// whether it runs forwards and backwards as overlapped pairs (DualPipe's).
 // zb-auto lays its stages out as 1F1B does and splits every backward.
 struct Layout {
   std::vector<int> stage_rank;
   std::vector<BackwardForm> forms;
+  bool overlapped_pairs = false;
 };
 Layout stage_layout(ScheduleKind kind, int p, int v) {
   if (kind == ScheduleKind::kZbAuto) {
@@ -35,20 +37,27 @@ Layout stage_layout(ScheduleKind kind, int p, int v) {
   if (!s.ok()) {
     return {interleaved_stage_rank(p * v, p), uniform_forms(p * v, BackwardForm::kWhole)};
   }
-  return {s->stage_rank, backward_forms(*s)};
+  const bool pairs = std::any_of(s->programs.begin(), s->programs.end(), [](const auto& program) {
+    return std::any_of(program.begin(), program.end(),
+                       [](const Action& a) { return a.overlaps_next; });
+  });
+  return {s->stage_rank, backward_forms(*s), pairs};
 }
 
 // No schedule can finish an iteration before its busiest rank has done its
 // own forwards and backwards (its compute is sequential); with DualPipe's
-// two chains each stage sees half of the microbatches.
-double compute_lower_bound(const Config& c, const CostTable& costs,
-                           const std::vector<int>& stage_rank) {
+// two chains each stage sees half of the microbatches. An overlapped pair
+// takes its two actions' time less the communication each hides under the
+// other (overlapped_pair_time), at most all of it: a bound for a schedule
+// with pairs leaves that out.
+double compute_lower_bound(const Config& c, const CostTable& costs, const Layout& layout) {
   std::vector<Picos> work(c.parallel.pipeline, 0);
   for (int s = 0; s < costs.num_stages(); ++s) {
     for (int j = 0; j < costs.num_slices; ++j) {
       const StageCost& sc = costs.stages[s * costs.num_slices + j];
-      work[stage_rank[s]] +=
-          compute_time(sc, ActionKind::kForward) + compute_time(sc, ActionKind::kBackward);
+      Picos both = compute_time(sc, ActionKind::kForward) + compute_time(sc, ActionKind::kBackward);
+      if (layout.overlapped_pairs) both -= sc.forward_comm + sc.backward_comm;
+      work[layout.stage_rank[s]] += both;
     }
   }
   return picos_to_seconds(*std::max_element(work.begin(), work.end())) * c.num_microbatches() /
@@ -132,7 +141,7 @@ void prepare(Candidate& cand, Config& config, double cap_bytes,
   // table would not be a bound, so terapipe is never pruned by it.
   cand.lower_bound_s = config.schedule.kind == ScheduleKind::kTeraPipe
                            ? 0
-                           : compute_lower_bound(config, *costs, layout.stage_rank);
+                           : compute_lower_bound(config, *costs, layout);
   cand.status = CandidateStatus::kToSimulate;
 }
 
