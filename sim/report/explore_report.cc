@@ -21,10 +21,11 @@ int64_t peak_bytes(const Summary& s) {
 }
 
 // How much longer than the best candidate's a candidate's iteration is (the
-// candidates share the global batch): (best / its throughput) - 1.
+// candidates share the global batch, so their throughputs are in the
+// inverse ratio).
 double gap_to_best(const ExploreResult& r, size_t candidate) {
-  const double best = r.candidates[r.ranking.front()].summary->throughput.samples_per_s;
-  return best / r.candidates[candidate].summary->throughput.samples_per_s - 1;
+  return relative_gap(r.candidates[candidate].summary->iteration_time_s,
+                      r.candidates[r.ranking.front()].summary->iteration_time_s);
 }
 
 // The ranked candidates predicted within kRankingEvidence.close_gap of the

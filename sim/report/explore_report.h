@@ -12,10 +12,11 @@ namespace ppsim {
 // which of the best are closer than the analytic model orders reliably
 // (explore_close_note).
 std::string format_explore_table(const ExploreResult& result, size_t top_k);
-// Which of the first `shown` ranked candidates (`which_first`, e.g. "#1 to
-// #3"; the report says "the first 3 candidates") are predicted within
-// kRankingEvidence.close_gap of the best, and what that is worth, when the
-// layer times are the analytic model's and two or more are; else "".
+// Which of the first `shown` ranked candidates are predicted within
+// kRankingEvidence.close_gap of the best, named "#1 to #3" when `numbered`
+// (the table's numbers) and "The first 3 candidates" otherwise (a report),
+// and what that is worth, when the layer times are the analytic model's and
+// two or more are; else "".
 std::string explore_close_note(const ExploreResult& result, size_t shown, bool numbered);
 std::string explore_to_csv(const ExploreResult& result);
 std::string explore_to_json(const ExploreResult& result);
