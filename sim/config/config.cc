@@ -406,6 +406,8 @@ TrainingSpec Loader::read_training(const Map& s) const {
     training.optimizer_step = to_enum(s.get("optimizer_step"), kOptimizerSteps);
   }
   read_bool(s, "overlap_grad_reduce", training.overlap_grad_reduce);
+  training.overlap_param_gather = training.overlap_grad_reduce;
+  read_bool(s, "overlap_param_gather", training.overlap_param_gather);
   read_bool(s, "grad_accumulation_fusion", training.grad_accumulation_fusion);
   read_bool(s, "blocking_p2p", training.blocking_p2p);
   if (s.has("moe_dispatcher")) {
@@ -505,11 +507,12 @@ Config Loader::load(YAML::Node root) const {
                           {"pipeline", "tensor", "data", "context", "cp_comm", "expert",
                            "virtual_stages", "sequence_parallel", "tp_comm_overlap",
                            "tp_backward_overlap", "p2p_scatter_gather", "layers_per_stage"}),
-      .training = section(
-          top.get("training"),
-          {"global_batch", "micro_batch", "recompute", "zero_stage", "optimizer_step",
-           "overlap_grad_reduce", "grad_accumulation_fusion", "blocking_p2p", "moe_dispatcher",
-           "master_weights", "optimizer_moments", "cross_entropy", "fp8", "gradient_dtype"}),
+      .training =
+          section(top.get("training"),
+                  {"global_batch", "micro_batch", "recompute", "zero_stage", "optimizer_step",
+                   "overlap_grad_reduce", "overlap_param_gather", "grad_accumulation_fusion",
+                   "blocking_p2p", "moe_dispatcher", "master_weights", "optimizer_moments",
+                   "cross_entropy", "fp8", "gradient_dtype"}),
       .schedule =
           section(top.get("schedule"), {"kind", "file", "slices", "slicing", "slice_granularity",
                                         "memory_limit_gib", "flushes"}),

@@ -88,6 +88,14 @@ void Loader::check_fp8(const Config& config, const Sections& tree) const {
                             "without FP8 tensor cores, as the A100)",
                             ppsim::to_string(config.training.fp8), config.hardware->name));
   }
+  if (config.training.fp8 == Fp8Recipe::kMxfp8 && config.hardware &&
+      config.hardware->compute_capability < 10) {
+    throw_error(fp8.mark(), fp8.path,
+                fmt::format("mxfp8 needs hardware.compute_capability 10.0 or more (Blackwell's "
+                            "block-scaled tensor cores; Transformer Engine refuses MXFP8 "
+                            "below): hardware {} gives {}",
+                            config.hardware->name, config.hardware->compute_capability));
+  }
 }
 
 // Context parallelism as Megatron-Core runs it: the sequence in 2 cp equal

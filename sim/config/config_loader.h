@@ -45,7 +45,7 @@ inline constexpr std::array kCrossEntropies = {CrossEntropy::kMegatron,
                                                CrossEntropy::kMegatronFused, CrossEntropy::kTorch,
                                                CrossEntropy::kTorchFp32, CrossEntropy::kFused};
 inline constexpr std::array kFp8Recipes = {Fp8Recipe::kNone, Fp8Recipe::kDelayed,
-                                           Fp8Recipe::kCurrent};
+                                           Fp8Recipe::kCurrent, Fp8Recipe::kMxfp8};
 inline constexpr std::array kContextComms = {ContextComm::kP2p, ContextComm::kAllGather};
 inline constexpr std::array kMlps = {Mlp::kGelu, Mlp::kSwiglu, Mlp::kSquaredRelu};
 inline constexpr std::array kNorms = {Norm::kLayerNorm, Norm::kRmsNorm};

@@ -97,6 +97,8 @@ const char* to_string(Fp8Recipe recipe) {
       return "delayed";
     case Fp8Recipe::kCurrent:
       return "current";
+    case Fp8Recipe::kMxfp8:
+      return "mxfp8";
   }
   return "?";
 }

@@ -56,8 +56,13 @@ enum class CrossEntropy { kMegatron, kMegatronFused, kTorch, kTorchFp32, kFused 
 // scales from earlier iterations' maxima, so a kernel that writes a GEMM's
 // input can write it in FP8 at once (TE's DelayedScaling, NeMo until 25.02);
 // `current`, scales from the tensor's own maximum, taken by a pass of its
-// own before the cast (TE's Float8CurrentScaling, NeMo from 25.04).
-enum class Fp8Recipe { kNone, kDelayed, kCurrent };
+// own before the cast (TE's Float8CurrentScaling, NeMo from 25.04);
+// `mxfp8`, block scaling (TE's MXFP8BlockScaling, Blackwell's block-scaled
+// tensor cores): a power-of-two scale byte per 32 values along the
+// product's K, so each operand is written twice, scaled along its rows for
+// one product and along its columns for the other, and no maximum is
+// reduced.
+enum class Fp8Recipe { kNone, kDelayed, kCurrent, kMxfp8 };
 // How a context-parallel group shares its keys and values (Transformer
 // Engine's cp_comm_type): around a ring, each transfer beside a step of the
 // attention kernel (`p2p`, Megatron-Core's default), or all-gathered before
@@ -308,11 +313,14 @@ struct TrainingSpec {
   int zero_stage = 0;  // 0..3
   OptimizerStep optimizer_step = OptimizerStep::kSynchronous;
   // Whether the data-parallel gradient reduction runs during the last
-  // microbatch's backward (bucket by bucket) or after it; with ZeRO 1 or 2,
-  // also whether the updated weights' all-gather runs during the next
-  // iteration's first forward (Megatron's --overlap-grad-reduce with
-  // --overlap-param-gather).
+  // microbatch's backward (bucket by bucket) or after it (Megatron's
+  // --overlap-grad-reduce).
   bool overlap_grad_reduce = false;
+  // With ZeRO 1 or 2: whether the updated weights' all-gather runs during
+  // the next iteration's first forward or after the optimizer step
+  // (Megatron's --overlap-param-gather); the loader's default is
+  // overlap_grad_reduce's value.
+  bool overlap_param_gather = false;
   // Whether each weight-gradient GEMM accumulates into the gradient buffer
   // itself (Megatron's gradient_accumulation_fusion) or writes a gradient
   // that a separate kernel then adds to the buffer.

@@ -367,6 +367,8 @@ Status fill_rank_times(const Config& config, const std::vector<int>& layers,
     if (config.training.overlap_grad_reduce) {
       sync.reduce_s = std::max(
           0.0, sync.reduce_s - rank_microbatch_s(table, stage_rank, r, &StageCost::backward));
+    }
+    if (config.training.overlap_param_gather) {
       sync.gather_s = std::max(
           0.0, sync.gather_s - rank_microbatch_s(table, stage_rank, r, &StageCost::forward));
     }

@@ -74,8 +74,10 @@ struct MlpKept {
 
 // Bytes a layer keeps for each value of a linear layer's input (what its
 // weight gradient reads): the model's dtype, or with FP8 one byte
-// (Transformer Engine keeps the FP8 copy it cast).
+// (Transformer Engine keeps the FP8 copy it cast; with MXFP8 the copy
+// scaled along its columns, and its scales).
 double linear_input_bytes(const ModelSpec& model, Fp8Recipe fp8) {
+  if (fp8 == Fp8Recipe::kMxfp8) return kMxfp8CopyBytes;
   return fp8 == Fp8Recipe::kNone ? dtype_bytes(model.dtype) : 1;
 }
 

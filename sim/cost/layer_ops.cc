@@ -478,6 +478,12 @@ double fp8_operand_bytes(Fp8Recipe recipe, Fp8Input input, DType dtype, int shar
                          bool transposes) {
   const double b = dtype_bytes(dtype);
   if (recipe == Fp8Recipe::kNone) return 0;
+  // MXFP8: the quantizer reads the operand once and writes both copies
+  // with their scales, whatever wrote the operand (Transformer Engine runs
+  // a norm in bf16 and quantizes its output after it, unless cuDNN's norm
+  // is asked for: pytorch/csrc/extensions/normalization.cpp); a gathered
+  // operand's share is quantized, and the copies gathered as they are.
+  if (recipe == Fp8Recipe::kMxfp8) return (b + 2 * kMxfp8CopyBytes) / shares;
   // Beyond the model's dtype: the cast's read and FP8 write, and with
   // current scaling a pass for the maximum first, except after a norm,
   // whose kernel takes it as it writes (Transformer Engine's

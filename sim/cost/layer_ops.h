@@ -159,6 +159,11 @@ struct OpShape {
   static OpShape of(const Config& config);
 };
 
+// Bytes per value of one MXFP8 copy of a tensor: the value, and a 32nd of
+// the scale byte of its block of 32 (OCP Microscaling Formats v1.0: E8M0
+// scales, blocks of 32).
+inline constexpr double kMxfp8CopyBytes = 1 + 1.0 / 32;
+
 // What writes a linear layer's FP8 operand (its input forward, its output's
 // gradient backward): a cast kernel of its own (Transformer Engine's
 // cast-transpose), or the norm before it (TE's LayerNorm-linear modules,
@@ -175,7 +180,10 @@ enum class Fp8Input { kCast, kNorm };
 // sequence parallelism gathers from `shares` GPUs is cast on each GPU's
 // share and the gathered whole transposed (Transformer Engine gathers FP8).
 // Without `transposes` (an architecture whose FP8 GEMMs take any layout)
-// no transpose is written or made.
+// no transpose is written or made. With MXFP8 every operand is read once
+// and written twice, scaled along its rows and along its columns (each
+// product reads the copy scaled along its K), with or without a norm
+// before it: `B + 2 kMxfp8CopyBytes`, on the share of a gathered one.
 double fp8_operand_bytes(Fp8Recipe recipe, Fp8Input input, DType dtype, int shares = 1,
                          bool transposes = true);
 

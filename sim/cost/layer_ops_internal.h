@@ -115,8 +115,10 @@ class PhaseBuilder {
                               fp8_operand_bytes(shape_.fp8, operand.writer, shape_.model.dtype,
                                                 shares, shape_.fp8_transposes);
     if (cast_bytes > 0) memory("FP8 cast", cast_bytes);
-    if (gathered) column_parallel_start(operand.gather, kFp8Bytes);
-    Op op = gemm_op(name, batch, m, n, k, kFp8Bytes, dims_.value_bytes);
+    // Both MXFP8 copies travel (Transformer Engine's _all_gather_mxfp8
+    // gathers each usage the quantizer has); one FP8 tensor otherwise.
+    if (gathered) column_parallel_start(operand.gather, (mxfp8() ? 2 : 1) * fp8_value_bytes());
+    Op op = gemm_op(name, batch, m, n, k, fp8_value_bytes(), dims_.value_bytes);
     op.fp8 = true;
     out_.add(op);
   }
@@ -213,7 +215,10 @@ class PhaseBuilder {
   bool context_all_gather() const { return shape_.context_comm == ContextComm::kAllGather; }
 
  private:
-  static constexpr double kFp8Bytes = 1;
+  bool mxfp8() const { return shape_.fp8 == Fp8Recipe::kMxfp8; }
+  // Bytes per value of an FP8 GEMM operand: one, with MXFP8 and its share
+  // of the block's scale.
+  double fp8_value_bytes() const { return mxfp8() ? kMxfp8CopyBytes : 1; }
 
   void context_ring(const char* name, double bytes, bool beside_attention, CollectiveKind kind) {
     if (shape_.context <= 1) return;
@@ -230,7 +235,7 @@ class PhaseBuilder {
 
   int add_weight_gemm(const char* name, double m, double n, double tokens, double batch, bool fp8) {
     const double g = shape_.grad_bytes;
-    const double operand_bytes = fp8 ? kFp8Bytes : dims_.value_bytes;
+    const double operand_bytes = fp8 ? fp8_value_bytes() : dims_.value_bytes;
     const bool fused = shape_.fused_grad_accumulation;
     Op op = gemm_op(name, batch, m, n, tokens, operand_bytes, fused ? 2 * g : dims_.value_bytes);
     op.fp8 = fp8;

@@ -337,8 +337,48 @@ TEST(ConfigModelTest, Fp8NeedsFp8TensorCores) {
             "test.yaml:20:8: training.fp8: delayed needs model.dtype bf16 or fp16: FP8 casts a "
             "16-bit model's linear layers");
   EXPECT_EQ(error_of(with_line("training", "  fp8: e4m3")),
-            "test.yaml:20:8: training.fp8: expected one of none, delayed, current, got \"e4m3\"");
+            "test.yaml:20:8: training.fp8: expected one of none, delayed, current, mxfp8, got "
+            "\"e4m3\"");
   EXPECT_EQ(error_of(with_line("training", "  fp8: none")), "(no error)");
+}
+
+// MXFP8 needs Blackwell's block-scaled tensor cores: compute capability 10.0
+// on, as Transformer Engine checks it; a preset that gives none (0) is
+// refused too.
+TEST(ConfigModelTest, Mxfp8NeedsBlockScaledTensorCores) {
+  const std::string text = with_line("training", "  fp8: mxfp8");
+  const std::vector<ConfigOverride> hopper = {{"hardware.peak_tflops_fp8", "1979"},
+                                              {"hardware.compute_capability", "9.0"}};
+  EXPECT_EQ(error_of(text, hopper),
+            "test.yaml:20:8: training.fp8: mxfp8 needs hardware.compute_capability 10.0 or more "
+            "(Blackwell's block-scaled tensor cores; Transformer Engine refuses MXFP8 below): "
+            "hardware custom gives 9");
+  EXPECT_EQ(error_of(text, {{"hardware.peak_tflops_fp8", "4500"}}),
+            "test.yaml:20:8: training.fp8: mxfp8 needs hardware.compute_capability 10.0 or more "
+            "(Blackwell's block-scaled tensor cores; Transformer Engine refuses MXFP8 below): "
+            "hardware custom gives 0");
+  EXPECT_EQ(error_of(text, {{"hardware.peak_tflops_fp8", "4500"},
+                            {"hardware.compute_capability", "10.0"}}),
+            "(no error)");
+}
+
+// training.overlap_param_gather follows overlap_grad_reduce unless given.
+TEST(ConfigModelTest, ParamGatherOverlapsAsTheReductionUnlessSaid) {
+  Result<Config> plain = parse_config(with_line("training", "  zero_stage: 1"), "test.yaml");
+  ASSERT_TRUE(plain.ok()) << plain.error().message;
+  EXPECT_FALSE(plain->training.overlap_param_gather);
+  Result<Config> both =
+      parse_config(with_line("training", "  overlap_grad_reduce: true"), "test.yaml");
+  ASSERT_TRUE(both.ok()) << both.error().message;
+  EXPECT_TRUE(both->training.overlap_param_gather);
+  Result<Config> reduce_only =
+      parse_config(with_line("training", "  overlap_grad_reduce: true"), "test.yaml",
+                   {{"training.overlap_param_gather", "false"}});
+  ASSERT_TRUE(reduce_only.ok()) << reduce_only.error().message;
+  EXPECT_TRUE(reduce_only->training.overlap_grad_reduce);
+  EXPECT_FALSE(reduce_only->training.overlap_param_gather);
+  EXPECT_EQ(error_of(with_line("training", "  overlap_param_gather: soon")),
+            "test.yaml:20:25: training.overlap_param_gather: expected true or false, got \"soon\"");
 }
 
 constexpr std::string_view kPresetConfig = R"(model:

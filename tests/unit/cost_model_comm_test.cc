@@ -122,9 +122,15 @@ TEST(GradSync, DataParallelRingInsideANode) {
   // all-gather of the new bf16 weights, 3e-6 + 0.75 * 1920 / 1e11.
   c.training.zero_stage = 1;
   EXPECT_EQ(build_ok(c).grad_sync[0], 6043200);
-  // Overlapped with the last microbatch's backward, which is longer: hidden.
+  // Overlapped with the last microbatch's backward and the first one's
+  // forward, both longer: hidden.
   c.training.overlap_grad_reduce = true;
+  c.training.overlap_param_gather = true;
   EXPECT_EQ(build_ok(c).grad_sync[0], 0);
+  // The reduction hidden, the weights' gather after the optimizer step:
+  // 3e-6 + 0.75 * 1920 / 1e11.
+  c.training.overlap_param_gather = false;
+  EXPECT_EQ(build_ok(c).grad_sync[0], 3014400);
   // ZeRO 2 and 3 reduced every microbatch's gradients in its backward
   // (below): ZeRO 2 gathers the new weights, 3e-6 + 0.75 * 1920 / 1e11;
   // ZeRO 3 has nothing left to do.

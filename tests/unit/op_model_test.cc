@@ -101,6 +101,16 @@ TEST(Llama3Layer, Fp8KeepsTheLinearInputsInFp8) {
             int64_t{402653184} + 301989888 + 67108864 + 939524096 + 234881024 + 2097152);
 }
 
+// With MXFP8 the FP8 copies kept above carry a scale byte per 32 values
+// (1.03125 bytes a value): whole 2 x 2 s h + 2 x 1.03125 s h = 406847488;
+// split, the attention output's copy 1.03125 s h = 69206016 and the down
+// projection's input 1.03125 s f = 242221056 beside the same bf16 tensors.
+TEST(Llama3Layer, Mxfp8KeepsTheLinearInputsWithTheirScales) {
+  EXPECT_EQ(layer_activation_bytes(llama3_70b(Attention::kFlash), 1, ParallelSpec{},
+                                   Recompute::kNone, Fp8Recipe::kMxfp8),
+            int64_t{406847488} + 301989888 + 69206016 + 939524096 + 242221056 + 2097152);
+}
+
 // ---------------------------------------------------------------- the op lists
 
 OpShape shape_of(const ModelSpec& model, int tensor, bool sequence_parallel) {
@@ -334,6 +344,37 @@ TEST(LayerOps, Fp8WithoutTransposesCastsOnlyWhatNoNormWrites) {
   parallel.fp8_transposes = false;
   EXPECT_DOUBLE_EQ(total_bytes_of(layer_ops(parallel, TokenSlice{8192, 0}).forward, "FP8 cast"),
                    226492416.0);
+}
+
+// MXFP8 (the layer of Fp8CastsEachLinearOperandOnce): every operand, a
+// norm's output too, is read once (2) and written twice, scaled along its
+// rows and along its columns, each copy a byte a value and a scale byte per
+// 32 (2 x 1.03125): 4.0625 bytes an element whatever the architecture's
+// layouts. Forward 8192 x (8192 + 8192 + 8192 + 28672) x 4.0625 =
+// 1772093440; the input gradient's five casts 8192 x 83968 x 4.0625 =
+// 2794455040. With sequence parallelism (t = 4) the QKV and MLP up inputs
+// are quantized on each GPU's quarter and both copies gathered (8192 x 8192
+// x 2.0625 bytes each): 8192 x 4.0625 x (2 x 8192 / 4 + 2048 + 7168) =
+// 443023360 forward; no maximum is reduced.
+TEST(LayerOps, Mxfp8WritesEveryOperandTwiceWithItsScales) {
+  EXPECT_DOUBLE_EQ(fp8_operand_bytes(Fp8Recipe::kMxfp8, Fp8Input::kNorm, DType::kBf16), 4.0625);
+  EXPECT_DOUBLE_EQ(fp8_operand_bytes(Fp8Recipe::kMxfp8, Fp8Input::kCast, DType::kBf16, 4, false),
+                   4.0625 / 4);
+  OpShape shape = shape_of(llama3_70b(Attention::kFlash), 1, false);
+  shape.fp8 = Fp8Recipe::kMxfp8;
+  const PieceOps ops = layer_ops(shape, TokenSlice{8192, 0});
+  EXPECT_EQ(fp8_gemms(ops.forward) + fp8_gemms(ops.input_grad) + fp8_gemms(ops.weight_grad), 12);
+  EXPECT_DOUBLE_EQ(total_bytes_of(ops.forward, "FP8 cast"), 1772093440.0);
+  EXPECT_DOUBLE_EQ(total_bytes_of(ops.input_grad, "FP8 cast"), 2794455040.0);
+  OpShape parallel = shape_of(llama3_70b(Attention::kFlash), 4, true);
+  parallel.fp8 = Fp8Recipe::kMxfp8;
+  const PieceOps split = layer_ops(parallel, TokenSlice{8192, 0});
+  EXPECT_DOUBLE_EQ(total_bytes_of(split.forward, "FP8 cast"), 443023360.0);
+  EXPECT_DOUBLE_EQ(bytes_of(split.forward, "all-gather before QKV"), 8192.0 * 8192 * 2.0625);
+  EXPECT_DOUBLE_EQ(bytes_of(split.input_grad, "all-gather of the MLP output gradient"),
+                   8192.0 * 8192 * 2.0625);
+  EXPECT_DOUBLE_EQ(total_bytes_of(split.forward, "FP8 amax all-reduce"), 0);
+  EXPECT_DOUBLE_EQ(total_bytes_of(split.input_grad, "FP8 amax all-reduce"), 0);
 }
 
 // Which architectures' FP8 GEMMs take any layout, as Transformer Engine

@@ -28,8 +28,9 @@ struct Source {
   double mean_abs_error;  // docs/validation.md, rounded up to the next 0.1%
   double max_abs_error;
   // Of the pairs of rows in one group (measured.csv's group column), the
-  // share the model orders as measured: docs/validation.md, rounded down.
-  double min_ordered_pairs = 0;
+  // share the model orders as measured: docs/validation.md, rounded down;
+  // -1: the source has no groups.
+  double min_ordered_pairs = -1;
 };
 
 // docs/validation.md, "Published runs" (uncalibrated shipped presets).
@@ -48,7 +49,7 @@ const Source kSources[] = {
     {"nemo-fp8", 0.044, 0.118},
     {"nemotron4-340b", 0.044, 0.044},
     {"megatron-bridge", 0.104, 0.166},
-    {"megatron-bridge-25.11", 0.064, 0.099},
+    {"megatron-bridge-25.11", 0.072, 0.146, 0.0},
 };
 
 // docs/validation.md, the stage times of Zero Bubble Table 9, rounded up.
@@ -99,7 +100,7 @@ TEST_P(PublishedRuns, ErrorStaysWithinWhatTheDocsReport) {
   EXPECT_LE(figures.errors.mean_abs, source.mean_abs_error) << source.folder;
   EXPECT_LE(figures.errors.max_abs, source.max_abs_error) << source.folder;
   const OrderAgreement& order = figures.order;
-  if (source.min_ordered_pairs > 0) {
+  if (source.min_ordered_pairs >= 0) {
     ASSERT_GT(order.pairs, 0) << source.folder;
     EXPECT_GE(static_cast<double>(order.concordant) / order.pairs, source.min_ordered_pairs)
         << source.folder << ": " << order.concordant << " of " << order.pairs;
@@ -113,7 +114,7 @@ TEST_P(PublishedRuns, ErrorStaysWithinWhatTheDocsReport) {
 TEST(PublishedRuns, RankingEvidenceIsWhatTheGroupsShow) {
   OrderAgreement all;
   for (const Source& source : kSources) {
-    if (source.min_ordered_pairs == 0) continue;  // a source with groups has its order checked
+    if (source.min_ordered_pairs < 0) continue;  // a source with groups has its order checked
     const OrderAgreement& order = figures_of(source.folder).order;
     all.pairs += order.pairs;
     all.concordant += order.concordant;
