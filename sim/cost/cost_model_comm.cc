@@ -342,6 +342,31 @@ Result<ShardedWeightTraffic> sharded_weight_traffic(const Config& config,
   return traffic;
 }
 
+// Each chunk's share is gathered bucket by bucket, the buckets one after
+// another on the data-parallel link, and waited for at the chunk's first
+// forward, whose own buckets hide all but the first: chunk c's gather is
+// needed once that forward ends. In Megatron's interleaved 1F1B a chunk's
+// first forward comes after p forwards of each earlier chunk (microbatches
+// run p at a time per chunk); chunks 0 and 1's gathers are launched at once
+// and chunk c's (c > 1) as chunk c - 1's first forward starts
+// (param_sync_func in forward_backward_pipelining_with_interleaving). A
+// wait delays every later chunk alike; the waits add up to what is exposed.
+double exposed_weight_gather(const Config& config, double gather_s, double forward_s) {
+  const bool interleaved = config.schedule.kind == ScheduleKind::kInterleaved1f1b;
+  const int chunks = interleaved ? config.parallel.virtual_stages : 1;
+  const double p = config.parallel.pipeline;
+  const double g = gather_s / chunks;   // a chunk's gather
+  const double f = forward_s / chunks;  // one microbatch's forward of a chunk
+  double exposed = 0;
+  double link_free = 0;
+  for (int c = 0; c < chunks; ++c) {
+    const double launch = c <= 1 ? 0 : (c - 1) * p * f + exposed;
+    link_free = std::max(link_free, launch) + g;
+    exposed += std::max(0.0, link_free - (c * p * f + f + exposed));
+  }
+  return exposed;
+}
+
 // End-of-iteration work per rank: gradient reduction (what of it the
 // backward does not hide) and the optimizer step.
 Status fill_rank_times(const Config& config, const std::vector<int>& layers,
@@ -369,8 +394,8 @@ Status fill_rank_times(const Config& config, const std::vector<int>& layers,
           0.0, sync.reduce_s - rank_microbatch_s(table, stage_rank, r, &StageCost::backward));
     }
     if (config.training.overlap_param_gather) {
-      sync.gather_s = std::max(
-          0.0, sync.gather_s - rank_microbatch_s(table, stage_rank, r, &StageCost::forward));
+      sync.gather_s = exposed_weight_gather(
+          config, sync.gather_s, rank_microbatch_s(table, stage_rank, r, &StageCost::forward));
     }
     double sync_s = sync.reduce_s + sync.gather_s;
     // The tied word embedding's two copies sum their gradients.

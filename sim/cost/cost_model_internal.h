@@ -216,6 +216,13 @@ Result<ShardedWeightTraffic> sharded_weight_traffic(const Config& config,
 Status fill_rank_times(const Config& config, const std::vector<int>& layers,
                        const std::vector<int>& stage_rank, const Placement& placement,
                        CostTable& table);
+// What of a rank's overlapped weight all-gather (`gather_s` in all;
+// training.overlap_param_gather) its forwards leave exposed, `forward_s`
+// one microbatch's forward through all the rank's chunks: in Megatron's
+// interleaved 1F1B chunk c's share is gathered while the chunk before it
+// runs its first p microbatches, in other schedules the whole behind one
+// microbatch's forward (docs/cost_model.md, "End of iteration, per rank").
+double exposed_weight_gather(const Config& config, double gather_s, double forward_s);
 
 // One piece of a stage (a layer, the embedding, or the logits and loss) for
 // one token slice as a cost profile measured it: its times, and the bytes

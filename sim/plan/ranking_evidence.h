@@ -28,7 +28,7 @@ struct RankingEvidence {
 
 // 2026-12-04, shipped presets: below 5 % under two thirds in order (a coin
 // gives half), from 5 % on 94 %.
-inline constexpr RankingEvidence kRankingEvidence{0.05, 76, 49, 138, 130};
+inline constexpr RankingEvidence kRankingEvidence{0.05, 76, 50, 138, 130};
 
 // (longer - shorter) / shorter; both positive.
 inline double relative_gap(double a_s, double b_s) {

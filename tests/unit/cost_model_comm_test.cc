@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "sim/cost/cost_model.h"
+#include "sim/cost/cost_model_internal.h"
 #include "tests/unit/cost_model_fixtures.h"
 
 namespace ppsim {
@@ -139,6 +140,31 @@ TEST(GradSync, DataParallelRingInsideANode) {
   EXPECT_EQ(build_ok(c).grad_sync[0], 3014400);
   c.training.zero_stage = 3;
   EXPECT_EQ(build_ok(c).grad_sync[0], 0);
+}
+
+// An overlapped weight all-gather of 8 s against 2 s of forward (one
+// microbatch through all the rank's chunks). One chunk (1F1B, or any
+// schedule but the interleaved one): 8 - 2 = 6 s exposed. Interleaved, p =
+// 2, v = 4 (a chunk's gather g = 2, its forward f = 0.5): chunk 0's gather
+// ends at 2, needed at 0.5, waits 1.5; chunk 1's (launched with it) ends at
+// 4, needed at p f + f + 1.5 = 3, waits 1; chunk 2's, launched at chunk 1's
+// first forward (1 + 2.5), ends at 6, needed at 2 p f + f + 2.5 = 5, waits
+// 1; chunk 3's likewise 1: 4.5 s. With a gather of 4 s (g = 1) only chunk
+// 0's 0.5 s is left: the others end as their chunks start.
+TEST(GradSync, AnInterleavedPipelineGathersEachChunkBehindTheOneBefore) {
+  using cost_model_internal::exposed_weight_gather;
+  Config c;
+  c.parallel.pipeline = 2;
+  c.parallel.virtual_stages = 4;
+  c.schedule.kind = ScheduleKind::kInterleaved1f1b;
+  EXPECT_DOUBLE_EQ(exposed_weight_gather(c, 8, 2), 4.5);
+  EXPECT_DOUBLE_EQ(exposed_weight_gather(c, 4, 2), 0.5);
+  EXPECT_DOUBLE_EQ(exposed_weight_gather(c, 0.25, 2), 0);
+  c.schedule.kind = ScheduleKind::kInterleavedZb;
+  EXPECT_DOUBLE_EQ(exposed_weight_gather(c, 8, 2), 6);
+  c.schedule.kind = ScheduleKind::k1f1b;
+  c.parallel.virtual_stages = 1;
+  EXPECT_DOUBLE_EQ(exposed_weight_gather(c, 8, 2), 6);
 }
 
 // ---------------------------------------------------------------- ZeRO 3
