@@ -21,6 +21,7 @@
 #include "sim/plan/explore.h"
 #include "sim/plan/simulate.h"
 #include "sim/report/compare_report.h"
+#include "sim/report/evidence_note.h"
 #include "sim/report/explore_report.h"
 #include "sim/report/html_report.h"
 #include "sim/report/ops_report.h"
@@ -190,7 +191,9 @@ int run_simulate(const std::vector<std::string>& args) {
   }
   print_notes(sim->notes);
 
-  if (json_path != "-") std::cout << format_summary_table(sim->summary);
+  if (json_path != "-") {
+    std::cout << format_summary_table(sim->summary) << moe_accuracy_note(*config);
+  }
   if (show_ops && json_path != "-") {
     if (Status st = print_op_table(*config); !st) return error_exit(st.message());
   }
@@ -266,7 +269,7 @@ int run_compare(const std::vector<std::string>& args) {
   ReportInput report{"Schedules for " + config->source,
                      file_text(config->source),
                      {},
-                     close_schedules_note(rows, *config)};
+                     close_schedules_note(rows, *config) + moe_accuracy_note(*config)};
   for (const ComparedSchedule& row : rows) {
     if (!row.summary) continue;  // a report shows runs; the table above lists the rest
     report.entries.push_back({row.entry, &*row.summary, row.timeline ? &*row.timeline : nullptr,
@@ -377,10 +380,12 @@ int run_explore(const std::vector<std::string>& args) {
     const size_t k = std::min(static_cast<size_t>(top), result.ranking.size());
     std::vector<Simulation> runs;
     runs.reserve(k);
-    ReportInput report{"Top " + std::to_string(k) + " for " + sweep->base.source,
-                       file_text(config_args.config),
-                       {},
-                       explore_close_note(result, k, false)};
+    ReportInput report{
+        "Top " + std::to_string(k) + " for " + sweep->base.source,
+        file_text(config_args.config),
+        {},
+        explore_close_note(result, k, false) +
+            (k > 0 ? moe_accuracy_note(result.configs[result.ranking.front()]) : "")};
     for (size_t i = 0; i < k; ++i) {
       const size_t c = result.ranking[i];
       Result<Simulation> sim = simulate(result.configs[c]);

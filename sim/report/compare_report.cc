@@ -6,7 +6,7 @@
 
 #include "sim/core/json.h"
 #include "sim/plan/ranking_evidence.h"
-#include "sim/report/ranking_note.h"
+#include "sim/report/evidence_note.h"
 #include "sim/report/summary.h"
 
 namespace ppsim {
@@ -77,7 +77,7 @@ std::string format_comparison_table(const std::vector<ComparedSchedule>& rows,
     if (!row.feasible) out += "  " + row.reason;
     out += '\n';
   }
-  return out + close_schedules_note(rows, config);
+  return out + close_schedules_note(rows, config) + moe_accuracy_note(config);
 }
 
 std::string comparison_to_json(const std::vector<ComparedSchedule>& rows) {

@@ -11,7 +11,7 @@ namespace ppsim {
 // The table, each row's iteration against the fastest feasible row's, and
 // under it, when `config`'s layer times are the analytic model's, which
 // schedules are closer to the fastest than the model orders reliably
-// (sim/report/ranking_note.h).
+// (sim/report/evidence_note.h).
 std::string format_comparison_table(const std::vector<ComparedSchedule>& rows,
                                     const Config& config);
 // The note under that table: the feasible schedules within

@@ -6,7 +6,7 @@
 
 #include "sim/core/json.h"
 #include "sim/plan/ranking_evidence.h"
-#include "sim/report/ranking_note.h"
+#include "sim/report/evidence_note.h"
 #include "sim/report/summary.h"
 
 namespace ppsim {
@@ -101,6 +101,7 @@ std::string format_explore_table(const ExploreResult& r, size_t top_k) {
   out += explore_close_note(r, top_k, true);
   out += "\nPareto front (throughput against peak memory)\n";
   out += rows(r.pareto, r.pareto.size());
+  out += moe_accuracy_note(r.configs[r.ranking.front()]);
   return out;
 }
 

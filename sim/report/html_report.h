@@ -31,7 +31,7 @@ struct ReportInput {
   std::string config_text;  // the YAML that produced it, shown verbatim
   std::vector<ReportEntry> entries;
   // A paragraph under the summary table, e.g. which entries are closer than
-  // the model orders reliably (sim/report/ranking_note.h); may be empty.
+  // the model orders reliably (sim/report/evidence_note.h); may be empty.
   std::string caveat;
 };
 

@@ -1,5 +1,6 @@
 #include "sim/plan/compare.h"
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -8,8 +9,10 @@
 #include <vector>
 
 #include "sim/config/config.h"
+#include "sim/plan/moe_evidence.h"
 #include "sim/plan/ranking_evidence.h"
 #include "sim/report/compare_report.h"
+#include "sim/report/evidence_note.h"
 
 namespace ppsim {
 namespace {
@@ -64,6 +67,24 @@ TEST(CompareTable, EachRowAgainstTheFastestAndTheCloseOnesNamed) {
   Config profiled;
   profiled.profile_path = "profile.yaml";
   EXPECT_THAT(format_comparison_table(timed_rows(), profiled), Not(HasSubstr("predicted within")));
+}
+
+// A model with routed experts, priced by the analytic model, gets the
+// published MoE runs' errors under the table (sim/plan/moe_evidence.h); a
+// dense one, or one with fixed layer times, does not.
+TEST(CompareTable, ExpertsCarryTheMixtureEvidence) {
+  Config moe;
+  moe.model = ModelSpec{};
+  moe.model->moe = MoeSpec{};
+  const std::string table = format_comparison_table(timed_rows(), moe);
+  EXPECT_THAT(table, HasSubstr(fmt::format("on {} published mixture-of-experts runs the predicted "
+                                           "iteration time was -66 to +24 % off",
+                                           kMoeEvidence.rows)));
+  Config dense;
+  dense.model = ModelSpec{};
+  EXPECT_THAT(format_comparison_table(timed_rows(), dense), Not(HasSubstr("mixture-of-experts")));
+  moe.fixed.forward_s = {1.0};
+  EXPECT_EQ(moe_accuracy_note(moe), "");
 }
 
 TEST(Compare, OverMemoryIsListedWithItsReason) {

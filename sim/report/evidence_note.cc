@@ -1,7 +1,8 @@
-#include "sim/report/ranking_note.h"
+#include "sim/report/evidence_note.h"
 
 #include <fmt/format.h>
 
+#include "sim/plan/moe_evidence.h"
 #include "sim/plan/ranking_evidence.h"
 
 namespace ppsim {
@@ -22,6 +23,19 @@ std::string close_ranking_note(const std::string& which) {
       which, 100 * e.close_gap, e.close_in_order, e.close_pairs,
       100.0 * e.close_in_order / e.close_pairs, e.far_in_order, e.far_pairs,
       100.0 * e.far_in_order / e.far_pairs);
+}
+
+std::string moe_accuracy_note(const Config& config) {
+  if (!config.model || !config.model->moe || !analytic_layer_times(config)) return "";
+  const MoeEvidence& e = kMoeEvidence;
+  return fmt::format(
+      "Routed experts are priced with less evidence than dense layers: on {} published "
+      "mixture-of-experts runs the predicted iteration time was {:+.0f} to {:+.0f} % off the "
+      "measured one (mean |error| {:.0f} %; too fast on B200 and GB200, where a host that "
+      "cannot keep the GPU fed is not modelled, too slow on H100 with DeepEP; "
+      "docs/validation.md, \"Mixture of experts: the measured runs\"). Calibrate the hardware "
+      "preset to runs of your own (ppsim calibrate --measured).\n",
+      e.rows, 100 * e.most_optimistic, 100 * e.most_pessimistic, 100 * e.mean_abs_error);
 }
 
 }  // namespace ppsim

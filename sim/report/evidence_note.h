@@ -1,0 +1,29 @@
+// What the reports say of how far the analytic model's figures can be
+// trusted, from the published runs: that predictions of one workload closer
+// than kRankingEvidence.close_gap are not reliably ordered
+// (sim/plan/ranking_evidence.h: `ppsim explore`'s candidates, `ppsim
+// compare`'s schedules), and how far a mixture of experts' predictions have
+// been off (sim/plan/moe_evidence.h).
+#pragma once
+
+#include <string>
+
+#include "sim/config/config.h"
+
+namespace ppsim {
+
+// Whether the layer times are the analytic model's, which the evidence is
+// about, rather than a measured profile's or fixed ones.
+bool analytic_layer_times(const Config& config);
+
+// `which` (e.g. "#1 to #3", "zb-h1 and zb-v") are predicted within
+// kRankingEvidence.close_gap of each other: that sentence, the evidence and
+// what to do, ending in a newline.
+std::string close_ranking_note(const std::string& which);
+
+// For a config whose model has routed experts, priced by the analytic
+// model: the published MoE runs' errors and what to do, ending in a
+// newline; empty otherwise.
+std::string moe_accuracy_note(const Config& config);
+
+}  // namespace ppsim
