@@ -269,7 +269,7 @@ int run_compare(const std::vector<std::string>& args) {
   ReportInput report{"Schedules for " + config->source,
                      file_text(config->source),
                      {},
-                     close_schedules_note(rows, *config) + moe_accuracy_note(*config)};
+                     comparison_caveat(rows, *config)};
   for (const ComparedSchedule& row : rows) {
     if (!row.summary) continue;  // a report shows runs; the table above lists the rest
     report.entries.push_back({row.entry, &*row.summary, row.timeline ? &*row.timeline : nullptr,
@@ -380,12 +380,10 @@ int run_explore(const std::vector<std::string>& args) {
     const size_t k = std::min(static_cast<size_t>(top), result.ranking.size());
     std::vector<Simulation> runs;
     runs.reserve(k);
-    ReportInput report{
-        "Top " + std::to_string(k) + " for " + sweep->base.source,
-        file_text(config_args.config),
-        {},
-        explore_close_note(result, k, false) +
-            (k > 0 ? moe_accuracy_note(result.configs[result.ranking.front()]) : "")};
+    ReportInput report{"Top " + std::to_string(k) + " for " + sweep->base.source,
+                       file_text(config_args.config),
+                       {},
+                       explore_report_caveat(result, k)};
     for (size_t i = 0; i < k; ++i) {
       const size_t c = result.ranking[i];
       Result<Simulation> sim = simulate(result.configs[c]);

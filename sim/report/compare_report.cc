@@ -33,8 +33,8 @@ std::string vs_fastest(const Summary& s, double fastest_s) {
   return fmt::format("{:+.1f}%", 100 * (s.iteration_time_s / fastest_s - 1));
 }
 
-}  // namespace
-
+// The feasible schedules within kRankingEvidence.close_gap of the fastest,
+// when the layer times are the analytic model's and two or more are; else "".
 std::string close_schedules_note(const std::vector<ComparedSchedule>& rows, const Config& config) {
   const double fastest_s = fastest_feasible_s(rows);
   if (!analytic_layer_times(config) || fastest_s <= 0) return "";
@@ -51,6 +51,12 @@ std::string close_schedules_note(const std::vector<ComparedSchedule>& rows, cons
     which += (i + 1 == close.size() ? " and " : ", ") + close[i];
   }
   return close_ranking_note(which);
+}
+
+}  // namespace
+
+std::string comparison_caveat(const std::vector<ComparedSchedule>& rows, const Config& config) {
+  return close_schedules_note(rows, config) + moe_accuracy_note(config);
 }
 
 std::string format_comparison_table(const std::vector<ComparedSchedule>& rows,
@@ -77,7 +83,7 @@ std::string format_comparison_table(const std::vector<ComparedSchedule>& rows,
     if (!row.feasible) out += "  " + row.reason;
     out += '\n';
   }
-  return out + close_schedules_note(rows, config) + moe_accuracy_note(config);
+  return out + comparison_caveat(rows, config);
 }
 
 std::string comparison_to_json(const std::vector<ComparedSchedule>& rows) {

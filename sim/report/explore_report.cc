@@ -36,6 +36,12 @@ size_t close_to_best(const ExploreResult& r) {
   return n;
 }
 
+// The published MoE runs' errors when the candidates' model has routed
+// experts (the candidates share it); "" without a ranked candidate.
+std::string explore_moe_note(const ExploreResult& r) {
+  return r.ranking.empty() ? "" : moe_accuracy_note(r.configs[r.ranking.front()]);
+}
+
 }  // namespace
 
 std::string explore_close_note(const ExploreResult& r, size_t shown, bool numbered) {
@@ -51,6 +57,10 @@ std::string explore_close_note(const ExploreResult& r, size_t shown, bool number
                          numbered ? "below the table" : "not in this report");
   }
   return close_ranking_note(which);
+}
+
+std::string explore_report_caveat(const ExploreResult& r, size_t shown) {
+  return explore_close_note(r, shown, false) + explore_moe_note(r);
 }
 
 std::string format_explore_table(const ExploreResult& r, size_t top_k) {
@@ -101,7 +111,7 @@ std::string format_explore_table(const ExploreResult& r, size_t top_k) {
   out += explore_close_note(r, top_k, true);
   out += "\nPareto front (throughput against peak memory)\n";
   out += rows(r.pareto, r.pareto.size());
-  out += moe_accuracy_note(r.configs[r.ranking.front()]);
+  out += explore_moe_note(r);
   return out;
 }
 

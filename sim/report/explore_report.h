@@ -18,6 +18,10 @@ std::string format_explore_table(const ExploreResult& result, size_t top_k);
 // and what that is worth, when the layer times are the analytic model's and
 // two or more are; else "".
 std::string explore_close_note(const ExploreResult& result, size_t shown, bool numbered);
+// What a report of the first `shown` candidates says under its table: the
+// close note (not numbered) and, for a model with routed experts, the
+// published MoE runs' errors (sim/report/evidence_note.h).
+std::string explore_report_caveat(const ExploreResult& result, size_t shown);
 std::string explore_to_csv(const ExploreResult& result);
 std::string explore_to_json(const ExploreResult& result);
 
