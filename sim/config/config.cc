@@ -106,6 +106,8 @@ constexpr HardwareNumber kHardwareNumbers[] = {
      kMaxMicroseconds, "us"},
     {"action_overhead_us", &HardwareSpec::action_overhead_us, Bound::kNonNegative, false, 0,
      kMaxMicroseconds, "us"},
+    {"host_launch_us", &HardwareSpec::host_launch_us, Bound::kNonNegative, false, 0,
+     kMaxMicroseconds, "us"},
     {"dropout_rng_gsamples_per_s", &HardwareSpec::dropout_rng_gsamples_per_s, Bound::kNonNegative,
      false, 0, 1e6, "G elements/s"},
     {"comm_sm_fraction", &HardwareSpec::comm_sm_fraction, Bound::kProbability, false, 0, 1,

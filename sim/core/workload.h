@@ -206,6 +206,11 @@ struct HardwareSpec {
   double hbm_bandwidth_gbps = 0;  // GB/s, datasheet
   double hbm_efficiency = 1;      // fraction of it that memory-bound kernels reach
   double kernel_launch_us = 0;    // the device's idle gap before each kernel
+  // The host's time to launch one kernel (the framework's Python and C++,
+  // the driver). Hidden while the host runs ahead of the GPU; what the GPU
+  // waits for where its kernels are shorter, or after the host waited for
+  // the GPU (Op::host_waits). 0: the host always runs ahead.
+  double host_launch_us = 0;
   // The GPU's time per pipeline action (each F, B, I or W of a microbatch on
   // a stage) beyond its kernels: the host's framework running the
   // schedule's step (its bookkeeping, the transfers' posting and waits,

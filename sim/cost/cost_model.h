@@ -144,11 +144,15 @@ struct PricedOp {
 // A phase of a piece (forward, input gradient, weight gradient): its
 // operations, and its time as the stage times count it, which is less than
 // the operations' sum where a collective overlaps its GEMM or a ring
-// exchange its attention kernel (op_time.h). Recompute is not in it.
+// exchange its attention kernel, and more where the GPU waits for the
+// host (op_time.h). Recompute is not in it.
 struct PricedPhase {
   const char* name = "";
   std::vector<PricedOp> ops;
   double seconds = 0;
+  // Of `seconds`, the GPU's idle time waiting for the host's launches
+  // (HardwareSpec::host_launch_us).
+  double host_wait_seconds = 0;
 };
 // A piece a stage is built from: a dense layer, a mixture-of-experts layer
 // (with model.moe), the embedding, the logits and loss.

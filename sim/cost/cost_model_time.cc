@@ -75,17 +75,17 @@ class BlockTimer {
   }
 
   Block embedding(const Slice& slice, const GroupLinks& links) const {
-    return priced(embedding_ops(shape_, TokenSlice{slice.tokens, slice.context}), links);
+    return priced(embedding_ops(shape_, TokenSlice{slice.tokens, slice.context}), links, false);
   }
 
   Block logits(const Slice& slice, const GroupLinks& links) const {
-    return priced(head_ops(shape_, TokenSlice{slice.tokens, slice.context}), links);
+    return priced(head_ops(shape_, TokenSlice{slice.tokens, slice.context}), links, false);
   }
 
  private:
   Block with_recompute(const PieceOps& ops, const Slice& slice, const GroupLinks& links) const {
     const TokenSlice token_slice{slice.tokens, slice.context};
-    Block block = priced(ops, links);
+    Block block = priced(ops, links, true);
     if (recompute_ == Recompute::kFull) {
       block.backward = duration_plus(block.backward, block.forward);
       block.backward_comm = duration_plus(block.backward_comm, block.forward_comm);
@@ -101,19 +101,31 @@ class BlockTimer {
     return block;
   }
 
-  Block priced(const PieceOps& ops, const GroupLinks& links) const {
-    const Picos weight_grad = seconds_to_picos(timer_.seconds(ops.weight_grad, links));
-    const Picos forward = seconds_to_picos(timer_.seconds(ops.forward, links));
-    const Picos input_grad = seconds_to_picos(timer_.seconds(ops.input_grad, links));
+  // `layer`: a layer's lists, run layer after layer; else a piece the
+  // stage runs once (OpTimer::once_seconds).
+  Block priced(const PieceOps& ops, const GroupLinks& links, bool layer) const {
+    const double weight_grad_s = timer_.device_seconds(ops.weight_grad, links);
+    const double input_grad_s = timer_.device_seconds(ops.input_grad, links);
+    const auto seconds = [&](const OpList& list, double device_s) {
+      return seconds_to_picos(timer_.with_launches(list, device_s, links, layer));
+    };
+    const Picos weight_grad = seconds(ops.weight_grad, weight_grad_s);
+    const Picos forward = seconds(ops.forward, timer_.device_seconds(ops.forward, links));
+    const Picos input_grad = seconds(ops.input_grad, input_grad_s);
     // Each within the time it is part of, whatever the rounding.
     const Picos backward_comm =
         std::min(input_grad, seconds_to_picos(timer_.communication_seconds(ops.input_grad, links)));
     const Picos overlap = std::min({backward_comm, weight_grad,
                                     seconds_to_picos(timer_.beside_weight_grad_seconds(
                                         ops.input_grad, ops.weight_grad, links))});
+    const double device_backward_s = input_grad_s + weight_grad_s - picos_to_seconds(overlap);
+    // At least the weight gradient, and its input gradient's overlap with it.
+    const Picos backward = std::max(
+        weight_grad, seconds_to_picos(timer_.backward_seconds(ops.input_grad, ops.weight_grad,
+                                                              device_backward_s, links, layer)));
     return Block{
         forward,
-        input_grad + weight_grad - overlap,
+        backward,
         weight_grad,
         std::min(forward, seconds_to_picos(timer_.communication_seconds(ops.forward, links))),
         backward_comm,
@@ -376,8 +388,9 @@ Result<PieceTimes> piece_times(const Config& config) {
 namespace {
 
 PricedPhase priced_phase(const char* name, const OpList& ops, const OpTimer& timer,
-                         const GroupLinks& links) {
-  PricedPhase phase{name, {}, timer.seconds(ops, links)};
+                         const GroupLinks& links, bool layer) {
+  const double seconds = layer ? timer.seconds(ops, links) : timer.once_seconds(ops, links);
+  PricedPhase phase{name, {}, seconds, seconds - timer.device_seconds(ops, links)};
   for (const Op& op : ops) {
     const bool gemm = op.kind == OpKind::kGemm && op.flops > 0;
     phase.ops.push_back(
@@ -387,11 +400,11 @@ PricedPhase priced_phase(const char* name, const OpList& ops, const OpTimer& tim
 }
 
 PricedPiece priced_piece(const char* name, const PieceOps& ops, const OpTimer& timer,
-                         const GroupLinks& links) {
+                         const GroupLinks& links, bool layer) {
   return {name,
-          {priced_phase("forward", ops.forward, timer, links),
-           priced_phase("input gradient", ops.input_grad, timer, links),
-           priced_phase("weight gradient", ops.weight_grad, timer, links)},
+          {priced_phase("forward", ops.forward, timer, links, layer),
+           priced_phase("input gradient", ops.input_grad, timer, links, layer),
+           priced_phase("weight gradient", ops.weight_grad, timer, links, layer)},
           timer.beside_weight_grad_seconds(ops.input_grad, ops.weight_grad, links)};
 }
 
@@ -410,17 +423,17 @@ Result<std::vector<PricedPiece>> priced_pieces(const Config& config) {
   const ModelSpec& model = *config.model;
   std::vector<std::pair<PricedPiece, RankParameters>> pieces;
   if (model.moe_layers() < model.layers) {
-    pieces.emplace_back(priced_piece("dense layer", layer_ops(shape, slice), timer, *links),
+    pieces.emplace_back(priced_piece("dense layer", layer_ops(shape, slice), timer, *links, true),
                         layer_gpu_parameters(config, false));
   }
   if (model.moe) {
-    pieces.emplace_back(priced_piece("MoE layer", moe_layer_ops(shape, slice), timer, *links),
+    pieces.emplace_back(priced_piece("MoE layer", moe_layer_ops(shape, slice), timer, *links, true),
                         layer_gpu_parameters(config, true));
   }
-  pieces.emplace_back(priced_piece("embedding", embedding_ops(shape, slice), timer, *links),
+  pieces.emplace_back(priced_piece("embedding", embedding_ops(shape, slice), timer, *links, false),
                       RankParameters{ceil_div(input_embedding_parameters(model), t), 0});
   pieces.emplace_back(
-      priced_piece("logits and loss", head_ops(shape, slice), timer, *links),
+      priced_piece("logits and loss", head_ops(shape, slice), timer, *links, false),
       RankParameters{ceil_div(output_parameters(model, config.parallel.pipeline > 1), t), 0});
   const Placement placement(config.parallel, config.hardware->gpus_per_node);
   std::vector<PricedPiece> priced;

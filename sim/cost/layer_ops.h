@@ -81,6 +81,14 @@ struct Op {
   // backward (parallel.tp_backward_overlap: Megatron's asynchronous
   // column-parallel backward); -1: none.
   int weight_partner = -1;
+  // The kernels the host launches for it: one, or one per local expert for
+  // an expert's GEMM and its FP8 cast (Transformer Engine's GroupedLinear
+  // launches each expert's own; HardwareSpec::host_launch_us each).
+  double launches = 1;
+  // The host waits for it to finish before it launches the next operation:
+  // a device-to-host copy of the counts that size what follows (the token
+  // counts of a dropless MoE layer's dispatch).
+  bool host_waits = false;
 };
 
 // A GEMM of `batch` products of (m x k) by (k x n): operands read in

@@ -101,7 +101,8 @@ class PhaseBuilder {
         operand.gather != nullptr && dims_.sequence_parallel && dims_.tensor_parallel;
     if (!fp8) {
       if (operand.gather != nullptr) column_parallel_start(operand.gather);
-      gemm(name, m, n, k, batch);
+      out_.add(
+          launched(gemm_op(name, batch, m, n, k, dims_.value_bytes, dims_.value_bytes), batch));
       return;
     }
     const int shares = gathered ? shape_.tensor : 1;
@@ -114,13 +115,13 @@ class PhaseBuilder {
     const double cast_bytes = batch * m * k *
                               fp8_operand_bytes(shape_.fp8, operand.writer, shape_.model.dtype,
                                                 shares, shape_.fp8_transposes);
-    if (cast_bytes > 0) memory("FP8 cast", cast_bytes);
+    if (cast_bytes > 0) out_.add(launched(memory_kernel("FP8 cast", cast_bytes), batch));
     // Both MXFP8 copies travel (Transformer Engine's _all_gather_mxfp8
     // gathers each usage the quantizer has); one FP8 tensor otherwise.
     if (gathered) column_parallel_start(operand.gather, (mxfp8() ? 2 : 1) * fp8_value_bytes());
     Op op = gemm_op(name, batch, m, n, k, fp8_value_bytes(), dims_.value_bytes);
     op.fp8 = true;
-    out_.add(op);
+    out_.add(launched(op, batch));
   }
 
   // A weight-gradient GEMM of an (m x n) weight over the slice's tokens:
@@ -210,6 +211,9 @@ class PhaseBuilder {
   // Bytes of the hidden states of the tokens this GPU normalizes.
   double norm_bytes() const { return norm_elements() * dims_.value_bytes; }
   double norm_elements() const { return dims_.norm_tokens * dims_.hidden; }
+  // The host waits for the operation added last before it launches more
+  // (Op::host_waits).
+  void host_waits_for_last() { out_.at(out_.size() - 1).host_waits = true; }
   const Dims& dims() const { return dims_; }
   bool fp8() const { return shape_.fp8 != Fp8Recipe::kNone; }
   bool context_all_gather() const { return shape_.context_comm == ContextComm::kAllGather; }
@@ -239,9 +243,19 @@ class PhaseBuilder {
     const bool fused = shape_.fused_grad_accumulation;
     Op op = gemm_op(name, batch, m, n, tokens, operand_bytes, fused ? 2 * g : dims_.value_bytes);
     op.fp8 = fp8;
-    const int gemm = out_.add(op);
-    if (!fused) memory("gradient accumulation", batch * m * n * (2 * g + dims_.value_bytes));
+    const int gemm = out_.add(launched(op, batch));
+    if (!fused) {
+      out_.add(launched(
+          memory_kernel("gradient accumulation", batch * m * n * (2 * g + dims_.value_bytes)),
+          batch));
+    }
     return gemm;
+  }
+  // A linear layer's kernel for each of `batch` weights (experts), each
+  // launched on its own.
+  static Op launched(Op op, double batch) {
+    op.launches = batch;
+    return op;
   }
 
   const OpShape& shape_;

@@ -34,6 +34,7 @@ struct Routing {
   double busiest;
   MlpWidth width;  // an expert's columns on this GPU
   bool source_permutes;
+  bool dropless;  // no capacity: every token goes to its top_k experts
 };
 
 Routing routing_of(const OpShape& shape, const Dims& d) {
@@ -50,6 +51,7 @@ Routing routing_of(const OpShape& shape, const Dims& d) {
   r.busiest = r.mean * load.busiest_expert;
   r.width = mlp_width(shape.model, static_cast<double>(moe.expert_ffn_hidden) / shape.tensor);
   r.source_permutes = shape.moe_dispatcher == MoeDispatcher::kAllToAll || shape.expert == 1;
+  r.dropless = moe.capacity_factor <= 0;
   return r;
 }
 
@@ -97,6 +99,12 @@ void add_moe_forward(PhaseBuilder& p, const ModelSpec& model, const Routing& r) 
   p.memory("router softmax and top-k", r.routed * r.experts * (B + kRouterFp32Bytes));
   // Each token's row copied top_k times in expert order.
   if (r.source_permutes) p.memory("token permutation", 2 * r.routed * r.top_k * h * B);
+  // Dropless, the tokens each expert receives are counted on the GPU and
+  // copied to the host, which sizes the exchange and the experts' GEMMs
+  // with them: it waits for the GPU before the dispatch (Megatron-Core's
+  // all-to-all dispatcher, sync point before_ep_alltoall; DeepEP's and
+  // HybridEP's dispatch without a token budget).
+  if (r.dropless) p.host_waits_for_last();
   around_local_experts(p, r, false, [&](double batch, double tokens) {
     add_mlp_core_forward(p, model, r.width, tokens, Fp8Input::kCast, batch);
   });

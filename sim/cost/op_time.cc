@@ -52,6 +52,7 @@ OpTimer::OpTimer(const HardwareSpec& hardware, DType dtype, int tensor)
       fp8_flops_per_s_(hardware.peak_tflops_fp8 * kTera),
       memory_Bps_(hardware.hbm_bandwidth_gbps * kGiga * hardware.hbm_efficiency),
       launch_s_(hardware.kernel_launch_us * kMicro),
+      host_launch_s_(hardware.host_launch_us * kMicro),
       draws_per_s_(hardware.dropout_rng_gsamples_per_s * kGiga),
       tensor_(tensor) {}
 
@@ -182,10 +183,79 @@ double OpTimer::in_list_seconds(const OpList& ops, int i, const GroupLinks& link
   return op_s;
 }
 
-double OpTimer::seconds(const OpList& ops, const GroupLinks& links) const {
+double OpTimer::device_seconds(const OpList& ops, const GroupLinks& links) const {
   double total = 0;
   for (int i = 0; i < ops.size(); ++i) total += in_list_seconds(ops, i, links);
   return total;
+}
+
+double OpTimer::host_seconds(const OpList& ops) const {
+  double total = 0;
+  for (const Op& op : ops) total += op.launches * host_launch_s_;
+  return total;
+}
+
+double OpTimer::seconds(const OpList& ops, const GroupLinks& links) const {
+  return with_launches(ops, device_seconds(ops, links), links, true);
+}
+
+double OpTimer::once_seconds(const OpList& ops, const GroupLinks& links) const {
+  return with_launches(ops, device_seconds(ops, links), links, false);
+}
+
+namespace {
+
+bool has_host_wait(const OpList& ops) {
+  return std::any_of(ops.begin(), ops.end(), [](const Op& op) { return op.host_waits; });
+}
+
+}  // namespace
+
+// The host launches the list's kernels one after another, host_launch_s
+// each, and the GPU runs each once it is launched and the one before it is
+// done. A layer's list repeats, layer after layer: without a wait the host
+// keeps running ahead (the GPU's time) or falls behind for good (the
+// host's), so a layer takes the longer of the two; a list run once among
+// others finds the host ahead. With a wait, each stretch from one wait to
+// the next starts with an idle GPU and the host launching; the stretch
+// after the list's last wait runs round into the next layer's operations
+// before its first, so every operation is in one stretch.
+double OpTimer::with_launches(const OpList& ops, double device_s, const GroupLinks& links,
+                              bool layer_after_layer) const {
+  if (host_launch_s_ <= 0 || !has_host_wait(ops)) {
+    return layer_after_layer ? std::max(device_s, host_seconds(ops)) : device_s;
+  }
+  const int n = ops.size();
+  int last_wait = n - 1;
+  while (!ops.begin()[last_wait].host_waits) --last_wait;
+  double total = 0;
+  double launched = 0;
+  double gpu_free = 0;
+  for (int step = 1; step <= n; ++step) {
+    const int i = (last_wait + step) % n;
+    launched += ops.begin()[i].launches * host_launch_s_;
+    gpu_free = std::max(gpu_free, launched) + in_list_seconds(ops, i, links);
+    if (ops.begin()[i].host_waits) {
+      total += gpu_free;
+      launched = gpu_free = 0;
+    }
+  }
+  return total;
+}
+
+double OpTimer::backward_seconds(const OpList& input_grad, const OpList& weight_grad,
+                                 double device_s, const GroupLinks& links,
+                                 bool layer_after_layer) const {
+  if (!has_host_wait(input_grad) && !has_host_wait(weight_grad)) {
+    return layer_after_layer
+               ? std::max(device_s, host_seconds(input_grad) + host_seconds(weight_grad))
+               : device_s;
+  }
+  const auto waited = [&](const OpList& ops) {
+    const double list_device_s = device_seconds(ops, links);
+    return with_launches(ops, list_device_s, links, layer_after_layer) - list_device_s;
+  };
+  return device_s + waited(input_grad) + waited(weight_grad);
 }
 
 double OpTimer::beside_weight_grad_seconds(const OpList& input_grad, const OpList& weight_grad,

@@ -4,7 +4,8 @@
 // mask, at the device's random-number rate if that is slower), the fused attention
 // kernel at its own efficiency, and collectives and transfers at the bus
 // bandwidth nccl-tests would report for their message size. Every kernel
-// also pays the device's launch gap.
+// also pays the device's launch gap, and a layer's list the host's
+// launches where the GPU cannot run ahead of them.
 #pragma once
 
 #include "sim/core/workload.h"
@@ -85,15 +86,36 @@ class OpTimer {
   // An operation alone: a ring exchange pays all of its transfers (a
   // context collective, Op::beside_attention false, as one collective).
   double seconds(const Op& op, const GroupLinks& links) const;
-  // The list's operations one after another, except that a collective that
-  // overlaps its GEMM (Op::overlaps_gemm) pays only what outlasts it (a
-  // reduce-scatter also the SMs its kernels take from the GEMM, and its last
-  // chunk: beside_gemm_seconds), and a
+  // A layer's list, run layer after layer: its operations one after
+  // another (device_seconds), or longer where the GPU waits for the host's
+  // launches (HardwareSpec::host_launch_us): where the launches outlast the
+  // kernels, or after the host waited for the GPU (Op::host_waits).
+  double seconds(const OpList& ops, const GroupLinks& links) const;
+  // The same for a list run once among the others of a stage (the
+  // embedding, the logits and loss): the host is ahead when it starts, so
+  // only a wait in it (Op::host_waits) can leave the GPU waiting.
+  double once_seconds(const OpList& ops, const GroupLinks& links) const;
+  // The list's operations one after another, the host always ahead,
+  // except that a collective that overlaps its GEMM (Op::overlaps_gemm)
+  // pays only what outlasts it (a reduce-scatter also the SMs its kernels
+  // take from the GEMM, and its last chunk: beside_gemm_seconds), and a
   // ring exchange only what outlasts the ring steps of the attention kernel
   // before it: with cp = steps + 1 steps of a kernel of time A, each
   // transfer X runs alongside a step of A / cp, so the exchange adds
   // steps x max(0, X - A / cp).
-  double seconds(const OpList& ops, const GroupLinks& links) const;
+  double device_seconds(const OpList& ops, const GroupLinks& links) const;
+  // The host's time to launch the list's kernels.
+  double host_seconds(const OpList& ops) const;
+  // seconds() (layer_after_layer) or once_seconds() of a list whose
+  // device_seconds() is `device_s`.
+  double with_launches(const OpList& ops, double device_s, const GroupLinks& links,
+                       bool layer_after_layer) const;
+  // A whole backward, its input gradient then its weight gradient, whose
+  // GPU's time is `device_s` (less what its collectives hide beside the
+  // weight gradient), with the host's launches: as seconds() prices one
+  // list, the two as one (layer_after_layer), or as once_seconds().
+  double backward_seconds(const OpList& input_grad, const OpList& weight_grad, double device_s,
+                          const GroupLinks& links, bool layer_after_layer) const;
   // The part of seconds(ops, links) spent communicating: its collectives and
   // ring exchanges, each as much of it as the list leaves exposed. What an
   // overlapped pair's other action can hide (sim/core/costs.h).
@@ -117,6 +139,7 @@ class OpTimer {
  private:
   GemmTiling tiled(const Op& op, double tile_m, double tile_n, double efficiency) const;
   double ring_step_seconds(const Op& op, const Link& ring_link) const;
+
   // A GEMM of `gemm_s` and a collective of `collective_s` side by side, the
   // collective in `splits` chunks (Op::overlap_splits), its kernels holding
   // comm_sm_fraction of the SMs.
@@ -129,6 +152,7 @@ class OpTimer {
   double fp8_flops_per_s_;  // 0 without FP8 tensor cores
   double memory_Bps_;
   double launch_s_;
+  double host_launch_s_;
   double draws_per_s_;
   int tensor_;
 };

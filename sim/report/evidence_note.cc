@@ -31,8 +31,8 @@ std::string moe_accuracy_note(const Config& config) {
   return fmt::format(
       "Routed experts are priced with less evidence than dense layers: on {} published "
       "mixture-of-experts runs the predicted iteration time was {:+.0f} to {:+.0f} % off the "
-      "measured one (mean |error| {:.0f} %; too fast on B200 and GB200, where a host that "
-      "cannot keep the GPU fed is not modelled, too slow on H100 with DeepEP; "
+      "measured one (mean |error| {:.0f} %; too fast with Megatron-Core, whose host's "
+      "launches are fitted to one of them, too slow with NeMo AutoModel and DeepEP on H100; "
       "docs/validation.md, \"Mixture of experts: the measured runs\"). Calibrate the hardware "
       "preset to runs of your own (ppsim calibrate --measured).\n",
       e.rows, 100 * e.most_optimistic, 100 * e.most_pessimistic, 100 * e.mean_abs_error);

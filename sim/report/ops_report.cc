@@ -86,10 +86,15 @@ std::string megabytes_of(const Op& op) {
 std::string format_phase(const PricedPhase& phase) {
   double alone = 0;
   for (const PricedOp& p : phase.ops) alone += p.seconds;
+  const double device = phase.seconds - phase.host_wait_seconds;
   std::string out = fmt::format("  {}: {}", phase.name, format_duration(phase.seconds));
-  if (alone > phase.seconds * (1 + 1e-9)) {
+  if (alone > device * (1 + 1e-9)) {
     out += fmt::format(" ({} of operations, {} hidden by overlap)", format_duration(alone),
-                       format_duration(alone - phase.seconds));
+                       format_duration(alone - device));
+  }
+  if (phase.host_wait_seconds > device * 1e-9) {
+    out += fmt::format(" (the GPU waits {} for the host's launches)",
+                       format_duration(phase.host_wait_seconds));
   }
   out += '\n';
   if (phase.ops.empty()) return out;
@@ -98,7 +103,9 @@ std::string format_phase(const PricedPhase& phase) {
                   "shape (M x N x K)", "tiles (waves for work)", "GFLOP", "MB", "time", "share");
   for (const PricedOp& p : phase.ops) {
     const double share = phase.seconds > 0 ? 100.0 * p.seconds / phase.seconds : 0;
-    out += fmt::format("    {:<36} {:<10} {:<30} {:<28} {:>9} {:>9} {:>10} {:>6.1f}%\n", p.op.name,
+    const std::string name =
+        p.op.host_waits ? fmt::format("{} (host waits)", p.op.name) : std::string(p.op.name);
+    out += fmt::format("    {:<36} {:<10} {:<30} {:<28} {:>9} {:>9} {:>10} {:>6.1f}%\n", name,
                        kind_name(p.op), shape_of(p.op), tiles_of(p), gflop_of(p.op),
                        megabytes_of(p.op), format_duration(p.seconds), share);
   }

@@ -240,6 +240,8 @@ constexpr BadValue kBadValues[] = {
      "test.yaml:8:21: hardware.kernel_launch_us: expected a number >= 0, got \"-2\""},
     {"hardware", "  action_overhead_us: -0.5",
      "test.yaml:8:23: hardware.action_overhead_us: expected a number >= 0, got \"-0.5\""},
+    {"hardware", "  host_launch_us: -3",
+     "test.yaml:8:19: hardware.host_launch_us: expected a number >= 0, got \"-3\""},
     {"hardware", "  dropout_rng_gsamples_per_s: -1",
      "test.yaml:8:31: hardware.dropout_rng_gsamples_per_s: expected a number >= 0, got \"-1\""},
     {"hardware", "  comm_sm_fraction: 1",

@@ -278,7 +278,9 @@ constexpr const char* kDate = "2026-12-01";
 // kTruth shows in some rows and not in others: GEMM-bound (large hidden),
 // memory- and launch-bound (small hidden, short sequences, many small
 // kernels), tensor-parallel collectives (t = 2, 4) or none (t = 1). No
-// config uses flash attention or more than one node.
+// config uses flash attention or more than one node, and none prices the
+// host's launches (host_launch_us 0): the smallest would wait for the host,
+// which would hide the device's parameters from them.
 struct Shape {
   const char* name;
   int layers, hidden, heads, seq_len, pipeline, tensor, data, micro_batch, global_batch;
@@ -301,7 +303,7 @@ constexpr Shape kShapes[] = {
 std::string config_yaml(const Shape& s) {
   return fmt::format(
       "model: {{layers: {}, hidden: {}, heads: {}, seq_len: {}, vocab: 8192, dtype: bf16}}\n"
-      "hardware: {{preset: a100-80gb, gpus_per_node: {}, nodes: 1}}\n"
+      "hardware: {{preset: a100-80gb, gpus_per_node: {}, nodes: 1, host_launch_us: 0}}\n"
       "parallel: {{pipeline: {}, tensor: {}, data: {}}}\n"
       "training: {{global_batch: {}, micro_batch: {}}}\n"
       "schedule: {{kind: 1f1b}}\n",

@@ -140,6 +140,54 @@ TEST(MoeExchange, DeepEpReadsTheTokensAsTheyAreAndSumsThemInItsCombine) {
             134217728);
 }
 
+// The operation called `name` in `ops`.
+const Op& op_named(const OpList& ops, std::string_view name) {
+  for (const Op& op : ops) {
+    if (op.name == name) return op;
+  }
+  ADD_FAILURE() << "no operation " << name;
+  return *ops.begin();
+}
+
+TEST(MoeLaunches, DroplessTheHostWaitsForTheTokenCountsBeforeTheDispatch) {
+  // Megatron-Core's all-to-all dispatcher copies the counts to the host and
+  // synchronizes before the exchange (cuda_sync_point before_ep_alltoall):
+  // the last operation before it is waited for, nothing else is.
+  OpShape shape = mixtral_shape(1, 2);
+  const PieceOps alltoall = moe_layer_ops(shape, TokenSlice{4096, 0});
+  int waits = 0;
+  for (const Op& op : alltoall.forward) waits += op.host_waits ? 1 : 0;
+  EXPECT_EQ(waits, 1);
+  EXPECT_TRUE(op_named(alltoall.forward, "token permutation").host_waits);
+  for (const OpList* list : {&alltoall.input_grad, &alltoall.weight_grad}) {
+    for (const Op& op : *list) EXPECT_FALSE(op.host_waits) << op.name;
+  }
+  // DeepEP's dispatch sizes its buffers from the counts too: the router's
+  // top-k is the last operation before it.
+  shape.moe_dispatcher = MoeDispatcher::kDeepEp;
+  EXPECT_TRUE(
+      op_named(moe_layer_ops(shape, TokenSlice{4096, 0}).forward, "router softmax and top-k")
+          .host_waits);
+  // With a capacity the sizes are known on the host: no wait.
+  shape.model.moe->capacity_factor = 1.25;
+  for (const Op& op : moe_layer_ops(shape, TokenSlice{4096, 0}).forward) {
+    EXPECT_FALSE(op.host_waits) << op.name;
+  }
+}
+
+TEST(MoeLaunches, EachLocalExpertsGemmIsLaunchedOnItsOwn) {
+  // EP 2: 4 of Mixtral's 8 experts a GPU, each expert's GEMMs launched on
+  // their own (Transformer Engine's GroupedLinear); the router's GEMM once.
+  const PieceOps ops = moe_layer_ops(mixtral_shape(1, 2), TokenSlice{4096, 0});
+  EXPECT_EQ(op_named(ops.forward, "MLP up").launches, 4);
+  EXPECT_EQ(op_named(ops.forward, "MLP down").launches, 4);
+  EXPECT_EQ(op_named(ops.input_grad, "MLP up input gradient").launches, 4);
+  EXPECT_EQ(op_named(ops.weight_grad, "expert up weight gradient").launches, 4);
+  EXPECT_EQ(op_named(ops.weight_grad, "expert down weight gradient").launches, 4);
+  EXPECT_EQ(op_named(ops.forward, "router").launches, 1);
+  EXPECT_EQ(op_named(ops.forward, "QKV").launches, 1);
+}
+
 TEST(MoeExchange, MixtralDispatchAndCombineBytesByHand) {
   // EP 8, t 1: 4096 tokens routed to 2 experts each; balanced, each GPU
   // receives 8192 rows of 4096 bf16 values = 67108864 bytes, in the

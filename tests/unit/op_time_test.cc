@@ -281,5 +281,68 @@ TEST(OpTime, LaunchGapOnEveryKernel) {
   EXPECT_NEAR(timer.seconds(copy, GroupLinks{}), 7.212301e-4 + 5e-6, 1e-9);
 }
 
+// A memory-bound kernel of `us` microseconds on the preset (HBM 2039 GB/s
+// at 0.68: 1386520 bytes a microsecond), launched `launches` times.
+Op kernel_of(double us, double launches) {
+  Op op;
+  op.kind = OpKind::kMemory;
+  op.bytes = us * 1386520;
+  op.launches = launches;
+  return op;
+}
+
+// Kernels of 100, 1 (launched 4 times) and 1 us, the host taking 10 us a
+// launch (60 us for the list).
+TEST(OpTime, TheGpuWaitsForTheHostsLaunchesOnlyWhereItCannotKeepAhead) {
+  HardwareSpec hw = a100();
+  hw.host_launch_us = 10;
+  OpList ops;
+  ops.add(kernel_of(100, 1));
+  ops.add(kernel_of(1, 4));
+  ops.add(kernel_of(1, 1));
+  const OpTimer timer(hw, DType::kBf16, 1);
+  EXPECT_NEAR(timer.device_seconds(ops, GroupLinks{}), 102e-6, 1e-12);
+  EXPECT_NEAR(timer.host_seconds(ops), 60e-6, 1e-12);
+  // Layer after layer the host runs ahead: the GPU's 102 us.
+  EXPECT_NEAR(timer.seconds(ops, GroupLinks{}), 102e-6, 1e-12);
+  // At 50 us a launch the host falls behind for good: its 300 us; a list
+  // run once finds the host ahead.
+  hw.host_launch_us = 50;
+  EXPECT_NEAR(OpTimer(hw, DType::kBf16, 1).seconds(ops, GroupLinks{}), 300e-6, 1e-12);
+  EXPECT_NEAR(OpTimer(hw, DType::kBf16, 1).once_seconds(ops, GroupLinks{}), 102e-6, 1e-12);
+  // At 10 us, with the host waiting for the first kernel: from the second
+  // kernel on, behind an idle GPU, launched at 40 us it ends at 41; the
+  // third, launched at 50, ends at 51; the next layer's first, launched at
+  // 60, ends at 160, and the host waits for it.
+  ops.at(0).host_waits = true;
+  EXPECT_NEAR(timer.seconds(ops, GroupLinks{}), 160e-6, 1e-12);
+  EXPECT_NEAR(timer.once_seconds(ops, GroupLinks{}), 160e-6, 1e-12);
+  EXPECT_NEAR(timer.device_seconds(ops, GroupLinks{}), 102e-6, 1e-12);
+  // Without a launch time the host is never waited for.
+  hw.host_launch_us = 0;
+  EXPECT_NEAR(OpTimer(hw, DType::kBf16, 1).seconds(ops, GroupLinks{}), 102e-6, 1e-12);
+}
+
+// A backward's input gradient and weight gradient as one list: 102 us of
+// the GPU's (less 20 us hidden beside the weight gradient: 82) against 120
+// us of launches at 10 us (12 launches).
+TEST(OpTime, AWholeBackwardWaitsForTheLaunchesOfBothGradients) {
+  HardwareSpec hw = a100();
+  hw.host_launch_us = 10;
+  OpList input_grad;
+  input_grad.add(kernel_of(100, 1));
+  OpList weight_grad;
+  weight_grad.add(kernel_of(2, 11));
+  const OpTimer timer(hw, DType::kBf16, 1);
+  EXPECT_NEAR(timer.backward_seconds(input_grad, weight_grad, 82e-6, GroupLinks{}, true), 120e-6,
+              1e-12);
+  EXPECT_NEAR(timer.backward_seconds(input_grad, weight_grad, 82e-6, GroupLinks{}, false), 82e-6,
+              1e-12);
+  hw.host_launch_us = 5;  // 60 us of launches: the GPU's 82 us
+  EXPECT_NEAR(OpTimer(hw, DType::kBf16, 1)
+                  .backward_seconds(input_grad, weight_grad, 82e-6, GroupLinks{}, true),
+              82e-6, 1e-12);
+}
+
 }  // namespace
 }  // namespace ppsim

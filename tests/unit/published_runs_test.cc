@@ -45,12 +45,12 @@ const Source kSources[] = {
     {"korthikanti2022", 0.048, 0.111, 1.0},
     {"megatron-readme", 0.045, 0.045},
     {"mt-nlg", 0.193, 0.212},
-    {"nemo-automodel", 0.140, 0.238},
+    {"nemo-automodel", 0.142, 0.240},
     {"llm-foundry", 0.088, 0.348},
     {"nemo-fp8", 0.042, 0.109},
     {"nemotron4-340b", 0.033, 0.033},
-    {"megatron-bridge", 0.102, 0.166},
-    {"megatron-bridge-25.11", 0.183, 0.658, 0.333},
+    {"megatron-bridge", 0.101, 0.162},
+    {"megatron-bridge-25.11", 0.107, 0.237, 0.333},
 };
 
 // docs/validation.md, the stage times of Zero Bubble Table 9, rounded up.
