@@ -425,6 +425,9 @@ TrainingSpec Loader::read_training(const Map& s) const {
     training.cross_entropy = to_enum(s.get("cross_entropy"), kCrossEntropies);
   }
   if (s.has("fp8")) training.fp8 = to_enum(s.get("fp8"), kFp8Recipes);
+  if (s.has("cuda_graph_scope")) {
+    training.cuda_graph_scope = to_enum(s.get("cuda_graph_scope"), kCudaGraphScopes);
+  }
   if (s.has("gradient_dtype")) {
     training.gradient_dtype = to_enum(s.get("gradient_dtype"), kGradientDTypes);
   }
@@ -514,7 +517,7 @@ Config Loader::load(YAML::Node root) const {
                   {"global_batch", "micro_batch", "recompute", "zero_stage", "optimizer_step",
                    "overlap_grad_reduce", "overlap_param_gather", "grad_accumulation_fusion",
                    "blocking_p2p", "moe_dispatcher", "master_weights", "optimizer_moments",
-                   "cross_entropy", "fp8", "gradient_dtype"}),
+                   "cross_entropy", "fp8", "gradient_dtype", "cuda_graph_scope"}),
       .schedule =
           section(top.get("schedule"), {"kind", "file", "slices", "slicing", "slice_granularity",
                                         "memory_limit_gib", "flushes"}),

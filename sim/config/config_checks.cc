@@ -98,6 +98,18 @@ void Loader::check_fp8(const Config& config, const Sections& tree) const {
   }
 }
 
+// A graph replays fixed shapes: a dropless MoE layer's token counts, which
+// size its exchange and its experts' GEMMs, change every step
+// (Megatron-Core captures a MoE layer only padded to a capacity).
+void Loader::check_cuda_graph(const Config& config, const Sections& tree) const {
+  const Value scope = tree.training.get("cuda_graph_scope");
+  if (config.model && config.model->moe && config.model->moe->capacity_factor <= 0) {
+    throw_error(scope.mark(), scope.path,
+                "full_iteration needs fixed shapes: model.moe is dropless (no capacity_factor), "
+                "so its token counts change every step; give the experts a capacity");
+  }
+}
+
 // Context parallelism as Megatron-Core runs it: the sequence in 2 cp equal
 // chunks, and the ring exchange inside the fused attention kernel
 // (Transformer Engine), which token slices do not combine with.
@@ -258,6 +270,7 @@ void Loader::check_cross_fields(const Config& config, const Sections& tree) cons
   if (par.context > 1) check_context(config, tree);
   if (par.expert > 1) check_expert(config, tree);
   if (config.training.fp8 != Fp8Recipe::kNone) check_fp8(config, tree);
+  if (config.training.cuda_graph_scope != CudaGraphScope::kNone) check_cuda_graph(config, tree);
   if (!par.layers_per_stage.empty()) {
     const Value split = tree.parallel.get("layers_per_stage");
     if (!config.model) {

@@ -37,6 +37,8 @@ inline constexpr std::array kSlicings = {SlicingMethod::kEven, SlicingMethod::kO
 inline constexpr std::array kOptimizerSteps = {OptimizerStep::kSynchronous,
                                                OptimizerStep::kPostValidation};
 inline constexpr std::array kMoeDispatchers = {MoeDispatcher::kAllToAll, MoeDispatcher::kDeepEp};
+inline constexpr std::array kCudaGraphScopes = {CudaGraphScope::kNone,
+                                                CudaGraphScope::kFullIteration};
 inline constexpr std::array kMasterWeights = {MasterWeights::kSeparate, MasterWeights::kParams,
                                               MasterWeights::kNone};
 inline constexpr std::array kMomentDTypes = {MomentDType::kFp32, MomentDType::kModelDType};
@@ -129,6 +131,7 @@ class Loader : public yaml_util::TreeReader {
   void check_context(const Config& config, const Sections& tree) const;
   void check_expert(const Config& config, const Sections& tree) const;
   void check_fp8(const Config& config, const Sections& tree) const;
+  void check_cuda_graph(const Config& config, const Sections& tree) const;
   void read_search_expert(const Map& s, const Config& config) const;
 
   void read_search(const Map& s, const Config& config) const;

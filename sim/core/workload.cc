@@ -103,6 +103,10 @@ const char* to_string(Fp8Recipe recipe) {
   return "?";
 }
 
+const char* to_string(CudaGraphScope scope) {
+  return scope == CudaGraphScope::kNone ? "none" : "full_iteration";
+}
+
 const char* to_string(ContextComm comm) { return comm == ContextComm::kP2p ? "p2p" : "all_gather"; }
 
 const char* to_string(SlicingMethod slicing) {

@@ -26,6 +26,11 @@ enum class OptimizerStep { kSynchronous, kPostValidation };
 // per destination GPU, and across nodes one per destination node, relayed
 // over NVLink there (docs/cost_model.md, "Mixture of experts").
 enum class MoeDispatcher { kAllToAll, kDeepEp };
+// What the framework captures in CUDA graphs (Megatron-Core's
+// cuda_graph_scope): nothing, every kernel launched by the host
+// (HardwareSpec::host_launch_us each); or the whole iteration, replayed
+// with one launch, so the GPU never waits for the host's launches.
+enum class CudaGraphScope { kNone, kFullIteration };
 // Where the fp32 weights the optimizer updates live (docs/cost_model.md,
 // "Memory"): `separate`, fp32 master weights beside the model's dtype copy,
 // the gradients accumulated in fp32 in bf16 (Megatron-LM, DeepSpeed);
@@ -94,6 +99,7 @@ const char* to_string(MomentDType moments);
 const char* to_string(GradientDType gradients);
 const char* to_string(CrossEntropy loss);
 const char* to_string(Fp8Recipe recipe);
+const char* to_string(CudaGraphScope scope);
 const char* to_string(ContextComm comm);
 const char* to_string(SlicingMethod slicing);
 const char* to_string(Mlp mlp);
@@ -341,6 +347,7 @@ struct TrainingSpec {
   GradientDType gradient_dtype = GradientDType::kAuto;
   CrossEntropy cross_entropy = CrossEntropy::kMegatron;
   Fp8Recipe fp8 = Fp8Recipe::kNone;
+  CudaGraphScope cuda_graph_scope = CudaGraphScope::kNone;
 };
 
 struct ScheduleSpec {

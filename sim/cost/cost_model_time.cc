@@ -51,6 +51,16 @@ Block repeat(const Block& block, int64_t n) {
                duration_times(block.backward_comm, n), duration_times(block.backward_overlap, n)};
 }
 
+// The config's kernels' timer: its hardware, and no host's launches when a
+// CUDA graph replays the whole iteration with one.
+OpTimer op_timer(const Config& config) {
+  HardwareSpec hardware = *config.hardware;
+  if (config.training.cuda_graph_scope == CudaGraphScope::kFullIteration) {
+    hardware.host_launch_us = 0;
+  }
+  return OpTimer(hardware, config.model->dtype, config.parallel.tensor);
+}
+
 // Times the pieces of a stage for one slice of a microbatch by pricing
 // their operations (layer_ops.h) on the hardware (op_time.h). Holds copies
 // of what it needs, so that a SliceCostFn can own one.
@@ -58,7 +68,7 @@ class BlockTimer {
  public:
   explicit BlockTimer(const Config& config)
       : shape_(OpShape::of(config)),
-        timer_(*config.hardware, config.model->dtype, config.parallel.tensor),
+        timer_(op_timer(config)),
         recompute_(config.training.recompute) {}
 
   // B = I + W; recompute runs before I: the whole forward again (full), or
@@ -414,7 +424,7 @@ Result<std::vector<PricedPiece>> priced_pieces(const Config& config) {
   const Result<GroupLinks> links = first_rank_links(config);
   if (!links.ok()) return links.error();
   const OpShape shape = OpShape::of(config);
-  const OpTimer timer(*config.hardware, config.model->dtype, config.parallel.tensor);
+  const OpTimer timer = cost_model_internal::op_timer(config);
   const Slice whole = rank_sequence(*config.model, config.parallel);
   const TokenSlice slice{whole.tokens, whole.context};
   // Each piece's weights on one GPU of rank 0, for ZeRO 2's and 3's

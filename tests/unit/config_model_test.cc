@@ -364,6 +364,25 @@ TEST(ConfigModelTest, Mxfp8NeedsBlockScaledTensorCores) {
             "(no error)");
 }
 
+// A whole-iteration CUDA graph replays fixed shapes: a dropless MoE layer's
+// change every step.
+TEST(ConfigModelTest, AWholeIterationGraphNeedsFixedExpertShapes) {
+  const std::string dense = with_line("training", "  cuda_graph_scope: full_iteration");
+  std::string text = with_model("model:\n  preset: mixtral-8x7b\n  seq_len: 2048\n");
+  text.insert(text.find("training:\n") + 10, "  cuda_graph_scope: full_iteration\n");
+  const std::vector<ConfigOverride> sp = {{"parallel.sequence_parallel", "true"}};
+  EXPECT_EQ(error_of(text, sp),
+            "test.yaml:17:21: training.cuda_graph_scope: full_iteration needs fixed shapes: "
+            "model.moe is dropless (no capacity_factor), so its token counts change every "
+            "step; give the experts a capacity");
+  std::vector<ConfigOverride> capacity = sp;
+  capacity.push_back({"model.moe.capacity_factor", "1"});
+  EXPECT_EQ(error_of(text, capacity), "(no error)");
+  EXPECT_EQ(error_of(dense), "(no error)");
+  EXPECT_THAT(error_of(with_line("training", "  cuda_graph_scope: attn")),
+              HasSubstr("training.cuda_graph_scope"));
+}
+
 // training.overlap_param_gather follows overlap_grad_reduce unless given.
 TEST(ConfigModelTest, ParamGatherOverlapsAsTheReductionUnlessSaid) {
   Result<Config> plain = parse_config(with_line("training", "  zero_stage: 1"), "test.yaml");

@@ -357,6 +357,28 @@ TEST(MoeCostTable, AnExpertGroupAcrossNodesPaysTheNetwork) {
               2 * per_exchange * 1e12, 2);
 }
 
+TEST(MoeCostTable, AWholeIterationGraphLeavesNoLaunchesToWaitFor) {
+  // The tiny MoE layer's kernels take nanoseconds; at 1 ms a launch its
+  // forward, more than ten operations, waits for the host. Replayed as one
+  // CUDA graph (experts at a capacity: fixed shapes), it is priced as
+  // without launches.
+  HardwareSpec hw = round_hardware(2, 1);
+  hw.host_launch_us = 1000;
+  Config launched = tiny_moe(1, 0, 1, 1, 1, hw);
+  launched.model->moe->capacity_factor = 1;
+  Config graphed = launched;
+  graphed.training.cuda_graph_scope = CudaGraphScope::kFullIteration;
+  Config no_host = launched;
+  no_host.hardware->host_launch_us = 0;
+  const StageCost with_launches = build_ok(launched).stages[0];
+  const StageCost without = build_ok(no_host).stages[0];
+  const StageCost replayed = build_ok(graphed).stages[0];
+  EXPECT_EQ(replayed.forward, without.forward);
+  EXPECT_EQ(replayed.backward, without.backward);
+  EXPECT_GT(with_launches.forward, without.forward + seconds_to_picos(10e-3));
+  EXPECT_GT(with_launches.backward, without.backward + seconds_to_picos(10e-3));
+}
+
 TEST(MoeCostTable, TensorParallelismNeedsSequenceParallelism) {
   Config c = tiny_moe(1, 0, 1, 1, 1, round_hardware(2, 1));
   c.parallel.tensor = 2;
