@@ -425,9 +425,7 @@ TrainingSpec Loader::read_training(const Map& s) const {
     training.cross_entropy = to_enum(s.get("cross_entropy"), kCrossEntropies);
   }
   if (s.has("fp8")) training.fp8 = to_enum(s.get("fp8"), kFp8Recipes);
-  if (s.has("cuda_graph_scope")) {
-    training.cuda_graph_scope = to_enum(s.get("cuda_graph_scope"), kCudaGraphScopes);
-  }
+  if (s.has("cuda_graph_scope")) training.cuda_graphs = to_cuda_graphs(s.get("cuda_graph_scope"));
   if (s.has("gradient_dtype")) {
     training.gradient_dtype = to_enum(s.get("gradient_dtype"), kGradientDTypes);
   }

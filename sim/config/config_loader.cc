@@ -148,6 +148,28 @@ std::vector<double> Loader::to_numbers(const Value& field, int64_t stages, doubl
   return values;
 }
 
+CudaGraphs Loader::to_cuda_graphs(const Value& field) const {
+  std::vector<Value> scopes;
+  if (field.node.IsSequence()) {
+    for (size_t i = 0; i < field.node.size(); ++i) {
+      scopes.push_back(
+          Value{fmt::format("{}[{}]", field.path, i), field.node[i], field.mark(), field.file});
+    }
+  } else {
+    scopes.push_back(field);
+  }
+  if (scopes.empty()) throw_expected(field, "a scope or a list of scopes");
+  CudaGraphs graphs;
+  for (const Value& scope : scopes) {
+    const CudaGraphScope part = to_enum(scope, kCudaGraphScopes);
+    if (part == CudaGraphScope::kNone && scopes.size() > 1) {
+      throw_error(scope.mark(), scope.path, "none cannot be listed with other scopes");
+    }
+    graphs.add(part);
+  }
+  return graphs;
+}
+
 double Loader::to_number_at_most(const Value& field, double max) const {
   const double value = to_number(field, Bound::kNonNegative);
   if (value > max) {

@@ -37,8 +37,9 @@ inline constexpr std::array kSlicings = {SlicingMethod::kEven, SlicingMethod::kO
 inline constexpr std::array kOptimizerSteps = {OptimizerStep::kSynchronous,
                                                OptimizerStep::kPostValidation};
 inline constexpr std::array kMoeDispatchers = {MoeDispatcher::kAllToAll, MoeDispatcher::kDeepEp};
-inline constexpr std::array kCudaGraphScopes = {CudaGraphScope::kNone,
-                                                CudaGraphScope::kFullIteration};
+inline constexpr std::array kCudaGraphScopes = {
+    CudaGraphScope::kNone, CudaGraphScope::kFullIteration, CudaGraphScope::kAttention,
+    CudaGraphScope::kMlp,  CudaGraphScope::kMoeRouter,     CudaGraphScope::kMoePreprocess};
 inline constexpr std::array kMasterWeights = {MasterWeights::kSeparate, MasterWeights::kParams,
                                               MasterWeights::kNone};
 inline constexpr std::array kMomentDTypes = {MomentDType::kFp32, MomentDType::kModelDType};
@@ -97,6 +98,8 @@ class Loader : public yaml_util::TreeReader {
   void read_bool(const Map& s, std::string_view key, bool& out) const;
   // A scalar, or one value per stage; either way each value in [0, max].
   std::vector<double> to_numbers(const Value& field, int64_t stages, double max) const;
+  // A scope or a list of scopes (training.cuda_graph_scope).
+  CudaGraphs to_cuda_graphs(const Value& field) const;
   double to_number_at_most(const Value& field, double max) const;
   // A path as written, resolved against the folder of the file that holds it
   // unless it came from --set (then against the working directory).

@@ -104,7 +104,35 @@ const char* to_string(Fp8Recipe recipe) {
 }
 
 const char* to_string(CudaGraphScope scope) {
-  return scope == CudaGraphScope::kNone ? "none" : "full_iteration";
+  switch (scope) {
+    case CudaGraphScope::kNone:
+      return "none";
+    case CudaGraphScope::kFullIteration:
+      return "full_iteration";
+    case CudaGraphScope::kAttention:
+      return "attn";
+    case CudaGraphScope::kMlp:
+      return "mlp";
+    case CudaGraphScope::kMoeRouter:
+      return "moe_router";
+    case CudaGraphScope::kMoePreprocess:
+      return "moe_preprocess";
+  }
+  return "?";
+}
+
+void CudaGraphs::add(CudaGraphScope scope) {
+  full_iteration |= scope == CudaGraphScope::kFullIteration;
+  attention |= scope == CudaGraphScope::kAttention;
+  mlp |= scope == CudaGraphScope::kMlp;
+  moe_router |= scope == CudaGraphScope::kMoeRouter;
+  moe_preprocess |= scope == CudaGraphScope::kMoePreprocess;
+}
+
+bool CudaGraphs::captures(CudaGraphScope part) const {
+  return (part == CudaGraphScope::kAttention && attention) ||
+         (part == CudaGraphScope::kMlp && mlp) ||
+         (part == CudaGraphScope::kMoeRouter && moe_router);
 }
 
 const char* to_string(ContextComm comm) { return comm == ContextComm::kP2p ? "p2p" : "all_gather"; }

@@ -26,11 +26,26 @@ enum class OptimizerStep { kSynchronous, kPostValidation };
 // per destination GPU, and across nodes one per destination node, relayed
 // over NVLink there (docs/cost_model.md, "Mixture of experts").
 enum class MoeDispatcher { kAllToAll, kDeepEp };
-// What the framework captures in CUDA graphs (Megatron-Core's
-// cuda_graph_scope): nothing, every kernel launched by the host
-// (HardwareSpec::host_launch_us each); or the whole iteration, replayed
-// with one launch, so the GPU never waits for the host's launches.
-enum class CudaGraphScope { kNone, kFullIteration };
+// A part of training the framework can capture in a CUDA graph
+// (Megatron-Core's cuda_graph_scope names): replayed with one launch where
+// the host would launch each of its kernels (HardwareSpec::host_launch_us
+// each). kNone, on an operation: no part that a graph takes.
+enum class CudaGraphScope { kNone, kFullIteration, kAttention, kMlp, kMoeRouter, kMoePreprocess };
+
+// The parts a config's CUDA graphs capture (training.cuda_graph_scope).
+struct CudaGraphs {
+  bool full_iteration = false;  // the whole iteration: no launch priced
+  bool attention = false;       // attn: each layer's attention block
+  bool mlp = false;             // mlp: a dense layer's MLP block
+  bool moe_router = false;      // moe_router: a MoE layer's router
+  // moe_preprocess: the dispatch's token counting, no operation ppsim
+  // lists (its wait for the counts stays).
+  bool moe_preprocess = false;
+
+  void add(CudaGraphScope scope);
+  // Whether an operation of `part` is replayed in a graph.
+  bool captures(CudaGraphScope part) const;
+};
 // Where the fp32 weights the optimizer updates live (docs/cost_model.md,
 // "Memory"): `separate`, fp32 master weights beside the model's dtype copy,
 // the gradients accumulated in fp32 in bf16 (Megatron-LM, DeepSpeed);
@@ -347,7 +362,7 @@ struct TrainingSpec {
   GradientDType gradient_dtype = GradientDType::kAuto;
   CrossEntropy cross_entropy = CrossEntropy::kMegatron;
   Fp8Recipe fp8 = Fp8Recipe::kNone;
-  CudaGraphScope cuda_graph_scope = CudaGraphScope::kNone;
+  CudaGraphs cuda_graphs;
 };
 
 struct ScheduleSpec {

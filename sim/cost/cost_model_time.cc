@@ -51,14 +51,10 @@ Block repeat(const Block& block, int64_t n) {
                duration_times(block.backward_comm, n), duration_times(block.backward_overlap, n)};
 }
 
-// The config's kernels' timer: its hardware, and no host's launches when a
-// CUDA graph replays the whole iteration with one.
+// The config's kernels' timer: its hardware and its CUDA graphs.
 OpTimer op_timer(const Config& config) {
-  HardwareSpec hardware = *config.hardware;
-  if (config.training.cuda_graph_scope == CudaGraphScope::kFullIteration) {
-    hardware.host_launch_us = 0;
-  }
-  return OpTimer(hardware, config.model->dtype, config.parallel.tensor);
+  return OpTimer(*config.hardware, config.model->dtype, config.parallel.tensor,
+                 config.training.cuda_graphs);
 }
 
 // Times the pieces of a stage for one slice of a microbatch by pricing

@@ -296,6 +296,7 @@ void add_qkv_input_grad(PhaseBuilder& p, const ModelSpec& model) {
 
 void add_attention_forward(PhaseBuilder& p, const ModelSpec& model) {
   const Dims& d = p.dims();
+  p.set_graph(CudaGraphScope::kAttention);
   p.memory("input norm", 2 * p.norm_bytes());
   if (model.mla) {
     p.column_parallel_start("all-gather before QKV");
@@ -307,6 +308,7 @@ void add_attention_forward(PhaseBuilder& p, const ModelSpec& model) {
   p.linear("attention output", d.tokens, d.hidden, d.o_width, Fp8Input::kCast);
   p.row_parallel_output("attention all-reduce");
   p.dropout("attention bias-dropout-add", residual_bytes(p), p.norm_elements());
+  p.set_graph(CudaGraphScope::kNone);
   p.memory("MLP norm", 2 * p.norm_bytes());
 }
 
@@ -324,6 +326,7 @@ int add_attention_input_grad(PhaseBuilder& p, const ModelSpec& model) {
   const double norm = 3 * p.norm_bytes();
   p.memory("MLP norm backward", norm);
   p.memory("residual gradient add", norm);
+  p.set_graph(CudaGraphScope::kAttention);
   p.memory("attention dropout-add backward", dropout_add_backward_bytes(p));
   p.linear("attention output input gradient", d.tokens, d.o_width, d.hidden,
            Operand(Fp8Input::kCast, "all-gather of the attention output gradient"));
@@ -335,12 +338,14 @@ int add_attention_input_grad(PhaseBuilder& p, const ModelSpec& model) {
   }
   const int qkv = p.row_parallel_end("QKV input-gradient all-reduce");
   p.memory("input norm backward", norm);
+  p.set_graph(CudaGraphScope::kNone);
   p.memory("residual gradient add", norm);
   return model.mla ? -1 : qkv;
 }
 
 int add_attention_weight_grad(PhaseBuilder& p, const ModelSpec& model) {
   const Dims& d = p.dims();
+  p.set_graph(CudaGraphScope::kAttention);
   int qkv = -1;
   if (model.mla) {
     add_latent_projections_weight_grad(p, model);
@@ -348,6 +353,7 @@ int add_attention_weight_grad(PhaseBuilder& p, const ModelSpec& model) {
     qkv = p.linear_weight_gemm("QKV weight gradient", d.hidden, d.q_width + d.k_width + d.v_width);
   }
   p.linear_weight_gemm("attention output weight gradient", d.o_width, d.hidden);
+  p.set_graph(CudaGraphScope::kNone);
   return qkv;
 }
 
@@ -358,8 +364,10 @@ void run_beside(const OpShape& shape, int collective, int gemm, PieceOps& ops) {
 
 void add_layer_forward(PhaseBuilder& p, const ModelSpec& model) {
   add_attention_forward(p, model);
+  p.set_graph(CudaGraphScope::kMlp);
   add_dense_mlp_forward(p, model, mlp_width(model, p.dims().ffn), Fp8Input::kNorm);
   p.dropout("MLP bias-dropout-add", residual_bytes(p), p.norm_elements());
+  p.set_graph(CudaGraphScope::kNone);
 }
 
 // A dense layer's column-parallel pairs: its input-gradient collectives, or
@@ -370,9 +378,11 @@ struct ColumnParallelPairs {
 };
 
 ColumnParallelPairs add_layer_input_grad(PhaseBuilder& p, const ModelSpec& model) {
+  p.set_graph(CudaGraphScope::kMlp);
   p.memory("MLP dropout-add backward", dropout_add_backward_bytes(p));
   ColumnParallelPairs collectives;
   collectives.mlp_up = add_dense_mlp_input_grad(p, model, mlp_width(model, p.dims().ffn));
+  p.set_graph(CudaGraphScope::kNone);
   collectives.qkv = add_attention_input_grad(p, model);
   return collectives;
 }
@@ -380,7 +390,9 @@ ColumnParallelPairs add_layer_input_grad(PhaseBuilder& p, const ModelSpec& model
 ColumnParallelPairs add_layer_weight_grad(PhaseBuilder& p, const ModelSpec& model) {
   ColumnParallelPairs gemms;
   gemms.qkv = add_attention_weight_grad(p, model);
+  p.set_graph(CudaGraphScope::kMlp);
   gemms.mlp_up = add_dense_mlp_weight_grad(p, mlp_width(model, p.dims().ffn));
+  p.set_graph(CudaGraphScope::kNone);
   return gemms;
 }
 

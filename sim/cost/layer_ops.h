@@ -89,6 +89,9 @@ struct Op {
   // a device-to-host copy of the counts that size what follows (the token
   // counts of a dropless MoE layer's dispatch).
   bool host_waits = false;
+  // The part of the layer a CUDA graph can take it in (CudaGraphs): a run
+  // of a captured part's operations is one launch.
+  CudaGraphScope graph = CudaGraphScope::kNone;
 };
 
 // A GEMM of `batch` products of (m x k) by (k x n): operands read in

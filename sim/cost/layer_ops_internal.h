@@ -69,18 +69,18 @@ class PhaseBuilder {
   PhaseBuilder(const OpShape& shape, const Dims& dims, OpList& out)
       : shape_(shape), dims_(dims), out_(out) {}
 
-  void memory(const char* name, double bytes) { out_.add(memory_kernel(name, bytes)); }
+  void memory(const char* name, double bytes) { add(memory_kernel(name, bytes)); }
   // A memory-bound kernel that, with dropout, also draws a random number for
   // each of `elements` (its mask); without dropout, just the bytes.
   void dropout(const char* name, double bytes, double elements) {
     Op op = memory_kernel(name, bytes);
     if (dims_.mask > 0) op.random_draws = elements;
-    out_.add(op);
+    add(op);
   }
 
   // An activation GEMM (forward, or input gradient): results in the dtype.
   void gemm(const char* name, double m, double n, double k, double batch = 1) {
-    out_.add(gemm_op(name, batch, m, n, k, dims_.value_bytes, dims_.value_bytes));
+    add(gemm_op(name, batch, m, n, k, dims_.value_bytes, dims_.value_bytes));
   }
 
   // A linear layer's activation GEMM (forward: its input times the weight;
@@ -101,8 +101,7 @@ class PhaseBuilder {
         operand.gather != nullptr && dims_.sequence_parallel && dims_.tensor_parallel;
     if (!fp8) {
       if (operand.gather != nullptr) column_parallel_start(operand.gather);
-      out_.add(
-          launched(gemm_op(name, batch, m, n, k, dims_.value_bytes, dims_.value_bytes), batch));
+      add(launched(gemm_op(name, batch, m, n, k, dims_.value_bytes, dims_.value_bytes), batch));
       return;
     }
     const int shares = gathered ? shape_.tensor : 1;
@@ -115,13 +114,13 @@ class PhaseBuilder {
     const double cast_bytes = batch * m * k *
                               fp8_operand_bytes(shape_.fp8, operand.writer, shape_.model.dtype,
                                                 shares, shape_.fp8_transposes);
-    if (cast_bytes > 0) out_.add(launched(memory_kernel("FP8 cast", cast_bytes), batch));
+    if (cast_bytes > 0) add(launched(memory_kernel("FP8 cast", cast_bytes), batch));
     // Both MXFP8 copies travel (Transformer Engine's _all_gather_mxfp8
     // gathers each usage the quantizer has); one FP8 tensor otherwise.
     if (gathered) column_parallel_start(operand.gather, (mxfp8() ? 2 : 1) * fp8_value_bytes());
     Op op = gemm_op(name, batch, m, n, k, fp8_value_bytes(), dims_.value_bytes);
     op.fp8 = true;
-    out_.add(launched(op, batch));
+    add(launched(op, batch));
   }
 
   // A weight-gradient GEMM of an (m x n) weight over the slice's tokens:
@@ -158,7 +157,7 @@ class PhaseBuilder {
         hidden_bytes());
     op.overlaps_gemm = shape_.tp_comm_overlap;
     op.overlap_splits = overlap_splits;
-    return out_.add(op);
+    return add(op);
   }
   // A forward's row-parallel output: with tp_comm_overlap, Transformer
   // Engine's `pipeline` overlap in 4 chunks (its default num_splits, and
@@ -172,14 +171,14 @@ class PhaseBuilder {
     Op op = collective_kernel(name, CollectiveKind::kAllGather,
                               dims_.tokens * dims_.hidden * value_bytes);
     op.overlaps_gemm = shape_.tp_comm_overlap;
-    out_.add(op);
+    add(op);
   }
   void collective_op(const char* name, CollectiveKind kind, double bytes) {
-    if (dims_.tensor_parallel) out_.add(collective_kernel(name, kind, bytes));
+    if (dims_.tensor_parallel) add(collective_kernel(name, kind, bytes));
   }
   // An all-to-all over the expert-parallel group; nothing without one.
   void all_to_all(const char* name, double bytes) {
-    if (shape_.expert > 1) out_.add(collective_kernel(name, CollectiveKind::kAllToAll, bytes));
+    if (shape_.expert > 1) add(collective_kernel(name, CollectiveKind::kAllToAll, bytes));
   }
   void flash(const char* name, double flops, double bytes, bool backward) {
     Op op;
@@ -188,7 +187,7 @@ class PhaseBuilder {
     op.flops = flops;
     op.bytes = bytes;
     op.backward = backward;
-    out_.add(op);
+    add(op);
   }
 
   // With context parallelism, `steps` = cp - 1 transfers of `bytes` to the
@@ -214,6 +213,9 @@ class PhaseBuilder {
   // The host waits for the operation added last before it launches more
   // (Op::host_waits).
   void host_waits_for_last() { out_.at(out_.size() - 1).host_waits = true; }
+  // The part of the layer (Op::graph) the operations added from now on
+  // belong to; kNone: none a graph takes.
+  void set_graph(CudaGraphScope part) { graph_ = part; }
   const Dims& dims() const { return dims_; }
   bool fp8() const { return shape_.fp8 != Fp8Recipe::kNone; }
   bool context_all_gather() const { return shape_.context_comm == ContextComm::kAllGather; }
@@ -233,7 +235,7 @@ class PhaseBuilder {
     op.steps = shape_.context - 1;
     op.beside_attention = beside_attention;
     op.collective = kind;
-    out_.add(op);
+    add(op);
   }
   static constexpr double kAmaxBytes = 4;  // one fp32 maximum a tensor
 
@@ -243,9 +245,9 @@ class PhaseBuilder {
     const bool fused = shape_.fused_grad_accumulation;
     Op op = gemm_op(name, batch, m, n, tokens, operand_bytes, fused ? 2 * g : dims_.value_bytes);
     op.fp8 = fp8;
-    const int gemm = out_.add(launched(op, batch));
+    const int gemm = add(launched(op, batch));
     if (!fused) {
-      out_.add(launched(
+      add(launched(
           memory_kernel("gradient accumulation", batch * m * n * (2 * g + dims_.value_bytes)),
           batch));
     }
@@ -258,9 +260,15 @@ class PhaseBuilder {
     return op;
   }
 
+  int add(Op op) {
+    op.graph = graph_;
+    return out_.add(op);
+  }
+
   const OpShape& shape_;
   const Dims& dims_;
   OpList& out_;
+  CudaGraphScope graph_ = CudaGraphScope::kNone;
 };
 
 // An MLP's columns on this GPU: its hidden units, and the up projection's

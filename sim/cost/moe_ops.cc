@@ -95,8 +95,10 @@ void around_local_experts(PhaseBuilder& p, const Routing& r, bool backward, Expe
 void add_moe_forward(PhaseBuilder& p, const ModelSpec& model, const Routing& r) {
   const double h = p.dims().hidden;
   const double B = p.dims().value_bytes;
+  p.set_graph(CudaGraphScope::kMoeRouter);
   p.gemm("router", r.routed, r.experts, h);
   p.memory("router softmax and top-k", r.routed * r.experts * (B + kRouterFp32Bytes));
+  p.set_graph(CudaGraphScope::kNone);
   // Each token's row copied top_k times in expert order.
   if (r.source_permutes) p.memory("token permutation", 2 * r.routed * r.top_k * h * B);
   // Dropless, the tokens each expert receives are counted on the GPU and
@@ -124,13 +126,17 @@ void add_moe_input_grad(PhaseBuilder& p, const ModelSpec& model, const Routing& 
     add_mlp_core_input_grad(p, model, r.width, tokens, Fp8Input::kCast, batch);
   });
   if (r.source_permutes) p.memory("token permutation backward", r.routed * h * B * (r.top_k + 1));
+  p.set_graph(CudaGraphScope::kMoeRouter);
   p.memory("router softmax and top-k backward", r.routed * r.experts * (B + kRouterFp32Bytes));
   p.gemm("router input gradient", r.routed, h, r.experts);
+  p.set_graph(CudaGraphScope::kNone);
 }
 
 void add_moe_weight_grad(PhaseBuilder& p, const Routing& r) {
   const double h = p.dims().hidden;
+  p.set_graph(CudaGraphScope::kMoeRouter);
   p.weight_gemm("router weight gradient", h, r.experts, r.routed, 1);
+  p.set_graph(CudaGraphScope::kNone);
   for_local_experts(r, [&](double batch, double tokens) {
     p.linear_weight_gemm("expert up weight gradient", h, r.width.up, tokens, batch);
     p.linear_weight_gemm("expert down weight gradient", r.width.ffn, h, tokens, batch);

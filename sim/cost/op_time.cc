@@ -46,13 +46,14 @@ double transfer_seconds(double bytes, const Link& link) {
   return link.latency_s + bytes / link.bus_bandwidth_Bps(bytes);
 }
 
-OpTimer::OpTimer(const HardwareSpec& hardware, DType dtype, int tensor)
+OpTimer::OpTimer(const HardwareSpec& hardware, DType dtype, int tensor, const CudaGraphs& graphs)
     : hw_(hardware),
       flops_per_s_(hardware.peak_tflops(dtype) * kTera),
       fp8_flops_per_s_(hardware.peak_tflops_fp8 * kTera),
       memory_Bps_(hardware.hbm_bandwidth_gbps * kGiga * hardware.hbm_efficiency),
       launch_s_(hardware.kernel_launch_us * kMicro),
-      host_launch_s_(hardware.host_launch_us * kMicro),
+      host_launch_s_(graphs.full_iteration ? 0 : hardware.host_launch_us * kMicro),
+      graphs_(graphs),
       draws_per_s_(hardware.dropout_rng_gsamples_per_s * kGiga),
       tensor_(tensor) {}
 
@@ -189,9 +190,15 @@ double OpTimer::device_seconds(const OpList& ops, const GroupLinks& links) const
   return total;
 }
 
+double OpTimer::launches(const OpList& ops, int i) const {
+  const Op& op = ops.begin()[i];
+  if (!graphs_.captures(op.graph)) return op.launches;
+  return i > 0 && ops.begin()[i - 1].graph == op.graph ? 0 : 1;
+}
+
 double OpTimer::host_seconds(const OpList& ops) const {
   double total = 0;
-  for (const Op& op : ops) total += op.launches * host_launch_s_;
+  for (int i = 0; i < ops.size(); ++i) total += launches(ops, i) * host_launch_s_;
   return total;
 }
 
@@ -233,7 +240,7 @@ double OpTimer::with_launches(const OpList& ops, double device_s, const GroupLin
   double gpu_free = 0;
   for (int step = 1; step <= n; ++step) {
     const int i = (last_wait + step) % n;
-    launched += ops.begin()[i].launches * host_launch_s_;
+    launched += launches(ops, i) * host_launch_s_;
     gpu_free = std::max(gpu_free, launched) + in_list_seconds(ops, i, links);
     if (ops.begin()[i].host_waits) {
       total += gpu_free;

@@ -81,7 +81,7 @@ struct GroupLinks {
 // GPUs, in the model's dtype.
 class OpTimer {
  public:
-  OpTimer(const HardwareSpec& hardware, DType dtype, int tensor);
+  OpTimer(const HardwareSpec& hardware, DType dtype, int tensor, const CudaGraphs& graphs = {});
 
   // An operation alone: a ring exchange pays all of its transfers (a
   // context collective, Op::beside_attention false, as one collective).
@@ -140,6 +140,9 @@ class OpTimer {
   GemmTiling tiled(const Op& op, double tile_m, double tile_n, double efficiency) const;
   double ring_step_seconds(const Op& op, const Link& ring_link) const;
 
+  // The host's launches for operation i of the list: its own, or one for
+  // a run of a captured part's operations (the graph's replay).
+  double launches(const OpList& ops, int i) const;
   // A GEMM of `gemm_s` and a collective of `collective_s` side by side, the
   // collective in `splits` chunks (Op::overlap_splits), its kernels holding
   // comm_sm_fraction of the SMs.
@@ -152,7 +155,8 @@ class OpTimer {
   double fp8_flops_per_s_;  // 0 without FP8 tensor cores
   double memory_Bps_;
   double launch_s_;
-  double host_launch_s_;
+  double host_launch_s_;  // 0 with a whole-iteration graph
+  CudaGraphs graphs_;
   double draws_per_s_;
   int tensor_;
 };

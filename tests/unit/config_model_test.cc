@@ -379,8 +379,30 @@ TEST(ConfigModelTest, AWholeIterationGraphNeedsFixedExpertShapes) {
   capacity.push_back({"model.moe.capacity_factor", "1"});
   EXPECT_EQ(error_of(text, capacity), "(no error)");
   EXPECT_EQ(error_of(dense), "(no error)");
-  EXPECT_THAT(error_of(with_line("training", "  cuda_graph_scope: attn")),
-              HasSubstr("training.cuda_graph_scope"));
+}
+
+// Megatron-Core's scope names, one or a list; `moe`, a whole MoE block, is
+// not modelled.
+TEST(ConfigModelTest, CudaGraphScopesAreOneOrAList) {
+  Result<Config> listed = parse_config(
+      with_line("training", "  cuda_graph_scope: [attn, moe_router, moe_preprocess]"), "test.yaml");
+  ASSERT_TRUE(listed.ok()) << listed.error().message;
+  EXPECT_TRUE(listed->training.cuda_graphs.attention);
+  EXPECT_TRUE(listed->training.cuda_graphs.moe_router);
+  EXPECT_TRUE(listed->training.cuda_graphs.moe_preprocess);
+  EXPECT_FALSE(listed->training.cuda_graphs.mlp);
+  EXPECT_FALSE(listed->training.cuda_graphs.full_iteration);
+  Result<Config> one = parse_config(with_line("training", "  cuda_graph_scope: mlp"), "test.yaml");
+  ASSERT_TRUE(one.ok()) << one.error().message;
+  EXPECT_TRUE(one->training.cuda_graphs.mlp);
+  EXPECT_EQ(error_of(with_line("training", "  cuda_graph_scope: [attn, moe]")),
+            "test.yaml:20:28: training.cuda_graph_scope[1]: expected one of none, "
+            "full_iteration, attn, mlp, moe_router, moe_preprocess, got \"moe\"");
+  EXPECT_EQ(error_of(with_line("training", "  cuda_graph_scope: [none, attn]")),
+            "test.yaml:20:22: training.cuda_graph_scope[0]: none cannot be listed with other "
+            "scopes");
+  EXPECT_THAT(error_of(with_line("training", "  cuda_graph_scope: []")),
+              HasSubstr("training.cuda_graph_scope: expected a scope or a list of scopes"));
 }
 
 // training.overlap_param_gather follows overlap_grad_reduce unless given.

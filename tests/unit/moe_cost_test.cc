@@ -175,6 +175,34 @@ TEST(MoeLaunches, DroplessTheHostWaitsForTheTokenCountsBeforeTheDispatch) {
   }
 }
 
+TEST(MoeLaunches, AGraphOfTheRouterIsOneLaunch) {
+  // The router's GEMM and its softmax and top-k, two operations, are one
+  // replay when a graph takes the router (cuda_graph_scope moe_router), and
+  // the attention block's forward, from the input norm to its
+  // bias-dropout-add, one when a graph takes it (attn): at 1 us a launch,
+  // the forward's launches fall by 1 and then by the attention block's
+  // operations less 1.
+  const PieceOps ops = moe_layer_ops(mixtral_shape(1, 2), TokenSlice{4096, 0});
+  HardwareSpec hw = round_hardware(8, 1);
+  hw.host_launch_us = 1;
+  int attention_ops = 0;
+  for (const Op& op : ops.forward) attention_ops += op.graph == CudaGraphScope::kAttention ? 1 : 0;
+  EXPECT_EQ(attention_ops, 6);  // norm, QKV, rotary, flash, output, bias-dropout-add (bf16)
+  const double all = OpTimer(hw, DType::kBf16, 1).host_seconds(ops.forward);
+  CudaGraphs router;
+  router.moe_router = true;
+  EXPECT_NEAR(all - OpTimer(hw, DType::kBf16, 1, router).host_seconds(ops.forward), 1e-6, 1e-15);
+  CudaGraphs both = router;
+  both.attention = true;
+  EXPECT_NEAR(all - OpTimer(hw, DType::kBf16, 1, both).host_seconds(ops.forward),
+              (1 + attention_ops - 1) * 1e-6, 1e-15);
+  // The token counting a graph of the dispatch's preprocessing takes is no
+  // operation of the list: nothing changes.
+  CudaGraphs preprocess;
+  preprocess.moe_preprocess = true;
+  EXPECT_EQ(OpTimer(hw, DType::kBf16, 1, preprocess).host_seconds(ops.forward), all);
+}
+
 TEST(MoeLaunches, EachLocalExpertsGemmIsLaunchedOnItsOwn) {
   // EP 2: 4 of Mixtral's 8 experts a GPU, each expert's GEMMs launched on
   // their own (Transformer Engine's GroupedLinear); the router's GEMM once.
@@ -367,7 +395,7 @@ TEST(MoeCostTable, AWholeIterationGraphLeavesNoLaunchesToWaitFor) {
   Config launched = tiny_moe(1, 0, 1, 1, 1, hw);
   launched.model->moe->capacity_factor = 1;
   Config graphed = launched;
-  graphed.training.cuda_graph_scope = CudaGraphScope::kFullIteration;
+  graphed.training.cuda_graphs.full_iteration = true;
   Config no_host = launched;
   no_host.hardware->host_launch_us = 0;
   const StageCost with_launches = build_ok(launched).stages[0];
