@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "sim/report/evidence_note.h"
 #include "sim/report/summary.h"
 
 namespace ppsim {
@@ -131,6 +132,38 @@ std::string format_sharded_traffic(const PricedPiece& piece) {
 }
 
 }  // namespace
+
+std::string host_wait_note(const std::vector<PricedPiece>& pieces) {
+  const PricedPiece* worst = nullptr;
+  double worst_share = 0;
+  double worst_wait = 0;
+  double worst_total = 0;
+  for (const PricedPiece& piece : pieces) {
+    double wait = 0;
+    double total = 0;
+    for (const PricedPhase& phase : piece.phases) {
+      wait += phase.host_wait_seconds;
+      total += phase.seconds;
+    }
+    if (total <= 0 || wait / total <= worst_share) continue;
+    worst = &piece;
+    worst_share = wait / total;
+    worst_wait = wait;
+    worst_total = total;
+  }
+  if (worst == nullptr || worst_share < kHostWaitNoteShare) return "";
+  return fmt::format(
+      "The GPU waits for the host's launches {} of each {}'s {} a microbatch ({:.0f} %; "
+      "simulate --ops shows where): CUDA graphs (training.cuda_graph_scope) or a larger "
+      "micro-batch would hide them.\n",
+      format_duration(worst_wait), worst->name, format_duration(worst_total), 100 * worst_share);
+}
+
+std::string host_wait_note(const Config& config) {
+  if (!config.model || !config.hardware || !analytic_layer_times(config)) return "";
+  Result<std::vector<PricedPiece>> pieces = priced_pieces(config);
+  return pieces ? host_wait_note(*pieces) : "";
+}
 
 std::string format_op_table(const std::string& heading, const std::vector<PricedPiece>& pieces) {
   std::string out = heading + '\n';

@@ -13,4 +13,14 @@ namespace ppsim {
 // shape, GFLOP, MB moved, time alone and share of the phase.
 std::string format_op_table(const std::string& heading, const std::vector<PricedPiece>& pieces);
 
+// Where a layer's GPU waits for the host's launches for at least
+// kHostWaitNoteShare of its phases' time (the piece that waits most): that
+// sentence and what hides the launches, ending in a newline; empty
+// otherwise.
+inline constexpr double kHostWaitNoteShare = 0.1;
+std::string host_wait_note(const std::vector<PricedPiece>& pieces);
+// The same for a config's pieces as the analytic model prices them; empty
+// for measured or fixed layer times.
+std::string host_wait_note(const Config& config);
+
 }  // namespace ppsim

@@ -186,5 +186,30 @@ TEST(PricedPieces, AMixtureOfExpertsModelListsTheLayerKindsItHas) {
             (std::vector<std::string>{"dense layer", "MoE layer", "embedding", "logits and loss"}));
 }
 
+// A piece whose phases take 4, 4 and 2 ms, of which the GPU waits for the
+// host `forward_wait` and 1 ms in the forward and input gradient.
+PricedPiece waiting_piece(const char* name, double forward_wait) {
+  PricedPiece piece;
+  piece.name = name;
+  piece.phases = {PricedPhase{"forward", {}, 4e-3, forward_wait},
+                  PricedPhase{"input gradient", {}, 4e-3, 1e-3},
+                  PricedPhase{"weight gradient", {}, 2e-3, 0}};
+  return piece;
+}
+
+TEST(HostWaitNote, NamesThePieceThatWaitsMostFromATenthOn) {
+  // 3 of 10 ms (30 %) against 1.5 of 10 (15 %): the MoE layer's.
+  const std::string note =
+      host_wait_note({waiting_piece("dense layer", 0.5e-3), waiting_piece("MoE layer", 2e-3)});
+  EXPECT_EQ(note,
+            "The GPU waits for the host's launches 3.000 ms of each MoE layer's 10.000 ms a "
+            "microbatch (30 %; simulate --ops shows where): CUDA graphs "
+            "(training.cuda_graph_scope) or a larger micro-batch would hide them.\n");
+  // 0.9 of 10 ms is under a tenth: nothing said.
+  PricedPiece little = waiting_piece("dense layer", 0);
+  little.phases[1].host_wait_seconds = 0.9e-3;
+  EXPECT_EQ(host_wait_note({little}), "");
+}
+
 }  // namespace
 }  // namespace ppsim
