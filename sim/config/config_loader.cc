@@ -149,15 +149,8 @@ std::vector<double> Loader::to_numbers(const Value& field, int64_t stages, doubl
 }
 
 CudaGraphs Loader::to_cuda_graphs(const Value& field) const {
-  std::vector<Value> scopes;
-  if (field.node.IsSequence()) {
-    for (size_t i = 0; i < field.node.size(); ++i) {
-      scopes.push_back(
-          Value{fmt::format("{}[{}]", field.path, i), field.node[i], field.mark(), field.file});
-    }
-  } else {
-    scopes.push_back(field);
-  }
+  const std::vector<Value> scopes =
+      field.node.IsSequence() ? list(field) : std::vector<Value>{field};
   if (scopes.empty()) throw_expected(field, "a scope or a list of scopes");
   CudaGraphs graphs;
   for (const Value& scope : scopes) {

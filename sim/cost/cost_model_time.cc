@@ -108,7 +108,7 @@ class BlockTimer {
   }
 
   // `layer`: a layer's lists, run layer after layer; else a piece the
-  // stage runs once (OpTimer::once_seconds).
+  // stage runs once (OpTimer::with_launches).
   Block priced(const PieceOps& ops, const GroupLinks& links, bool layer) const {
     const double weight_grad_s = timer_.device_seconds(ops.weight_grad, links);
     const double input_grad_s = timer_.device_seconds(ops.input_grad, links);
@@ -395,8 +395,9 @@ namespace {
 
 PricedPhase priced_phase(const char* name, const OpList& ops, const OpTimer& timer,
                          const GroupLinks& links, bool layer) {
-  const double seconds = layer ? timer.seconds(ops, links) : timer.once_seconds(ops, links);
-  PricedPhase phase{name, {}, seconds, seconds - timer.device_seconds(ops, links)};
+  const double device_s = timer.device_seconds(ops, links);
+  const double seconds = timer.with_launches(ops, device_s, links, layer);
+  PricedPhase phase{name, {}, seconds, seconds - device_s};
   for (const Op& op : ops) {
     const bool gemm = op.kind == OpKind::kGemm && op.flops > 0;
     phase.ops.push_back(

@@ -206,10 +206,6 @@ double OpTimer::seconds(const OpList& ops, const GroupLinks& links) const {
   return with_launches(ops, device_seconds(ops, links), links, true);
 }
 
-double OpTimer::once_seconds(const OpList& ops, const GroupLinks& links) const {
-  return with_launches(ops, device_seconds(ops, links), links, false);
-}
-
 namespace {
 
 bool has_host_wait(const OpList& ops) {

@@ -91,10 +91,6 @@ class OpTimer {
   // launches (HardwareSpec::host_launch_us): where the launches outlast the
   // kernels, or after the host waited for the GPU (Op::host_waits).
   double seconds(const OpList& ops, const GroupLinks& links) const;
-  // The same for a list run once among the others of a stage (the
-  // embedding, the logits and loss): the host is ahead when it starts, so
-  // only a wait in it (Op::host_waits) can leave the GPU waiting.
-  double once_seconds(const OpList& ops, const GroupLinks& links) const;
   // The list's operations one after another, the host always ahead,
   // except that a collective that overlaps its GEMM (Op::overlaps_gemm)
   // pays only what outlasts it (a reduce-scatter also the SMs its kernels
@@ -106,14 +102,16 @@ class OpTimer {
   double device_seconds(const OpList& ops, const GroupLinks& links) const;
   // The host's time to launch the list's kernels.
   double host_seconds(const OpList& ops) const;
-  // seconds() (layer_after_layer) or once_seconds() of a list whose
-  // device_seconds() is `device_s`.
+  // seconds() of a list whose device_seconds() is `device_s`
+  // (layer_after_layer), or of a list run once among the others of a stage
+  // (the embedding, the logits and loss): the host is ahead when it starts,
+  // so only a wait in it (Op::host_waits) can leave the GPU waiting.
   double with_launches(const OpList& ops, double device_s, const GroupLinks& links,
                        bool layer_after_layer) const;
   // A whole backward, its input gradient then its weight gradient, whose
   // GPU's time is `device_s` (less what its collectives hide beside the
   // weight gradient), with the host's launches: as seconds() prices one
-  // list, the two as one (layer_after_layer), or as once_seconds().
+  // list, the two as one (layer_after_layer), or run once (with_launches).
   double backward_seconds(const OpList& input_grad, const OpList& weight_grad, double device_s,
                           const GroupLinks& links, bool layer_after_layer) const;
   // The part of seconds(ops, links) spent communicating: its collectives and

@@ -309,14 +309,15 @@ TEST(OpTime, TheGpuWaitsForTheHostsLaunchesOnlyWhereItCannotKeepAhead) {
   // run once finds the host ahead.
   hw.host_launch_us = 50;
   EXPECT_NEAR(OpTimer(hw, DType::kBf16, 1).seconds(ops, GroupLinks{}), 300e-6, 1e-12);
-  EXPECT_NEAR(OpTimer(hw, DType::kBf16, 1).once_seconds(ops, GroupLinks{}), 102e-6, 1e-12);
+  EXPECT_NEAR(OpTimer(hw, DType::kBf16, 1).with_launches(ops, 102e-6, GroupLinks{}, false), 102e-6,
+              1e-12);
   // At 10 us, with the host waiting for the first kernel: from the second
   // kernel on, behind an idle GPU, launched at 40 us it ends at 41; the
   // third, launched at 50, ends at 51; the next layer's first, launched at
   // 60, ends at 160, and the host waits for it.
   ops.at(0).host_waits = true;
   EXPECT_NEAR(timer.seconds(ops, GroupLinks{}), 160e-6, 1e-12);
-  EXPECT_NEAR(timer.once_seconds(ops, GroupLinks{}), 160e-6, 1e-12);
+  EXPECT_NEAR(timer.with_launches(ops, 102e-6, GroupLinks{}, false), 160e-6, 1e-12);
   EXPECT_NEAR(timer.device_seconds(ops, GroupLinks{}), 102e-6, 1e-12);
   // Without a launch time the host is never waited for.
   hw.host_launch_us = 0;
