@@ -3,8 +3,8 @@
 
 #include <fmt/format.h>
 
-#include <Eigen/Dense>
 #include <cmath>
+#include <numeric>
 #include <set>
 #include <string>
 #include <utility>
@@ -48,23 +48,30 @@ Result<LinkFit> fit_link(std::string name, std::vector<LinkSample> samples) {
   for (const LinkSample& s : samples) {
     if (s.seconds > 0 && (smallest == 0 || s.seconds < smallest)) smallest = s.seconds;
   }
-  const Eigen::Index n = static_cast<Eigen::Index>(samples.size());
   const double scale = static_cast<double>(*sizes.rbegin());
-  Eigen::MatrixXd a(n, 2);
-  Eigen::VectorXd t(n);
-  for (Eigen::Index i = 0; i < n; ++i) {
-    double seconds = samples[i].seconds;
-    double weight = 1.0 / (seconds > 0 ? seconds : smallest > 0 ? smallest : 1.0);
-    a(i, 0) = weight;
-    a(i, 1) = weight * static_cast<double>(samples[i].bytes) / scale;
-    t(i) = weight * seconds;
+  std::vector<double> a0, a1, t;  // the columns (latency, per-byte) and the times, weighted
+  for (const LinkSample& s : samples) {
+    const double weight = 1.0 / (s.seconds > 0 ? s.seconds : smallest > 0 ? smallest : 1.0);
+    a0.push_back(weight);
+    a1.push_back(weight * static_cast<double>(s.bytes) / scale);
+    t.push_back(weight * s.seconds);
   }
-  Eigen::Vector2d x = a.colPivHouseholderQr().solve(t);
-  double latency = x(0);
-  double per_byte = x(1) / scale;
+  const auto dot = [](const std::vector<double>& x, const std::vector<double>& y) {
+    return std::inner_product(x.begin(), x.end(), y.begin(), 0.0);
+  };
+  // Least squares over the two columns by Gram-Schmidt: a1 = c a0 + u with
+  // u orthogonal to a0, so the per-byte term is (u . t) / (u . u) and the
+  // latency what a0 explains of the rest (a QR factorisation by hand; two
+  // distinct sizes make u nonzero).
+  const double c = dot(a0, a1) / dot(a0, a0);
+  std::vector<double> u(a1.size());
+  for (size_t i = 0; i < u.size(); ++i) u[i] = a1[i] - c * a0[i];
+  const double x1 = dot(u, t) / dot(u, u);
+  double latency = dot(a0, t) / dot(a0, a0) - c * x1;
+  double per_byte = x1 / scale;
   if (latency < 0) {  // the best fit with latency held at 0
     latency = 0;
-    per_byte = a.col(1).dot(t) / a.col(1).squaredNorm() / scale;
+    per_byte = dot(a1, t) / dot(a1, a1) / scale;
   }
   if (!(per_byte > 0) || !std::isfinite(per_byte)) {
     return Error{

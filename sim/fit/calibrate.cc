@@ -37,16 +37,16 @@ struct Line {
 // measured = slope x + offset with slope >= floor and offset >= 0 (held at 0
 // unless `with_offset`), least squares on the relative residuals.
 Result<Line> fit_line(const std::vector<Sample>& samples, bool with_offset, double floor) {
-  const Eigen::Index n = static_cast<Eigen::Index>(samples.size());
-  Eigen::MatrixXd a(n, with_offset ? 2 : 1);
-  Eigen::VectorXd b(n);
-  for (Eigen::Index i = 0; i < n; ++i) {
+  const int n = static_cast<int>(samples.size());
+  Matrix a(n, with_offset ? 2 : 1);
+  Vector b(n);
+  for (int i = 0; i < n; ++i) {
     const Sample& s = samples[i];
     a(i, 0) = s.x / s.measured_s;
     if (with_offset) a(i, 1) = 1.0 / s.measured_s;
-    b(i) = 1.0 - floor * s.x / s.measured_s;  // slope = floor + u, u >= 0
+    b[i] = 1.0 - floor * s.x / s.measured_s;  // slope = floor + u, u >= 0
   }
-  const Result<Eigen::VectorXd> u = nnls(a, b);
+  const Result<Vector> u = nnls(a, b);
   if (!u.ok()) return u.error();
   return Line{floor + (*u)[0], with_offset ? (*u)[1] : 0.0};
 }

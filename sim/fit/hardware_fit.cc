@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "sim/fit/hardware_preset.h"
+#include "sim/fit/linear_algebra.h"
 
 namespace ppsim {
 namespace {
@@ -66,7 +67,7 @@ class Rows {
   size_t size() const { return rows_.size(); }
 
   // The predicted iteration times of the rows at each point: [point][row].
-  Result<std::vector<Eigen::VectorXd>> predict(const std::vector<Values>& points) const {
+  Result<std::vector<Vector>> predict(const std::vector<Values>& points) const {
     std::vector<Config> configs;
     configs.reserve(points.size() * rows_.size());
     for (const Values& values : points) {
@@ -82,15 +83,15 @@ class Rows {
     };
     Result<std::vector<double>> times = predict_iteration_times(configs, threads_, name);
     if (!times.ok()) return times.error();
-    std::vector<Eigen::VectorXd> out(points.size(), Eigen::VectorXd(rows_.size()));
+    std::vector<Vector> out(points.size(), Vector(rows_.size()));
     for (size_t k = 0; k < times->size(); ++k)
       out[k / rows_.size()][k % rows_.size()] = (*times)[k];
     return out;
   }
 
   // r_i = (predicted_i - measured_i) / measured_i.
-  Eigen::VectorXd residuals(const Eigen::VectorXd& predicted) const {
-    Eigen::VectorXd r(rows_.size());
+  Vector residuals(const Vector& predicted) const {
+    Vector r(rows_.size());
     for (size_t i = 0; i < rows_.size(); ++i) {
       r[i] = relative_error(predicted[i], runs_.runs[rows_[i]].iteration_time_s);
     }
@@ -106,7 +107,7 @@ class Rows {
 
 struct Point {
   Values values;
-  Eigen::VectorXd residuals;
+  Vector residuals;
   double cost = 0;  // the sum of squared residuals
 };
 
@@ -129,15 +130,15 @@ class Minimiser {
         on_iteration_(std::move(on_iteration)) {}
 
   Result<Point> evaluate(const Values& values) const {
-    Result<std::vector<Eigen::VectorXd>> predicted = rows_.predict({values});
+    Result<std::vector<Vector>> predicted = rows_.predict({values});
     if (!predicted.ok()) return predicted.error();
     Point point{values, rows_.residuals((*predicted)[0]), 0};
-    point.cost = point.residuals.squaredNorm();
+    point.cost = dot(point.residuals, point.residuals);
     return point;
   }
 
   // d r / d u, one column per fitted parameter (u: its unit coordinate).
-  Result<Eigen::MatrixXd> jacobian(const Point& at) const {
+  Result<Matrix> jacobian(const Point& at) const {
     std::vector<Values> points;
     std::vector<double> steps;
     for (int j : fitted_) {
@@ -148,13 +149,14 @@ class Minimiser {
       points.push_back(std::move(moved));
       steps.push_back(step);
     }
-    Result<std::vector<Eigen::VectorXd>> predicted = rows_.predict(points);
+    Result<std::vector<Vector>> predicted = rows_.predict(points);
     if (!predicted.ok()) return predicted.error();
-    Eigen::MatrixXd jac(static_cast<Eigen::Index>(rows_.size()),
-                        static_cast<Eigen::Index>(fitted_.size()));
+    Matrix jac(static_cast<int>(rows_.size()), static_cast<int>(fitted_.size()));
     for (size_t k = 0; k < fitted_.size(); ++k) {
-      jac.col(static_cast<Eigen::Index>(k)) =
-          (rows_.residuals((*predicted)[k]) - at.residuals) / steps[k];
+      const Vector moved = rows_.residuals((*predicted)[k]);
+      for (size_t i = 0; i < moved.size(); ++i) {
+        jac(static_cast<int>(i), static_cast<int>(k)) = (moved[i] - at.residuals[i]) / steps[k];
+      }
     }
     return jac;
   }
@@ -181,32 +183,43 @@ class Minimiser {
  private:
   // The fitted parameters free to move: not at a bound with the gradient
   // pointing out of it.
-  std::vector<int> free_columns(const Point& at, const Eigen::VectorXd& gradient) const {
+  std::vector<int> free_columns(const Point& at, const Vector& gradient) const {
     std::vector<int> free;
     for (size_t k = 0; k < fitted_.size(); ++k) {
       const double u = to_unit(fitted_[k], at.values[fitted_[k]]);
-      const double g = gradient[static_cast<Eigen::Index>(k)];
+      const double g = gradient[k];
       if ((u <= 0 && g > 0) || (u >= 1 && g < 0)) continue;
       free.push_back(static_cast<int>(k));
     }
     return free;
   }
 
-  // The damped Gauss-Newton step of the free columns, projected.
-  Values trial(const Point& at, const Eigen::MatrixXd& jac, const Eigen::VectorXd& gradient,
-               const std::vector<int>& free, double damping) const {
-    const Eigen::Index n = static_cast<Eigen::Index>(free.size());
-    Eigen::MatrixXd normal(n, n);
-    Eigen::VectorXd rhs(n);
-    for (Eigen::Index a = 0; a < n; ++a) {
-      rhs[a] = -gradient[free[a]];
-      for (Eigen::Index b = 0; b < n; ++b) normal(a, b) = jac.col(free[a]).dot(jac.col(free[b]));
+  // The damped Gauss-Newton step of the free columns, projected: the delta
+  // that minimises |J delta + r|^2 + sum_a d_a delta_a^2, with Marquardt's
+  // d_a = damping * (J^T J)_aa (floored), as the least-squares solution of J
+  // stacked on diag(sqrt(d)) against -r stacked on zeros: the normal
+  // equations (J^T J + D) delta = -J^T r without squaring J's condition.
+  Values trial(const Point& at, const Matrix& jac, const std::vector<int>& free,
+               double damping) const {
+    const int n = static_cast<int>(free.size()), rows = jac.rows();
+    Vector diagonal(n);
+    for (int a = 0; a < n; ++a) {
+      const Vector column = jac.column(free[a]);
+      diagonal[a] = dot(column, column);
     }
-    const double floor = 1e-12 * std::max(normal.diagonal().maxCoeff(), 1e-300);
-    for (Eigen::Index a = 0; a < n; ++a) normal(a, a) += damping * std::max(normal(a, a), floor);
-    const Eigen::VectorXd delta = normal.ldlt().solve(rhs);
+    const double floor =
+        1e-12 * std::max(*std::max_element(diagonal.begin(), diagonal.end()), 1e-300);
+    Matrix stacked(rows + n, n);
+    Vector rhs(rows + n, 0.0);
+    for (int i = 0; i < rows; ++i) {
+      rhs[i] = -at.residuals[i];
+      for (int a = 0; a < n; ++a) stacked(i, a) = jac(i, free[a]);
+    }
+    for (int a = 0; a < n; ++a)
+      stacked(rows + a, a) = std::sqrt(damping * std::max(diagonal[a], floor));
+    const Vector delta = least_squares(stacked, rhs);
     Values values = at.values;
-    for (Eigen::Index a = 0; a < n; ++a) {
+    for (int a = 0; a < n; ++a) {
       const int j = fitted_[free[a]];
       values[j] = from_unit(j, to_unit(j, at.values[j]) + delta[a]);
     }
@@ -224,13 +237,13 @@ class Minimiser {
   // One iteration: a Jacobian, then steps with growing damping until one
   // lowers the sum of squares. False when converged (no useful step left).
   Result<bool> step(Point* at, double* damping) const {
-    Result<Eigen::MatrixXd> jac = jacobian(*at);
+    Result<Matrix> jac = jacobian(*at);
     if (!jac.ok()) return jac.error();
-    const Eigen::VectorXd gradient = jac->transpose() * at->residuals;
+    const Vector gradient = transpose_times(*jac, at->residuals);
     const std::vector<int> free = free_columns(*at, gradient);
     if (free.empty() || at->cost == 0) return false;
     for (; *damping <= kMaxDamping; *damping *= 10) {
-      const Values values = trial(*at, *jac, gradient, free, *damping);
+      const Values values = trial(*at, *jac, free, *damping);
       if (largest_unit_move(values, at->values) < kMinStep) return false;
       Result<Point> next = evaluate(values);
       if (!next.ok()) return next.error();
@@ -253,8 +266,8 @@ class Minimiser {
 // ---- Identifiability ----
 
 struct Probe {
-  Eigen::VectorXd before;   // predictions at the preset values
-  Eigen::MatrixXd secants;  // d r / d u per parameter, from the probes
+  Vector before;   // predictions at the preset values
+  Matrix secants;  // d r / d u per parameter, from the probes
   std::vector<double> largest_row_change;
 };
 
@@ -273,41 +286,48 @@ Result<Probe> probe(const Rows& rows, const Values& preset, const Values& start)
       moves.emplace_back(j, step);
     }
   }
-  Result<std::vector<Eigen::VectorXd>> predicted = rows.predict(points);
+  Result<std::vector<Vector>> predicted = rows.predict(points);
   if (!predicted.ok()) return predicted.error();
-  const Eigen::VectorXd& base = (*predicted)[1];
-  Probe out{(*predicted)[0],
-            Eigen::MatrixXd::Zero(static_cast<Eigen::Index>(rows.size()), kNumFitParameters),
+  const Vector& base = (*predicted)[1];
+  const Vector base_residuals = rows.residuals(base);
+  const int n = static_cast<int>(rows.size());
+  Probe out{(*predicted)[0], Matrix(n, kNumFitParameters),
             std::vector<double>(kNumFitParameters, 0.0)};
   std::vector<double> span(kNumFitParameters, 0.0);
   for (size_t k = 0; k < moves.size(); ++k) {
     const auto [j, step] = moves[k];
-    const Eigen::VectorXd& moved = (*predicted)[k + 2];
-    const double change = ((moved.array() / base.array()) - 1).abs().maxCoeff();
-    out.largest_row_change[j] = std::max(out.largest_row_change[j], change);
-    // Secant over both probes (or the one): in r units, r = predicted / measured - 1.
-    out.secants.col(j) += (rows.residuals(moved) - rows.residuals(base)) * (step > 0 ? 1 : -1);
+    const Vector& moved = (*predicted)[k + 2];
+    const Vector moved_residuals = rows.residuals(moved);
+    for (int i = 0; i < n; ++i) {
+      const double change = std::abs(moved[i] / base[i] - 1);
+      out.largest_row_change[j] = std::max(out.largest_row_change[j], change);
+      // Secant over both probes (or the one): in r units, r = predicted / measured - 1.
+      out.secants(i, j) += (moved_residuals[i] - base_residuals[i]) * (step > 0 ? 1 : -1);
+    }
     span[j] += std::abs(step);
   }
   for (int j = 0; j < kNumFitParameters; ++j) {
-    if (span[j] > 0) out.secants.col(j) /= span[j];
+    for (int i = 0; i < n && span[j] > 0; ++i) out.secants(i, j) /= span[j];
   }
   return out;
 }
 
 // The smallest singular value of `columns` of the secants scaled to unit
-// length, and its right singular vector (zero-padded to as many rows as
-// columns, so that fewer rows than parameters show as zeros).
-std::pair<double, Eigen::VectorXd> weakest_direction(const Eigen::MatrixXd& secants,
-                                                     const std::vector<int>& columns) {
-  const Eigen::Index k = static_cast<Eigen::Index>(columns.size());
-  Eigen::MatrixXd m = Eigen::MatrixXd::Zero(std::max(secants.rows(), k), k);
-  for (Eigen::Index c = 0; c < k; ++c) {
-    const Eigen::VectorXd col = secants.col(columns[c]);
-    m.col(c).head(secants.rows()) = col / col.norm();
+// length, and its right singular vector: the square root of the smallest
+// eigenvalue of their Gram matrix, and its eigenvector (with fewer rows
+// than parameters, the Gram matrix is singular: a value of 0).
+std::pair<double, Vector> weakest_direction(const Matrix& secants,
+                                            const std::vector<int>& columns) {
+  const int k = static_cast<int>(columns.size());
+  Matrix m(secants.rows(), k);
+  for (int c = 0; c < k; ++c) {
+    Vector column = secants.column(columns[c]);
+    const double length = norm(column);
+    for (double& v : column) v /= length;
+    m.set_column(c, column);
   }
-  Eigen::JacobiSVD<Eigen::MatrixXd> svd(m, Eigen::ComputeFullV);
-  return {svd.singularValues()[k - 1], svd.matrixV().col(k - 1)};
+  const SymmetricEigen eigen = symmetric_eigen(gram(m));
+  return {std::sqrt(std::max(eigen.values[0], 0.0)), eigen.vectors.column(0)};
 }
 
 // Sets aside the parameters the rows cannot tell apart, one at a time.
@@ -317,16 +337,16 @@ void set_aside_collinear(const Probe& probe, std::vector<ParameterResult>* param
     const auto [sigma, v] = weakest_direction(probe.secants, *fitted);
     if (sigma >= kMinSingularValue) return;
     // The last listed of the heavy ones (`fitted` is in table order).
-    const double heaviest = v.cwiseAbs().maxCoeff();
+    double heaviest = 0;
+    for (double weight : v) heaviest = std::max(heaviest, std::abs(weight));
     int drop = 0;
     for (size_t c = 0; c < fitted->size(); ++c) {
-      if (std::abs(v[static_cast<Eigen::Index>(c)]) >= 0.5 * heaviest) drop = static_cast<int>(c);
+      if (std::abs(v[c]) >= 0.5 * heaviest) drop = static_cast<int>(c);
     }
     ParameterResult& dropped = (*params)[(*fitted)[drop]];
     dropped.status = ParameterStatus::kCollinear;
     for (size_t c = 0; c < fitted->size(); ++c) {
-      if (static_cast<int>(c) != drop &&
-          std::abs(v[static_cast<Eigen::Index>(c)]) >= kCollinearWeight) {
+      if (static_cast<int>(c) != drop && std::abs(v[c]) >= kCollinearWeight) {
         dropped.collinear_with.emplace_back(kFitParameters[(*fitted)[c]].name);
       }
     }
@@ -334,18 +354,29 @@ void set_aside_collinear(const Probe& probe, std::vector<ParameterResult>* param
   }
 }
 
+// Per column of J, the sum of |J+| over its row: how far rows off by 1
+// each, in the worst combination, would move the parameter.
+std::vector<double> noise_spreads(const Matrix& j) {
+  const Matrix pinv = pseudo_inverse(j);
+  std::vector<double> spreads(j.cols(), 0.0);
+  for (int c = 0; c < j.cols(); ++c) {
+    for (int i = 0; i < j.rows(); ++i) spreads[c] += std::abs(pinv(c, i));
+  }
+  return spreads;
+}
+
 // Sets aside, one at a time, the parameter that noise of kRowNoise in the
 // rows would move the most, while that is over kMaxNoiseSpread of its range.
 void set_aside_undetermined(const Probe& probe, std::vector<ParameterResult>* params,
                             std::vector<int>* fitted) {
   while (!fitted->empty()) {
-    Eigen::MatrixXd j(probe.secants.rows(), static_cast<Eigen::Index>(fitted->size()));
+    Matrix j(probe.secants.rows(), static_cast<int>(fitted->size()));
     for (size_t c = 0; c < fitted->size(); ++c) {
-      j.col(static_cast<Eigen::Index>(c)) = probe.secants.col((*fitted)[c]);
+      j.set_column(static_cast<int>(c), probe.secants.column((*fitted)[c]));
     }
-    const Eigen::MatrixXd pinv = j.completeOrthogonalDecomposition().pseudoInverse();
-    Eigen::Index widest = 0;
-    const double spread = kRowNoise * pinv.cwiseAbs().rowwise().sum().maxCoeff(&widest);
+    const std::vector<double> spreads = noise_spreads(j);
+    const size_t widest = std::max_element(spreads.begin(), spreads.end()) - spreads.begin();
+    const double spread = kRowNoise * spreads[widest];
     if (spread <= kMaxNoiseSpread) return;
     ParameterResult& dropped = (*params)[(*fitted)[widest]];
     dropped.status = ParameterStatus::kUndetermined;
@@ -375,15 +406,14 @@ std::vector<int> identify(const Probe& probe, std::vector<ParameterResult>* para
 
 // s (J^T J)^-1/2 per fitted parameter, in its units, from the Jacobian in
 // parameter units; with no more rows than parameters there is no s.
-void add_standard_errors(const Eigen::MatrixXd& jac, double cost, const std::vector<int>& fitted,
+void add_standard_errors(const Matrix& jac, double cost, const std::vector<int>& fitted,
                          std::vector<ParameterResult>* params) {
-  const Eigen::Index n = jac.rows(), k = jac.cols();
+  const int n = jac.rows(), k = jac.cols();
   if (k == 0 || n <= k) return;
   const double variance = cost / static_cast<double>(n - k);
-  const Eigen::MatrixXd covariance =
-      variance * (jac.transpose() * jac).completeOrthogonalDecomposition().pseudoInverse();
-  for (Eigen::Index c = 0; c < k; ++c) {
-    (*params)[fitted[c]].standard_error = std::sqrt(std::max(0.0, covariance(c, c)));
+  const Matrix inverse = symmetric_pseudo_inverse(gram(jac));
+  for (int c = 0; c < k; ++c) {
+    (*params)[fitted[c]].standard_error = std::sqrt(std::max(0.0, variance * inverse(c, c)));
   }
 }
 
@@ -423,7 +453,7 @@ Result<std::vector<double>> leave_one_out(const MeasuredRuns& runs,
     Result<Outcome> fit = minimiser.run(start);
     if (!fit.ok()) return fit.error();
     const Rows one(runs, configs, {i}, options.threads);
-    Result<std::vector<Eigen::VectorXd>> predicted = one.predict({fit->point.values});
+    Result<std::vector<Vector>> predicted = one.predict({fit->point.values});
     if (!predicted.ok()) return predicted.error();
     held_out[i] = (*predicted)[0][0];
     if (options.progress) options.progress("leave-one-out", i + 1, n);
@@ -434,9 +464,8 @@ Result<std::vector<double>> leave_one_out(const MeasuredRuns& runs,
 std::vector<RowResult> row_results(const MeasuredRuns& runs, const Probe& probe, const Point& fit) {
   std::vector<RowResult> rows;
   for (size_t i = 0; i < runs.runs.size(); ++i) {
-    const Eigen::Index r = static_cast<Eigen::Index>(i);
     const double measured = runs.runs[i].iteration_time_s;
-    rows.push_back({&runs.runs[i], probe.before[r], measured * (1 + fit.residuals[r]), {}});
+    rows.push_back({&runs.runs[i], probe.before[i], measured * (1 + fit.residuals[i]), {}});
   }
   return rows;
 }
@@ -531,12 +560,14 @@ Result<HardwareFitResult> fit_hardware(const MeasuredRuns& runs, const std::vect
   if (!fit.ok()) return fit.error();
   result.iterations = fit->iterations;
   result.converged = fit->converged;
-  Result<Eigen::MatrixXd> jac = minimiser.jacobian(fit->point);
+  Result<Matrix> jac = minimiser.jacobian(fit->point);
   if (!jac.ok()) return jac.error();
   result.jacobian = *jac;
   for (size_t c = 0; c < fitted.size(); ++c) {
     const int j = fitted[c];
-    result.jacobian.col(static_cast<Eigen::Index>(c)) /= kFitParameters[j].range();
+    for (int i = 0; i < result.jacobian.rows(); ++i) {
+      result.jacobian(i, static_cast<int>(c)) /= kFitParameters[j].range();
+    }
     ParameterResult& p = result.parameters[j];
     p.value = fit->point.values[j];
     const double u = to_unit(j, p.value);

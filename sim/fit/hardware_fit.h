@@ -22,7 +22,6 @@
 // Parameters set aside keep their preset values and are not fitted.
 #pragma once
 
-#include <Eigen/Dense>
 #include <functional>
 #include <iterator>
 #include <optional>
@@ -32,6 +31,7 @@
 
 #include "schedules/status.h"
 #include "sim/config/config.h"
+#include "sim/fit/linear_algebra.h"
 #include "sim/fit/measured_runs.h"
 
 namespace ppsim {
@@ -132,7 +132,7 @@ struct HardwareFitResult {
   HardwareSpec hardware;  // the first row's, with the fitted values
   // d r_i / d value_j at the fit, one column per fitted parameter (in
   // kFitParameters' order), value in the parameter's units.
-  Eigen::MatrixXd jacobian;
+  Matrix jacobian;
   int iterations = 0;  // of the fit on all rows
   bool converged = false;
   ErrorSummary before;

@@ -1,15 +1,14 @@
 // Non-negative least squares: the x >= 0 that minimises |A x - b|, by the
 // active-set method of Lawson and Hanson ("Solving Least Squares Problems",
-// 1974, chapter 23), on Eigen. `ppsim calibrate` fits its scales, overheads,
+// 1974, chapter 23), on linear_algebra.h. `ppsim calibrate` fits its scales, overheads,
 // latency and per-byte time with it: each must be >= 0, and a plain least
 // squares fit on noisy timings can make one negative (a negative overhead
 // would give a short action a negative time).
 // Internal to sim/ (calibrate.cc) and its tests.
 #pragma once
 
-#include <Eigen/Dense>
-
 #include "schedules/status.h"
+#include "sim/fit/linear_algebra.h"
 
 namespace ppsim {
 
@@ -19,6 +18,6 @@ namespace ppsim {
 // of magnitude (seconds and bytes) do not matter; a zero column gets 0.
 // Errors: a non-finite entry, and no convergence in 3 n + 10 steps (not
 // expected: each step leaves a smaller residual). REQUIRES: a.rows() == b.size().
-Result<Eigen::VectorXd> nnls(const Eigen::MatrixXd& a, const Eigen::VectorXd& b);
+Result<Vector> nnls(const Matrix& a, const Vector& b);
 
 }  // namespace ppsim
