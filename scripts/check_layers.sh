@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Fails on an #include that runs up the layers, and on a main() outside a
-# cli/ folder and tests/ (docs/DESIGN.md, "Layers"). The layers, lowest
+# Fails on an #include that runs up the layers, on a main() outside a
+# cli/ folder and tests/ (docs/DESIGN.md, "Layers"), and on a unit test
+# file whose helpers are not in a namespace of its own. The layers, lowest
 # first: schedules, sim/core, sim/config, sim/cost, sim/engine, sim/plan,
 # sim/report, sim/fit, sim/cli, profiler, real_runtime, real_runtime/cli. A
 # file may include its own layer and those below it.
@@ -54,5 +55,16 @@ while IFS= read -r file; do
 done < <(git ls-files -co --exclude-standard | grep -E '\.(cc|cu)$' |
          xargs grep -lE '^int main\(' 2>/dev/null || true)
 
-if (( status == 0 )); then echo "layers: every include runs down, every main is in a cli/ folder"; fi
+# The unit tests compile several files to a compiler run (a unity build,
+# tests/CMakeLists.txt): each file's helpers go in a namespace named after
+# the file, so that two files' helpers never collide.
+while IFS= read -r file; do
+  stem=$(basename "$file" .cc)
+  grep -qE "^namespace ([a-z_:]+::)?$stem \{" "$file" ||
+    { echo "$file: put its tests and helpers in namespace $stem (tests/CMakeLists.txt, unity build)" >&2; status=1; }
+done < <(git ls-files -co --exclude-standard -- 'tests/unit/*_test.cc')
+
+if (( status == 0 )); then
+  echo "layers: every include runs down, every main is in a cli/ folder, every unit test file in its own namespace"
+fi
 exit $status

@@ -6,6 +6,7 @@
 #include <string>
 
 namespace ppsim {
+namespace action_test {
 namespace {
 
 using ::testing::StartsWith;
@@ -40,4 +41,5 @@ TEST(Action, RejectsMalformedText) {
 }
 
 }  // namespace
+}  // namespace action_test
 }  // namespace ppsim

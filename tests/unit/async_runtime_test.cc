@@ -16,6 +16,7 @@
 #include "tests/unit/runtime_checks.h"
 
 namespace ppsim::runtime {
+namespace async_runtime_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -154,4 +155,5 @@ TEST(StageComputeTest, StashesTheVersionOfEachForwardAndReleasesIt) {
 }
 
 }  // namespace
+}  // namespace async_runtime_test
 }  // namespace ppsim::runtime

@@ -15,6 +15,7 @@
 #include "sim/report/summary.h"
 
 namespace ppsim {
+namespace async_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -149,4 +150,5 @@ TEST(AsyncSchedules, TwoBwNeedsBatchesOfAtLeastP) {
 }
 
 }  // namespace
+}  // namespace async_test
 }  // namespace ppsim

@@ -22,6 +22,7 @@
 #include "sim/plan/simulate.h"
 
 namespace ppsim {
+namespace bounds_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -407,4 +408,5 @@ TEST(Bounds, TextAfterTheFirstDocumentIsAnErrorNotAHang) {
 }
 
 }  // namespace
+}  // namespace bounds_test
 }  // namespace ppsim

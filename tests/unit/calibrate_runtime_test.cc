@@ -24,6 +24,7 @@
 #include "sim/fit/runs_file.h"
 
 namespace ppsim::runtime {
+namespace calibrate_runtime_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -91,4 +92,5 @@ TEST(CalibrateRuntime, UndoesADistortedProfileOnRealRuns) {
 }
 
 }  // namespace
+}  // namespace calibrate_runtime_test
 }  // namespace ppsim::runtime

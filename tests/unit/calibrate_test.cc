@@ -24,6 +24,7 @@
 #include "tests/unit/calibration_fixtures.h"
 
 namespace ppsim {
+namespace calibrate_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -450,4 +451,5 @@ TEST_F(Synthetic, OneRunIsFittedButNotCrossValidated) {
 }
 
 }  // namespace
+}  // namespace calibrate_test
 }  // namespace ppsim

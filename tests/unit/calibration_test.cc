@@ -20,6 +20,7 @@
 #include "tests/unit/calibration_fixtures.h"
 
 namespace ppsim {
+namespace calibration_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -264,4 +265,5 @@ TEST_F(CalibratedSimulation, SplitBackwardsTakeTheirOwnEntries) {
 }
 
 }  // namespace
+}  // namespace calibration_test
 }  // namespace ppsim

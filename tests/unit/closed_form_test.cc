@@ -17,6 +17,7 @@
 #include "sim/engine/engine.h"
 
 namespace ppsim {
+namespace closed_form_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -196,9 +197,11 @@ TEST(Communication, SingleMicrobatchPaysEveryHopTwice) {
 }
 
 }  // namespace
+}  // namespace closed_form_test
 }  // namespace ppsim
 
 namespace ppsim {
+namespace closed_form_test {
 namespace {
 
 // Consecutive 1F1B iterations with gradient sync g, pipeline all-reduce a and
@@ -515,4 +518,5 @@ TEST(OverlappedPair, DualPipeVIdlesWithinAForwardOfTheReadmesBubble) {
 }
 
 }  // namespace
+}  // namespace closed_form_test
 }  // namespace ppsim

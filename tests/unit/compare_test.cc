@@ -15,6 +15,7 @@
 #include "sim/report/evidence_note.h"
 
 namespace ppsim {
+namespace compare_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -148,4 +149,5 @@ TEST(Compare, CsvHasOneRowPerScheduleAndAColumnPerRank) {
 }
 
 }  // namespace
+}  // namespace compare_test
 }  // namespace ppsim

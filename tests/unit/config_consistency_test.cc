@@ -9,6 +9,7 @@
 #include "tests/unit/config_fixtures.h"
 
 namespace ppsim {
+namespace config_consistency_test {
 namespace {
 
 using config_test::error_of;
@@ -121,4 +122,5 @@ TEST(ConfigTest, LayersCoverEveryStage) {
 }
 
 }  // namespace
+}  // namespace config_consistency_test
 }  // namespace ppsim

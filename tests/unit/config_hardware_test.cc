@@ -13,6 +13,7 @@
 #include "tests/unit/config_fixtures.h"
 
 namespace ppsim {
+namespace config_hardware_test {
 namespace {
 
 using config_test::error_of;
@@ -127,4 +128,5 @@ inter_node_bandwidth_gbps: 10
 }
 
 }  // namespace
+}  // namespace config_hardware_test
 }  // namespace ppsim

@@ -16,6 +16,7 @@
 #include "sim/config/config.h"
 
 namespace ppsim {
+namespace config_model_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -656,4 +657,5 @@ INSTANTIATE_TEST_SUITE_P(Shipped, ShippedModelPresetTest, ::testing::ValuesIn(kS
                          });
 
 }  // namespace
+}  // namespace config_model_test
 }  // namespace ppsim

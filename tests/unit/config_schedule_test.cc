@@ -10,6 +10,7 @@
 #include "tests/unit/config_fixtures.h"
 
 namespace ppsim {
+namespace config_schedule_test {
 namespace {
 
 using config_test::error_of;
@@ -106,4 +107,5 @@ TEST(ConfigTest, MemoryLimitOnlyForZbAuto) {
 }
 
 }  // namespace
+}  // namespace config_schedule_test
 }  // namespace ppsim

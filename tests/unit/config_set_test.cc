@@ -11,6 +11,7 @@
 #include "tests/unit/config_fixtures.h"
 
 namespace ppsim {
+namespace config_set_test {
 namespace {
 
 using config_test::error_of;
@@ -127,4 +128,5 @@ TEST(ParseOverrideTest, RejectsMalformedOverrides) {
 }
 
 }  // namespace
+}  // namespace config_set_test
 }  // namespace ppsim

@@ -13,6 +13,7 @@
 #include "tests/unit/config_fixtures.h"
 
 namespace ppsim {
+namespace config_test {
 namespace {
 
 using config_test::example;
@@ -129,4 +130,5 @@ TEST(ConfigTest, PerStageLists) {
 }
 
 }  // namespace
+}  // namespace config_test
 }  // namespace ppsim

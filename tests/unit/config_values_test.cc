@@ -10,6 +10,7 @@
 #include "tests/unit/config_fixtures.h"
 
 namespace ppsim {
+namespace config_values_test {
 namespace {
 
 using config_test::error_of;
@@ -159,4 +160,5 @@ TEST(ConfigTest, YamlSyntaxError) {
 }
 
 }  // namespace
+}  // namespace config_values_test
 }  // namespace ppsim

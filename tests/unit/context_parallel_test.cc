@@ -19,6 +19,7 @@
 #include "tests/unit/cost_model_fixtures.h"
 
 namespace ppsim {
+namespace context_parallel_test {
 namespace {
 
 using config_test::error_of;
@@ -321,4 +322,5 @@ TEST(ContextCostTable, ARingStepIsOneSendRecvPair) {
 }
 
 }  // namespace
+}  // namespace context_parallel_test
 }  // namespace ppsim

@@ -11,6 +11,7 @@
 #include "tests/unit/cost_model_fixtures.h"
 
 namespace ppsim {
+namespace cost_model_comm_test {
 namespace {
 
 using namespace cost_model_test;  // NOLINT: the fixtures of the cost model's tests
@@ -344,4 +345,5 @@ TEST(OptimizerStep, Fp8CastsEachWeightOnceAnIteration) {
 }
 
 }  // namespace
+}  // namespace cost_model_comm_test
 }  // namespace ppsim

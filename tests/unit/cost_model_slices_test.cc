@@ -11,6 +11,7 @@
 #include "tests/unit/cost_model_fixtures.h"
 
 namespace ppsim {
+namespace cost_model_slices_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -223,4 +224,5 @@ TEST(SliceCostFunction, TensorParallelLinkOfTheStagesRank) {
 }
 
 }  // namespace
+}  // namespace cost_model_slices_test
 }  // namespace ppsim

@@ -12,6 +12,7 @@
 #include "tests/unit/cost_model_fixtures.h"
 
 namespace ppsim {
+namespace cost_model_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -680,4 +681,5 @@ TEST(BuildCostTable, HardwareWithoutPeakIsAnError) {
 }
 
 }  // namespace
+}  // namespace cost_model_test
 }  // namespace ppsim

@@ -13,6 +13,7 @@
 #include <vector>
 
 namespace ppsim {
+namespace cost_profile_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -494,4 +495,5 @@ TEST(KernelTimeTest, MissingShapeNamesWhatThereIs) {
 }
 
 }  // namespace
+}  // namespace cost_profile_test
 }  // namespace ppsim

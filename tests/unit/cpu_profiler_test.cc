@@ -6,6 +6,7 @@
 #include "sim/config/config.h"
 
 namespace ppsim {
+namespace cpu_profiler_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -160,4 +161,5 @@ TEST(CpuProfiler, RequestRefusesABlockItCannotBuild) {
 }
 
 }  // namespace
+}  // namespace cpu_profiler_test
 }  // namespace ppsim

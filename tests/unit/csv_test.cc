@@ -12,6 +12,7 @@
 #include "schedules/validate.h"
 
 namespace ppsim {
+namespace csv_test {
 namespace {
 
 using ::testing::ElementsAre;
@@ -417,4 +418,5 @@ TEST(PytorchCsv, FsdpCellsAreReadAndSetAside) {
 }
 
 }  // namespace
+}  // namespace csv_test
 }  // namespace ppsim

@@ -13,6 +13,7 @@
 #include <vector>
 
 namespace ppsim::gpu {
+namespace cupti_records_test {
 namespace {
 
 class Buffer {
@@ -151,4 +152,5 @@ TEST(CuptiRecords, AnEmptyBufferHoldsNothing) {
 }
 
 }  // namespace
+}  // namespace cupti_records_test
 }  // namespace ppsim::gpu

@@ -10,6 +10,7 @@
 #include <random>
 
 namespace ppsim::runtime {
+namespace device_spans_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -142,4 +143,5 @@ TEST(DeviceSpans, SpansThatCannotBeTheseActionsAreErrorsAndChangeNothing) {
 }
 
 }  // namespace
+}  // namespace device_spans_test
 }  // namespace ppsim::runtime

@@ -19,6 +19,7 @@
 #include "sim/plan/simulate.h"
 
 namespace ppsim {
+namespace dualpipe_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -174,4 +175,5 @@ TEST(DualPipe, ConfigsNameWhatIsMissing) {
 }
 
 }  // namespace
+}  // namespace dualpipe_test
 }  // namespace ppsim

@@ -18,6 +18,7 @@
 #include "sim/report/explore_report.h"
 
 namespace ppsim {
+namespace explore_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -490,4 +491,5 @@ TEST(Explore, SearchIsOnlyForSweeps) {
 }
 
 }  // namespace
+}  // namespace explore_test
 }  // namespace ppsim

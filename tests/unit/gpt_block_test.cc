@@ -15,6 +15,7 @@
 #include "profiler/gpt_head.h"
 
 namespace ppsim::kernels {
+namespace gpt_block_test {
 namespace {
 
 using MatD = Mat<double>;
@@ -413,4 +414,5 @@ TEST(KernelTest, LossValueAndGradients) {
 }
 
 }  // namespace
+}  // namespace gpt_block_test
 }  // namespace ppsim::kernels

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 namespace ppsim::gpu {
+namespace gpu_activity_test {
 namespace {
 
 TEST(GpuActivity, RecordsWithoutUsableTimestampsAreCountedNotKept) {
@@ -105,4 +106,5 @@ TEST(GpuActivity, CopyKindsHaveNames) {
 }
 
 }  // namespace
+}  // namespace gpu_activity_test
 }  // namespace ppsim::gpu

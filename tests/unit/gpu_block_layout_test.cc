@@ -13,6 +13,7 @@
 #include "profiler/gpu_block_io.h"
 
 namespace ppsim::gpu {
+namespace gpu_block_layout_test {
 namespace {
 
 using kernels::BlockParams;
@@ -116,4 +117,5 @@ TEST(GpuBlockLayoutTest, StorageTypesAndConstants) {
 }
 
 }  // namespace
+}  // namespace gpu_block_layout_test
 }  // namespace ppsim::gpu

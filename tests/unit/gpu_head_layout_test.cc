@@ -13,6 +13,7 @@
 #include "profiler/gpu_head.h"
 
 namespace ppsim::gpu {
+namespace gpu_head_layout_test {
 namespace {
 
 using kernels::HeadParams;
@@ -178,4 +179,5 @@ TEST(SmsPerGroupTest, AmpereSplitsInMultiplesOfTwo) {
 }
 
 }  // namespace
+}  // namespace gpu_head_layout_test
 }  // namespace ppsim::gpu

@@ -13,6 +13,7 @@
 #include "sim/config/config.h"
 
 namespace ppsim {
+namespace gpu_profiler_host_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -122,4 +123,5 @@ TEST(GpuProfilerHostTest, NoDeviceIsAnErrorWithTheReason) {
 }
 
 }  // namespace
+}  // namespace gpu_profiler_host_test
 }  // namespace ppsim

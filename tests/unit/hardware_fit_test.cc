@@ -26,6 +26,7 @@
 #include "sim/plan/simulate.h"
 
 namespace ppsim {
+namespace hardware_fit_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -562,4 +563,5 @@ TEST_F(HardwareFit, ReportsListEveryParameterAndRow) {
 }
 
 }  // namespace
+}  // namespace hardware_fit_test
 }  // namespace ppsim

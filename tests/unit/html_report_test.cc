@@ -22,6 +22,7 @@
 #include "sim/report/trace.h"
 
 namespace ppsim {
+namespace html_report_test {
 namespace {
 
 using ::testing::EndsWith;
@@ -356,4 +357,5 @@ TEST(HtmlReportBig, DrawsOnlyTheFirstIteration) {
 }
 
 }  // namespace
+}  // namespace html_report_test
 }  // namespace ppsim

@@ -15,6 +15,7 @@
 #include "sim/plan/zb_auto.h"
 
 namespace ppsim {
+namespace invariants_test {
 namespace {
 
 struct Case {
@@ -430,4 +431,5 @@ INSTANTIATE_TEST_SUITE_P(AllSchedules, Invariants, ::testing::ValuesIn(kinds_und
                          });
 
 }  // namespace
+}  // namespace invariants_test
 }  // namespace ppsim

@@ -8,6 +8,7 @@
 #include <string>
 
 namespace ppsim::json_reader {
+namespace json_reader_test {
 namespace {
 
 // Reads {"a": <int >= 0>, "b": [<numbers >= 0>...]} and returns a + sum(b).
@@ -78,4 +79,5 @@ TEST(JsonReader, AnIntegerOutOfItsTypeIsOutOfRange) {
 }
 
 }  // namespace
+}  // namespace json_reader_test
 }  // namespace ppsim::json_reader

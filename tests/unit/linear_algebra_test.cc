@@ -10,6 +10,7 @@
 #include <random>
 
 namespace ppsim {
+namespace linear_algebra_test {
 namespace {
 
 Matrix random_matrix(int rows, int cols, std::mt19937* rng) {
@@ -152,4 +153,5 @@ TEST(PseudoInverse, MoorePenroseConditions) {
 }
 
 }  // namespace
+}  // namespace linear_algebra_test
 }  // namespace ppsim

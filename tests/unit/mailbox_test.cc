@@ -11,6 +11,7 @@
 #include <vector>
 
 namespace ppsim::runtime {
+namespace mailbox_test {
 namespace {
 
 // One thread fails before arriving (a setup that failed): the others are
@@ -68,4 +69,5 @@ TEST(AbortableBarrier, NoThreadPassesAGenerationTheFailedOneDidNotReach) {
 }
 
 }  // namespace
+}  // namespace mailbox_test
 }  // namespace ppsim::runtime

@@ -14,6 +14,7 @@
 #include "tests/unit/cost_model_fixtures.h"
 
 namespace ppsim {
+namespace mla_test {
 namespace {
 
 using config_test::error_of;
@@ -194,4 +195,5 @@ TEST(LatentAttentionConfig, RequiredKeysRangesAndHeads) {
 }
 
 }  // namespace
+}  // namespace mla_test
 }  // namespace ppsim

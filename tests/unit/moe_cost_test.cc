@@ -16,6 +16,7 @@
 #include "tests/unit/cost_model_fixtures.h"
 
 namespace ppsim {
+namespace moe_cost_test {
 namespace {
 
 using cost_model_test::build_ok;
@@ -439,4 +440,5 @@ TEST(MoeCostTable, TheBalancedSplitGivesTheCheaperDenseLayersToFewerStages) {
 }
 
 }  // namespace
+}  // namespace moe_cost_test
 }  // namespace ppsim

@@ -14,6 +14,7 @@
 #include "tests/unit/cost_model_fixtures.h"
 
 namespace ppsim {
+namespace moe_test {
 namespace {
 
 using config_test::error_of;
@@ -133,4 +134,5 @@ TEST(MoeConfig, SimulatesWithSequenceParallelismUnderTensorParallelism) {
 }
 
 }  // namespace
+}  // namespace moe_test
 }  // namespace ppsim

@@ -12,6 +12,7 @@
 #include <random>
 
 namespace ppsim {
+namespace nnls_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -131,4 +132,5 @@ TEST(Nnls, MatchesTheBestOfEverySupport) {
 }
 
 }  // namespace
+}  // namespace nnls_test
 }  // namespace ppsim

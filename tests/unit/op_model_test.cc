@@ -15,6 +15,7 @@
 #include "sim/report/summary.h"
 
 namespace ppsim {
+namespace op_model_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -536,4 +537,5 @@ TEST(ModelPresetParameters, SummaryJsonCarriesThem) {
 }
 
 }  // namespace
+}  // namespace op_model_test
 }  // namespace ppsim

@@ -9,6 +9,7 @@
 #include "sim/cost/layer_ops.h"
 
 namespace ppsim {
+namespace op_time_test {
 namespace {
 
 // The shipped preset, as a config loads it.
@@ -346,4 +347,5 @@ TEST(OpTime, AWholeBackwardWaitsForTheLaunchesOfBothGradients) {
 }
 
 }  // namespace
+}  // namespace op_time_test
 }  // namespace ppsim

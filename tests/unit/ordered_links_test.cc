@@ -14,6 +14,7 @@
 #include "tests/unit/runtime_checks.h"
 
 namespace ppsim::runtime {
+namespace ordered_links_test {
 namespace {
 
 using Links = std::vector<DirectedLink>;
@@ -173,4 +174,5 @@ TEST(InOrderReceiver, EveryScheduleKindGetsEachReceiveItsKey) {
 }
 
 }  // namespace
+}  // namespace ordered_links_test
 }  // namespace ppsim::runtime

@@ -17,6 +17,7 @@
 #include "sim/cost/cost_model.h"
 
 namespace ppsim {
+namespace partition_test {
 namespace {
 
 // ------------------------------------------------------------ brute force
@@ -509,4 +510,5 @@ TEST(PartitionBalanced, Errors) {
 }
 
 }  // namespace
+}  // namespace partition_test
 }  // namespace ppsim

@@ -11,6 +11,7 @@
 #include "tests/unit/cost_model_fixtures.h"
 
 namespace ppsim {
+namespace priced_pieces_test {
 namespace {
 
 using cost_model_test::gpt3;
@@ -212,4 +213,5 @@ TEST(HostWaitNote, NamesThePieceThatWaitsMostFromATenthOn) {
 }
 
 }  // namespace
+}  // namespace priced_pieces_test
 }  // namespace ppsim

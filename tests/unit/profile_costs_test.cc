@@ -18,6 +18,7 @@
 #include "sim/plan/simulate.h"
 
 namespace ppsim {
+namespace profile_costs_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -553,4 +554,5 @@ TEST_F(ProfileCosts, EndToEndCpuProfileDrivesTheSimulation) {
 }
 
 }  // namespace
+}  // namespace profile_costs_test
 }  // namespace ppsim

@@ -22,6 +22,7 @@
 #include "sim/plan/ranking_evidence.h"
 
 namespace ppsim {
+namespace published_runs_test {
 namespace {
 
 struct Source {
@@ -221,4 +222,5 @@ TEST(PublishedRuns, ZeroBubbleStageTimes) {
 }
 
 }  // namespace
+}  // namespace published_runs_test
 }  // namespace ppsim

@@ -19,6 +19,7 @@
 #include "tests/unit/runtime_checks.h"
 
 namespace ppsim::runtime {
+namespace runtime_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -188,4 +189,5 @@ TEST(RuntimeTest, PeakActivationBytesFollowTheKernelsBytesRule) {
 }
 
 }  // namespace
+}  // namespace runtime_test
 }  // namespace ppsim::runtime

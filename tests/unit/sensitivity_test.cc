@@ -14,6 +14,7 @@
 #include "sim/plan/simulate.h"
 
 namespace ppsim {
+namespace sensitivity_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -132,4 +133,5 @@ TEST(Sensitivity, JsonCarriesEachProbe) {
 }
 
 }  // namespace
+}  // namespace sensitivity_test
 }  // namespace ppsim

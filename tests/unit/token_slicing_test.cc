@@ -12,6 +12,7 @@
 #include <vector>
 
 namespace ppsim {
+namespace token_slicing_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -351,4 +352,5 @@ TEST(EvenSlicing, Errors) {
 }
 
 }  // namespace
+}  // namespace token_slicing_test
 }  // namespace ppsim

@@ -22,6 +22,7 @@
 #include "runtime_checks.h"
 
 namespace ppsim::runtime {
+namespace transfer_worker_test {
 namespace {
 
 // How long a gated copy waits for its gate before going on anyway: a hang
@@ -244,4 +245,5 @@ TEST(TransferWorker, ThreadsRunsCarryEachLinksTransfersOneAtATimeInProgramOrder)
 }
 
 }  // namespace
+}  // namespace transfer_worker_test
 }  // namespace ppsim::runtime

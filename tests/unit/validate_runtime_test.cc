@@ -17,6 +17,7 @@
 #include "sim/plan/compare.h"
 
 namespace ppsim::runtime {
+namespace validate_runtime_test {
 namespace {
 
 TEST(ValidateRuntime, PredictsRunsAndJoinsEverySchedule) {
@@ -174,4 +175,5 @@ TEST(ValidateRuntime, MeasuredBubbleSetsEachIterationAgainstItsOwnPeriod) {
 }
 
 }  // namespace
+}  // namespace validate_runtime_test
 }  // namespace ppsim::runtime

@@ -11,6 +11,7 @@
 #include "sim/engine/engine.h"
 
 namespace ppsim {
+namespace validate_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -217,4 +218,5 @@ TEST(Validate, PostsSendsAfterAndReceivesBefore) {
 }
 
 }  // namespace
+}  // namespace validate_test
 }  // namespace ppsim

@@ -20,6 +20,7 @@
 #include "sim/engine/engine.h"
 
 namespace ppsim {
+namespace zb_auto_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -267,4 +268,5 @@ TEST(ZbAuto, RejectsBadInput) {
 }
 
 }  // namespace
+}  // namespace zb_auto_test
 }  // namespace ppsim

@@ -18,6 +18,7 @@
 #include "sim/engine/engine.h"
 
 namespace ppsim {
+namespace zero_bubble_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -331,9 +332,11 @@ INSTANTIATE_TEST_SUITE_P(ZeroBubble, RandomCosts, ::testing::Values(kH1, kH2, kV
                          });
 
 }  // namespace
+}  // namespace zero_bubble_test
 }  // namespace ppsim
 
 namespace ppsim {
+namespace zero_bubble_test {
 namespace {
 
 // The engine's post-validation mode (no barrier before the optimizer step)
@@ -361,4 +364,5 @@ TEST(ZeroBubble, PostValidationSteadyState) {
 }
 
 }  // namespace
+}  // namespace zero_bubble_test
 }  // namespace ppsim
