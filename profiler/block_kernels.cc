@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "profiler/gemm.h"
 #include "schedules/status.h"
 
 namespace ppsim::kernels {
@@ -74,10 +75,9 @@ Mat<S> gelu_backward(const Mat<S>& dg, const Mat<S>& u) {
 template <typename S>
 Mat<S> mlp_forward(const Mat<S>& a, const Mat<S>& w1, const RowVec<S>& b1, const Mat<S>& w2,
                    const RowVec<S>& b2, Mat<S>* u) {
-  u->noalias() = a * w1;
+  *u = product<S>(a, Op::kAsIs, w1, Op::kAsIs);
   u->rowwise() += b1;
-  Mat<S> m;
-  m.noalias() = gelu(*u) * w2;
+  Mat<S> m = product<S>(gelu(*u), Op::kAsIs, w2, Op::kAsIs);
   m.rowwise() += b2;
   return m;
 }
@@ -85,20 +85,16 @@ Mat<S> mlp_forward(const Mat<S>& a, const Mat<S>& w1, const RowVec<S>& b1, const
 template <typename S>
 Mat<S> mlp_backward_input(const Mat<S>& dm, const Mat<S>& u, const Mat<S>& w1, const Mat<S>& w2,
                           Mat<S>* du) {
-  Mat<S> dg;
-  dg.noalias() = dm * w2.transpose();
-  *du = gelu_backward(dg, u);
-  Mat<S> da;
-  da.noalias() = *du * w1.transpose();
-  return da;
+  *du = gelu_backward(product<S>(dm, Op::kAsIs, w2, Op::kTransposed), u);
+  return product<S>(*du, Op::kAsIs, w1, Op::kTransposed);
 }
 
 template <typename S>
 void mlp_backward_weight(const Mat<S>& a, const Mat<S>& u, const Mat<S>& dm, const Mat<S>& du,
                          Mat<S>* dw1, RowVec<S>* db1, Mat<S>* dw2, RowVec<S>* db2) {
-  dw2->noalias() += gelu(u).transpose() * dm;
+  gemm<S>(gelu(u), Op::kTransposed, dm, Op::kAsIs, *dw2, true);
   *db2 += dm.colwise().sum();
-  dw1->noalias() += a.transpose() * du;
+  gemm<S>(a, Op::kTransposed, du, Op::kAsIs, *dw1, true);
   *db1 += du.colwise().sum();
 }
 
@@ -113,7 +109,7 @@ void attention_forward(ConstMatRef<S> q, ConstMatRef<S> k, ConstMatRef<S> v, int
   probs->resize(heads * l, t);
   for (int j = 0; j < heads; ++j) {
     auto p = probs->middleRows(j * l, l);
-    p.noalias() = q.middleCols(j * d, d) * k.middleCols(j * d, d).transpose();
+    gemm<S>(q.middleCols(j * d, d), Op::kAsIs, k.middleCols(j * d, d), Op::kTransposed, p, false);
     for (Eigen::Index i = 0; i < l; ++i) {
       // Causal: the query at position c + i sees keys 0 .. c + i only.
       const Eigen::Index seen = c + i + 1;
@@ -123,7 +119,7 @@ void attention_forward(ConstMatRef<S> q, ConstMatRef<S> k, ConstMatRef<S> v, int
       row /= row.sum();
       p.row(i).tail(t - seen).setZero();
     }
-    o.middleCols(j * d, d).noalias() = p * v.middleCols(j * d, d);
+    gemm<S>(p, Op::kAsIs, v.middleCols(j * d, d), Op::kAsIs, o.middleCols(j * d, d), false);
   }
 }
 
@@ -139,13 +135,13 @@ void attention_backward(ConstMatRef<S> q, ConstMatRef<S> k, ConstMatRef<S> v, co
   for (int j = 0; j < heads; ++j) {
     const auto p = probs.middleRows(j * l, l);
     const auto d_oj = d_o.middleCols(j * d, d);
-    dv.middleCols(j * d, d).noalias() = p.transpose() * d_oj;
-    ds.noalias() = d_oj * v.middleCols(j * d, d).transpose();  // dP
+    gemm<S>(p, Op::kTransposed, d_oj, Op::kAsIs, dv.middleCols(j * d, d), false);
+    gemm<S>(d_oj, Op::kAsIs, v.middleCols(j * d, d), Op::kTransposed, ds, false);  // dP
     // Softmax backward row by row; masked entries have p = 0, so ds = 0 there.
     const ColVec<S> dot = p.cwiseProduct(ds).rowwise().sum();
     ds = p.cwiseProduct((ds.colwise() - dot)) * scale;
-    dq.middleCols(j * d, d).noalias() = ds * k.middleCols(j * d, d);
-    dk.middleCols(j * d, d).noalias() = ds.transpose() * q.middleCols(j * d, d);
+    gemm<S>(ds, Op::kAsIs, k.middleCols(j * d, d), Op::kAsIs, dq.middleCols(j * d, d), false);
+    gemm<S>(ds, Op::kTransposed, q.middleCols(j * d, d), Op::kAsIs, dk.middleCols(j * d, d), false);
   }
 }
 

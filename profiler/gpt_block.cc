@@ -2,6 +2,7 @@
 
 #include <random>
 
+#include "profiler/gemm.h"
 #include "schedules/status.h"
 
 namespace ppsim::kernels {
@@ -139,8 +140,7 @@ Mat<S> forward(const BlockParams<S>& p, const Mat<S>& x, KvCache<S>* kv, Saved<S
 
   Mat<S> a1;
   layer_norm_forward(x, p.ln1_gain, p.ln1_bias, &s.xhat1, &s.rstd1, &a1);
-  Mat<S> qkv;
-  qkv.noalias() = a1 * p.w_qkv;
+  Mat<S> qkv = product<S>(a1, Op::kAsIs, p.w_qkv, Op::kAsIs);
   qkv.rowwise() += p.b_qkv;
   s.q = qkv.leftCols(h);
   for (int i = 0; i < b; ++i) {
@@ -156,7 +156,7 @@ Mat<S> forward(const BlockParams<S>& p, const Mat<S>& x, KvCache<S>* kv, Saved<S
                          p.heads, s.o.middleRows(i * l, l), &s.probs[i]);
   }
   Mat<S> hid = x;
-  hid.noalias() += s.o * p.w_o;
+  gemm<S>(s.o, Op::kAsIs, p.w_o, Op::kAsIs, hid, true);
   hid.rowwise() += p.b_o;
 
   Mat<S> a2;
@@ -183,8 +183,7 @@ Mat<S> backward_input(const BlockParams<S>& p, const Mat<S>& dy, KvCache<S>* kv,
   s.d_h = dy + layer_norm_backward_input(da2, s.xhat2, s.rstd2, p.ln2_gain);
 
   // Attention, sequence by sequence.
-  Mat<S> d_o;
-  d_o.noalias() = s.d_h * p.w_o.transpose();
+  const Mat<S> d_o = product<S>(s.d_h, Op::kAsIs, p.w_o, Op::kTransposed);
   s.d_qkv.resize(dy.rows(), 3 * h);
   Mat<S> dk(c + l, h), dv(c + l, h);
   for (int i = 0; i < b; ++i) {
@@ -204,8 +203,7 @@ Mat<S> backward_input(const BlockParams<S>& p, const Mat<S>& dy, KvCache<S>* kv,
   }
 
   // QKV projection and LN1; the residual passes d_h straight to x.
-  Mat<S> da1;
-  da1.noalias() = s.d_qkv * p.w_qkv.transpose();
+  const Mat<S> da1 = product<S>(s.d_qkv, Op::kAsIs, p.w_qkv, Op::kTransposed);
   s.d_ln1_gain = s.d_ln1_bias = RowVec<S>::Zero(h);
   layer_norm_backward_params(da1, s.xhat1, &s.d_ln1_gain, &s.d_ln1_bias);
   Mat<S> dx = s.d_h + layer_norm_backward_input(da1, s.xhat1, s.rstd1, p.ln1_gain);
@@ -228,9 +226,9 @@ void backward_weight(const BlockParams<S>& p, Saved<S>* saved, BlockGrads<S>* gr
   PPSIM_CHECK(grads->hidden == p.hidden && grads->ffn == p.ffn);
 
   const Mat<S> a1 = layer_norm_output(s.xhat1, p.ln1_gain, p.ln1_bias);
-  grads->w_qkv.noalias() += a1.transpose() * s.d_qkv;
+  gemm<S>(a1, Op::kTransposed, s.d_qkv, Op::kAsIs, grads->w_qkv, true);
   grads->b_qkv += s.d_qkv.colwise().sum();
-  grads->w_o.noalias() += s.o.transpose() * s.d_h;
+  gemm<S>(s.o, Op::kTransposed, s.d_h, Op::kAsIs, grads->w_o, true);
   grads->b_o += s.d_h.colwise().sum();
   const Mat<S> a2 = layer_norm_output(s.xhat2, p.ln2_gain, p.ln2_bias);
   mlp_backward_weight(a2, s.u, s.dy, s.du, &grads->w1, &grads->b1, &grads->w2, &grads->b2);

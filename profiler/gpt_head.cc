@@ -3,6 +3,7 @@
 #include <cmath>
 #include <random>
 
+#include "profiler/gemm.h"
 #include "schedules/status.h"
 
 namespace ppsim::kernels {
@@ -91,7 +92,7 @@ S loss_forward(const HeadParams<S>& p, const Mat<S>& y, const std::vector<int32_
   s.targets = targets;
   Mat<S> z;
   layer_norm_forward(y, p.lnf_gain, p.lnf_bias, &s.xhat, &s.rstd, &z);
-  s.probs.noalias() = z * p.w_out;
+  s.probs = product<S>(z, Op::kAsIs, p.w_out, Op::kAsIs);
   S loss = 0;
   for (Eigen::Index r = 0; r < s.probs.rows(); ++r) {
     PPSIM_CHECK(targets[r] >= 0 && targets[r] < p.vocab);
@@ -114,8 +115,7 @@ Mat<S> loss_backward_input(const HeadParams<S>& p, LossSaved<S>* saved) {
   // d loss / d logits = scale (softmax - onehot(target)), built in place.
   for (Eigen::Index r = 0; r < s.probs.rows(); ++r) s.probs(r, s.targets[r]) -= S(1);
   s.probs *= s.scale;
-  Mat<S> dz;
-  dz.noalias() = s.probs * p.w_out.transpose();
+  const Mat<S> dz = product<S>(s.probs, Op::kAsIs, p.w_out, Op::kTransposed);
   s.d_lnf_gain = s.d_lnf_bias = RowVec<S>::Zero(p.hidden);
   layer_norm_backward_params(dz, s.xhat, &s.d_lnf_gain, &s.d_lnf_bias);
   Mat<S> dy = layer_norm_backward_input(dz, s.xhat, s.rstd, p.lnf_gain);
@@ -129,7 +129,7 @@ void loss_backward_weight(const HeadParams<S>& p, LossSaved<S>* saved, HeadGrads
   LossSaved<S>& s = *saved;
   PPSIM_CHECK(s.phase == LossSaved<S>::Phase::kInputDone);
   const Mat<S> z = layer_norm_output(s.xhat, p.lnf_gain, p.lnf_bias);
-  grads->w_out.noalias() += z.transpose() * s.probs;
+  gemm<S>(z, Op::kTransposed, s.probs, Op::kAsIs, grads->w_out, true);
   grads->lnf_gain += s.d_lnf_gain;
   grads->lnf_bias += s.d_lnf_bias;
   s = LossSaved<S>{};
