@@ -1,8 +1,9 @@
 // The dense linear algebra the fits of sim/fit need, at their sizes: a
-// dozen unknowns at most (calibrate's per-kind scales and offsets, the
-// hardware fit's parameters) over at most a few hundred rows. Plain loops,
-// no blocking or vectorisation: at these sizes every solve takes
-// microseconds against the milliseconds of the simulations that feed it,
+// dozen unknowns at most (calibrate's per-kind scale and offset over every
+// measured action, the hardware fit's parameters over the measured runs).
+// Plain loops, no blocking or vectorisation: the work grows with the rows
+// times the unknowns squared, microseconds to milliseconds against the
+// simulations that feed the fits,
 // and this compiles in a fraction of the time a general library's
 // templates take (issue 14: CI time; Eigen's decompositions cost 4-5 s of
 // compilation each).
