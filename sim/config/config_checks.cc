@@ -270,7 +270,8 @@ void Loader::check_cross_fields(const Config& config, const Sections& tree) cons
   if (par.context > 1) check_context(config, tree);
   if (par.expert > 1) check_expert(config, tree);
   if (config.training.fp8 != Fp8Recipe::kNone) check_fp8(config, tree);
-  if (config.training.cuda_graphs.full_iteration) check_cuda_graph(config, tree);
+  if (config.training.cuda_graphs.has(CudaGraphScope::kFullIteration))
+    check_cuda_graph(config, tree);
   if (!par.layers_per_stage.empty()) {
     const Value split = tree.parallel.get("layers_per_stage");
     if (!config.model) {

@@ -121,18 +121,10 @@ const char* to_string(CudaGraphScope scope) {
   return "?";
 }
 
-void CudaGraphs::add(CudaGraphScope scope) {
-  full_iteration |= scope == CudaGraphScope::kFullIteration;
-  attention |= scope == CudaGraphScope::kAttention;
-  mlp |= scope == CudaGraphScope::kMlp;
-  moe_router |= scope == CudaGraphScope::kMoeRouter;
-  moe_preprocess |= scope == CudaGraphScope::kMoePreprocess;
-}
-
 bool CudaGraphs::captures(CudaGraphScope part) const {
-  return (part == CudaGraphScope::kAttention && attention) ||
-         (part == CudaGraphScope::kMlp && mlp) ||
-         (part == CudaGraphScope::kMoeRouter && moe_router);
+  const bool layer_part = part == CudaGraphScope::kAttention || part == CudaGraphScope::kMlp ||
+                          part == CudaGraphScope::kMoeRouter;
+  return layer_part && has(part);
 }
 
 const char* to_string(ContextComm comm) { return comm == ContextComm::kP2p ? "p2p" : "all_gather"; }

@@ -32,19 +32,23 @@ enum class MoeDispatcher { kAllToAll, kDeepEp };
 // each). kNone, on an operation: no part that a graph takes.
 enum class CudaGraphScope { kNone, kFullIteration, kAttention, kMlp, kMoeRouter, kMoePreprocess };
 
-// The parts a config's CUDA graphs capture (training.cuda_graph_scope).
-struct CudaGraphs {
-  bool full_iteration = false;  // the whole iteration: no launch priced
-  bool attention = false;       // attn: each layer's attention block
-  bool mlp = false;             // mlp: a dense layer's MLP block
-  bool moe_router = false;      // moe_router: a MoE layer's router
-  // moe_preprocess: the dispatch's token counting, no operation ppsim
-  // lists (its wait for the counts stays).
-  bool moe_preprocess = false;
-
-  void add(CudaGraphScope scope);
-  // Whether an operation of `part` is replayed in a graph.
+// The parts a config's CUDA graphs capture (training.cuda_graph_scope):
+// kFullIteration, the whole iteration (no launch priced, OpTimer); kAttention
+// (attn), each layer's attention block; kMlp, a dense layer's MLP block;
+// kMoeRouter, a MoE layer's router; kMoePreprocess, the dispatch's token
+// counting, no operation ppsim lists (its wait for the counts stays).
+class CudaGraphs {
+ public:
+  void add(CudaGraphScope scope) { parts_ |= bit(scope); }
+  bool has(CudaGraphScope scope) const { return (parts_ & bit(scope)) != 0; }
+  // Whether an operation of `part` (Op::graph) is replayed in a graph of
+  // its own part.
   bool captures(CudaGraphScope part) const;
+
+ private:
+  static unsigned bit(CudaGraphScope scope) { return 1u << static_cast<int>(scope); }
+
+  unsigned parts_ = 0;
 };
 // Where the fp32 weights the optimizer updates live (docs/cost_model.md,
 // "Memory"): `separate`, fp32 master weights beside the model's dtype copy,

@@ -52,7 +52,8 @@ OpTimer::OpTimer(const HardwareSpec& hardware, DType dtype, int tensor, const Cu
       fp8_flops_per_s_(hardware.peak_tflops_fp8 * kTera),
       memory_Bps_(hardware.hbm_bandwidth_gbps * kGiga * hardware.hbm_efficiency),
       launch_s_(hardware.kernel_launch_us * kMicro),
-      host_launch_s_(graphs.full_iteration ? 0 : hardware.host_launch_us * kMicro),
+      host_launch_s_(graphs.has(CudaGraphScope::kFullIteration) ? 0
+                                                                : hardware.host_launch_us * kMicro),
       graphs_(graphs),
       draws_per_s_(hardware.dropout_rng_gsamples_per_s * kGiga),
       tensor_(tensor) {}

@@ -388,14 +388,14 @@ TEST(ConfigModelTest, CudaGraphScopesAreOneOrAList) {
   Result<Config> listed = parse_config(
       with_line("training", "  cuda_graph_scope: [attn, moe_router, moe_preprocess]"), "test.yaml");
   ASSERT_TRUE(listed.ok()) << listed.error().message;
-  EXPECT_TRUE(listed->training.cuda_graphs.attention);
-  EXPECT_TRUE(listed->training.cuda_graphs.moe_router);
-  EXPECT_TRUE(listed->training.cuda_graphs.moe_preprocess);
-  EXPECT_FALSE(listed->training.cuda_graphs.mlp);
-  EXPECT_FALSE(listed->training.cuda_graphs.full_iteration);
+  EXPECT_TRUE(listed->training.cuda_graphs.has(CudaGraphScope::kAttention));
+  EXPECT_TRUE(listed->training.cuda_graphs.has(CudaGraphScope::kMoeRouter));
+  EXPECT_TRUE(listed->training.cuda_graphs.has(CudaGraphScope::kMoePreprocess));
+  EXPECT_FALSE(listed->training.cuda_graphs.has(CudaGraphScope::kMlp));
+  EXPECT_FALSE(listed->training.cuda_graphs.has(CudaGraphScope::kFullIteration));
   Result<Config> one = parse_config(with_line("training", "  cuda_graph_scope: mlp"), "test.yaml");
   ASSERT_TRUE(one.ok()) << one.error().message;
-  EXPECT_TRUE(one->training.cuda_graphs.mlp);
+  EXPECT_TRUE(one->training.cuda_graphs.has(CudaGraphScope::kMlp));
   EXPECT_EQ(error_of(with_line("training", "  cuda_graph_scope: [attn, moe]")),
             "test.yaml:20:28: training.cuda_graph_scope[1]: expected one of none, "
             "full_iteration, attn, mlp, moe_router, moe_preprocess, got \"moe\"");

@@ -191,16 +191,16 @@ TEST(MoeLaunches, AGraphOfTheRouterIsOneLaunch) {
   EXPECT_EQ(attention_ops, 6);  // norm, QKV, rotary, flash, output, bias-dropout-add (bf16)
   const double all = OpTimer(hw, DType::kBf16, 1).host_seconds(ops.forward);
   CudaGraphs router;
-  router.moe_router = true;
+  router.add(CudaGraphScope::kMoeRouter);
   EXPECT_NEAR(all - OpTimer(hw, DType::kBf16, 1, router).host_seconds(ops.forward), 1e-6, 1e-15);
   CudaGraphs both = router;
-  both.attention = true;
+  both.add(CudaGraphScope::kAttention);
   EXPECT_NEAR(all - OpTimer(hw, DType::kBf16, 1, both).host_seconds(ops.forward),
               (1 + attention_ops - 1) * 1e-6, 1e-15);
   // The token counting a graph of the dispatch's preprocessing takes is no
   // operation of the list: nothing changes.
   CudaGraphs preprocess;
-  preprocess.moe_preprocess = true;
+  preprocess.add(CudaGraphScope::kMoePreprocess);
   EXPECT_EQ(OpTimer(hw, DType::kBf16, 1, preprocess).host_seconds(ops.forward), all);
 }
 
@@ -396,7 +396,7 @@ TEST(MoeCostTable, AWholeIterationGraphLeavesNoLaunchesToWaitFor) {
   Config launched = tiny_moe(1, 0, 1, 1, 1, hw);
   launched.model->moe->capacity_factor = 1;
   Config graphed = launched;
-  graphed.training.cuda_graphs.full_iteration = true;
+  graphed.training.cuda_graphs.add(CudaGraphScope::kFullIteration);
   Config no_host = launched;
   no_host.hardware->host_launch_us = 0;
   const StageCost with_launches = build_ok(launched).stages[0];
