@@ -6,8 +6,10 @@
 // plain streams that share every SM, said in CudaRunInfo). Each rank runs
 // its program with the executor the CPU backends use (rank_executor.h), on
 // GpuStages (gpu_stage.h) in the model's bf16 or fp16. A tensor for
-// another rank is copied on the sender's stream into a buffer of the
-// device (the link: device-to-device), which the receiver then owns.
+// another rank is copied into a buffer of the device (the link:
+// device-to-device) by a thread and a stream of its link, as the threads
+// backend's links copy (transfer_worker.h), while the sender goes on; the
+// receiver then owns it.
 // Library `ppsim_runtime_cuda`, built only with the CUDA toolkit; no CUDA
 // type appears here.
 //

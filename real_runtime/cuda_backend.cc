@@ -6,6 +6,7 @@
 // context is current.
 #include <fmt/format.h>
 
+#include <map>
 #include <memory>
 #include <stdexcept>
 #include <system_error>
@@ -13,32 +14,67 @@
 
 #include "real_runtime/cuda.h"
 #include "real_runtime/cuda_common.h"
-#include "real_runtime/mailbox.h"
+#include "real_runtime/ordered_links.h"
+#include "real_runtime/transfer_worker.h"
 
 namespace ppsim::runtime {
 namespace {
 
-// In-process links between the ranks' streams; the compute bracket waits
-// for the rank's stream and marks its work for the tracer.
-class CudaTransport : public InProcessTransport<gpu::DeviceMatrix> {
+// A stream of its own for each link a schedule uses, in the device's
+// primary context (all of its SMs): the link's thread copies on it.
+using LinkContexts = std::map<DirectedLink, std::unique_ptr<gpu::GpuContext>>;
+
+Result<LinkContexts> link_contexts(const Schedule& schedule, int device) {
+  LinkContexts links;
+  for (const DirectedLink& link : directed_links(schedule)) {
+    Result<std::unique_ptr<gpu::GpuContext>> ctx = gpu::GpuContext::create(device);
+    if (!ctx) {
+      return Error{fmt::format("cuda backend: the link from rank {} to rank {}: {}", link.src,
+                               link.dst, ctx.error().message)};
+    }
+    links.emplace(link, std::move(*ctx));
+  }
+  return links;
+}
+
+// On the link's thread: the receiver's copy of `source`, on the link's
+// stream, waited for; `source` is then freed in that stream's order. The
+// sender's work on it is done (its compute bracket waited for its stream
+// before the send), so the sender's stream need not be ordered before it.
+gpu::DeviceMatrix copy_on_link(gpu::GpuContext& link, gpu::DeviceMatrix source) {
+  throw_if_failed(link.make_current());
+  gpu::DeviceMatrix copy = value_or_throw(gpu::copy_matrix(link, source));
+  throw_if_failed(link.synchronize());
+  source.buffer.set_stream(link.stream());
+  return copy;
+}
+
+std::vector<DirectedLink> keys(const LinkContexts& links) {
+  std::vector<DirectedLink> out;
+  for (const auto& [link, ctx] : links) out.push_back(link);
+  return out;
+}
+
+// In-process links between the ranks' streams, each copied by a thread and
+// a stream of its own (transfer_worker.h), so the sender goes on computing;
+// the compute bracket waits for the rank's stream and marks its work for
+// the tracer.
+class CudaTransport : public CopyingTransport<gpu::DeviceMatrix> {
  public:
-  CudaTransport(int num_ranks, const RunClock* clock, gpu::GpuTracer* tracer)
-      : InProcessTransport(num_ranks, clock), contexts_(num_ranks, nullptr), tracer_(tracer) {}
+  // REQUIRES: `links` outlives the transport's close().
+  CudaTransport(int num_ranks, const RunClock* clock, LinkContexts* links, gpu::GpuTracer* tracer)
+      : CopyingTransport(num_ranks, clock, keys(*links),
+                         [links](gpu::DeviceMatrix m, const DirectedLink& link) {
+                           return copy_on_link(*links->at(link), std::move(m));
+                         }),
+        contexts_(num_ranks, nullptr),
+        tracer_(tracer) {}
 
   // Each rank's thread, before the ranks start.
   void set_context(int rank, gpu::GpuContext* ctx) { contexts_[rank] = ctx; }
 
-  void send(int dst_rank, const MessageKey& key, Message<gpu::DeviceMatrix> m) override {
-    if (dst_rank != m.src_rank) {
-      // The link: a copy into a buffer of the device, on the sender's
-      // stream; the transfer ends when it is there.
-      gpu::GpuContext& ctx = *contexts_[m.src_rank];
-      gpu::DeviceMatrix copy = value_or_throw(gpu::copy_matrix(ctx, m.data));
-      throw_if_failed(ctx.synchronize());
-      m.data = std::move(copy);
-    }
-    deliver(dst_rank, key, std::move(m));
-  }
+  // The link waited for its copy, so the receiver's stream may use and
+  // free it.
   Message<gpu::DeviceMatrix> receive(int rank, const MessageKey& key) override {
     Message<gpu::DeviceMatrix> m = InProcessTransport::receive(rank, key);
     m.data.buffer.set_stream(contexts_[rank]->stream());  // the receiver frees it
@@ -91,8 +127,10 @@ Result<RunResult> run_cuda(const Schedule& schedule, const RuntimeModel& model,
   placed.timing = timing_of(tracer);
   gpu::GpuTracer* tr = tracer ? tracer->get() : nullptr;
 
+  Result<LinkContexts> links = link_contexts(schedule, options.device);
+  if (!links) return links.error();
   RunClock clock;
-  CudaTransport transport(num_ranks, &clock, tr);
+  CudaTransport transport(num_ranks, &clock, &*links, tr);
   placed.placements.assign(num_ranks, "");
   std::vector<RankLog> logs(num_ranks);
   Result<gpu::Trace> trace = Error{"not traced"};
@@ -139,6 +177,7 @@ Result<RunResult> run_cuda(const Schedule& schedule, const RuntimeModel& model,
         fmt::format("rank {}: cannot start its thread: {}", threads.size(), e.what()));
   }
   for (std::thread& t : threads) t.join();
+  transport.close();
   if (info != nullptr) *info = placed;
   if (transport.control().aborted()) return Error{transport.control().error()};
 

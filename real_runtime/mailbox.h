@@ -137,8 +137,8 @@ class AbortableBarrier : public Wakeable {
 
 // In-process links: a mailbox per rank, a barrier that an abort releases.
 // A backend's send() makes the receiver's copy of a cross-rank tensor (as
-// a link would), on the sender's thread (the CUDA backend) or a link's
-// (CopyingTransport, transfer_worker.h), and hands it on with deliver().
+// a link would), on a thread of the link (CopyingTransport,
+// transfer_worker.h), and hands it on with deliver().
 template <typename T>
 class InProcessTransport : public Transport<T> {
  public:

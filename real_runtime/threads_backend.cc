@@ -45,7 +45,7 @@ Result<RunResult> run_ranks(const RunPlan& plan) {
   RunClock clock;
   CopyingTransport<kernels::Mat<S>> transport(
       num_ranks, &clock, directed_links(*plan.schedule),
-      [](const kernels::Mat<S>& m) { return kernels::Mat<S>(m); });
+      [](kernels::Mat<S> m, const DirectedLink&) { return kernels::Mat<S>(m); });
   std::vector<std::unique_ptr<RankExecutor<StageCompute<S>>>> ranks;
   for (int r = 0; r < num_ranks; ++r) {
     ranks.push_back(std::make_unique<RankExecutor<StageCompute<S>>>(plan, r, &transport, &clock,

@@ -1,6 +1,6 @@
-// The threads backend's links: a tensor for another rank is copied (the
-// transfer) by a thread of the link it travels, not by its sender, which
-// hands it over and goes on computing. That is the link the simulator's
+// The in-process backends' links (threads and CUDA): a tensor for another
+// rank is copied (the transfer) by a thread of the link it travels, not by
+// its sender, which hands it over and goes on computing. That is the link the simulator's
 // engine models: one per directed pair of ranks, carrying one transfer at a
 // time, first in first out. A TransferWorker is one link's queue and
 // thread; CopyingTransport puts one on each link of a schedule. An abort
@@ -118,8 +118,10 @@ class TransferWorker : public Wakeable {
 template <typename T>
 class CopyingTransport : public InProcessTransport<T> {
  public:
-  // Makes the receiver's copy of a tensor.
-  using Copy = std::function<T(const T&)>;
+  // Makes the receiver's copy of `source`, the sender's tensor, on the
+  // thread of `link`, and releases the source (the CUDA backend frees it in
+  // the order of the link's stream).
+  using Copy = std::function<T(T source, const DirectedLink& link)>;
 
   // A worker on each of `links`. Throws std::system_error when a thread
   // cannot start.
@@ -164,7 +166,7 @@ class CopyingTransport : public InProcessTransport<T> {
 
   void carry(Transfer& t) {
     t.message.send_start = this->clock().now();
-    t.message.data = copy_(t.message.data);
+    t.message.data = copy_(std::move(t.message.data), DirectedLink{t.message.src_rank, t.dst_rank});
     this->deliver(t.dst_rank, t.key, std::move(t.message));
   }
 

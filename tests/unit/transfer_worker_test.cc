@@ -91,7 +91,7 @@ TEST(TransferWorker, TheSenderGoesOnWhileItsTransferIsCopied) {
   Gate gate;
   Events events;
   std::thread::id copier;
-  CopyingTransport<int> transport(2, &clock, {{0, 1}}, [&](const int& x) {
+  CopyingTransport<int> transport(2, &clock, {{0, 1}}, [&](int x, const DirectedLink&) {
     copier = std::this_thread::get_id();
     gate.wait();
     events.add("copied");
@@ -118,7 +118,7 @@ TEST(TransferWorker, ALinkCarriesItsTransfersOneAtATimeInTheOrderSent) {
   constexpr int kTransfers = 50;
   const RunClock clock = started_clock();
   std::vector<int> copied;  // by the link's one thread
-  CopyingTransport<int> transport(2, &clock, {{0, 1}}, [&](const int& x) {
+  CopyingTransport<int> transport(2, &clock, {{0, 1}}, [&](int x, const DirectedLink&) {
     copied.push_back(x);
     return x;
   });
@@ -140,13 +140,15 @@ TEST(TransferWorker, ALinkCarriesItsTransfersOneAtATimeInTheOrderSent) {
 }
 
 // Rank 0's transfer to rank 1 is held at a gate; rank 2's to rank 1
-// arrives meanwhile.
+// arrives meanwhile. The copy is told which link it is on (the CUDA
+// backend copies on that link's stream).
 TEST(TransferWorker, ALinkDoesNotWaitForAnother) {
   const RunClock clock = started_clock();
   Gate gate;
   Events events;
-  CopyingTransport<int> transport(3, &clock, {{0, 1}, {2, 1}}, [&](const int& x) {
-    if (x == 0) {
+  CopyingTransport<int> transport(3, &clock, {{0, 1}, {2, 1}}, [&](int x, const DirectedLink& l) {
+    EXPECT_EQ(l.dst, 1);
+    if (l.src == 0) {
       gate.wait();
       events.add("copied from rank 0");
     }
@@ -170,7 +172,7 @@ TEST(TransferWorker, AnAbortDropsTheQueuedTransfersAndEndsTheWorkers) {
   const RunClock clock = started_clock();
   Gate copying, gate;
   Events events;
-  CopyingTransport<int> transport(2, &clock, {{0, 1}, {1, 0}}, [&](const int& x) {
+  CopyingTransport<int> transport(2, &clock, {{0, 1}, {1, 0}}, [&](int x, const DirectedLink&) {
     events.add("copying " + std::to_string(x));
     copying.open();
     gate.wait();
@@ -200,7 +202,8 @@ TEST(TransferWorker, AnAbortDropsTheQueuedTransfersAndEndsTheWorkers) {
 // thread: the run is aborted with the link's name and the reason.
 TEST(TransferWorker, AFailedTransferFailsTheRunNamingItsLink) {
   const RunClock clock = started_clock();
-  CopyingTransport<int> transport(2, &clock, {{0, 1}}, [](const int& x) { return x; });
+  CopyingTransport<int> transport(2, &clock, {{0, 1}},
+                                  [](int x, const DirectedLink&) { return x; });
   transport.send(1, activation(0), sent(0, 1, clock.now()));
   transport.send(1, activation(0), sent(0, 2, clock.now()));
   transport.close();  // carries both
@@ -213,7 +216,8 @@ TEST(TransferWorker, AFailedTransferFailsTheRunNamingItsLink) {
 
 TEST(TransferWorker, ASendOnALinkThatWasNotMadeIsAnError) {
   const RunClock clock = started_clock();
-  CopyingTransport<int> transport(3, &clock, {{0, 1}}, [](const int& x) { return x; });
+  CopyingTransport<int> transport(3, &clock, {{0, 1}},
+                                  [](int x, const DirectedLink&) { return x; });
   EXPECT_THROW(transport.send(2, activation(0), sent(0, 1, clock.now())), std::logic_error);
   transport.close();
 }
