@@ -98,6 +98,8 @@ constexpr HardwareNumber kHardwareNumbers[] = {
      0, 1, "of the peak"},
     {"flash_backward_efficiency", &HardwareSpec::flash_backward_efficiency, Bound::kFraction, false,
      0, 1, "of the peak"},
+    {"flash_key_overhead", &HardwareSpec::flash_key_overhead, Bound::kNonNegative, false, 0, 1e5,
+     "keys"},
     {"hbm_bandwidth_gbps", &HardwareSpec::hbm_bandwidth_gbps, Bound::kPositive, true, kMinGBps,
      kMaxGBps, "GB/s"},
     {"hbm_efficiency", &HardwareSpec::hbm_efficiency, Bound::kFraction, false, 0, 1,

@@ -225,9 +225,13 @@ struct HardwareSpec {
   // (gemm_tile_m / 2 x gemm_tile_n) reaches; cuBLAS takes it where its finer
   // waves win. 0: the one tile only.
   double gemm_half_tile_efficiency = 0;
-  // FlashAttention: the fraction of peak its forward and backward reach.
+  // FlashAttention: the fraction of peak its forward and backward reach on
+  // long sequences; a kernel whose queries attend to L keys on average runs
+  // at L / (L + flash_key_overhead) of it (each tile of queries pays its
+  // prologue, epilogue and causal diagonal tile as that many more keys).
   double flash_forward_efficiency = 0.8;
   double flash_backward_efficiency = 0.8;
+  double flash_key_overhead = 0;
   double hbm_bandwidth_gbps = 0;  // GB/s, datasheet
   double hbm_efficiency = 1;      // fraction of it that memory-bound kernels reach
   double kernel_launch_us = 0;    // the device's idle gap before each kernel

@@ -186,6 +186,7 @@ Status check_hardware(const Config& config) {
   for (const auto& [value, key] :
        {std::pair{hw.sm_count, "hardware.sm_count"},
         std::pair{hw.gemm_tile_k_overhead, "hardware.gemm_tile_k_overhead"},
+        std::pair{hw.flash_key_overhead, "hardware.flash_key_overhead"},
         std::pair{hw.kernel_launch_us, "hardware.kernel_launch_us"},
         std::pair{hw.collective_half_mb, "hardware.collective_half_mb"}}) {
     if (!(value >= 0) || !std::isfinite(value)) {

@@ -66,6 +66,9 @@ struct Op {
   bool fp8 = false;
   CollectiveKind collective = CollectiveKind::kAllReduce;
   bool backward = false;  // kFlashAttention: the backward kernel
+  // kFlashAttention: the keys a query attends to, on average (causal: about
+  // half the sequence, plus a slice's context).
+  double keys_per_query = 0;
   // kCollective: runs alongside the GEMM it feeds (an all-gather: the next
   // operation) or drains (a reduce-scatter: the previous one), paying only
   // what outlasts it (parallel.tp_comm_overlap).

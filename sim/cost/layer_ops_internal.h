@@ -187,6 +187,7 @@ class PhaseBuilder {
     op.flops = flops;
     op.bytes = bytes;
     op.backward = backward;
+    op.keys_per_query = dims_.causal_pairs / dims_.queries;
     add(op);
   }
 

@@ -106,6 +106,14 @@ GemmTiling OpTimer::gemm_tiling(const Op& op) const {
                                hw_.max_gemm_efficiency * hw_.gemm_half_tile_efficiency));
 }
 
+double OpTimer::flash_compute_seconds(const Op& op) const {
+  const double efficiency =
+      op.backward ? hw_.flash_backward_efficiency : hw_.flash_forward_efficiency;
+  const double keys = op.keys_per_query;
+  const double slowdown = keys > 0 ? (keys + hw_.flash_key_overhead) / keys : 1;
+  return op.flops / (flops_per_s_ * efficiency) * slowdown;
+}
+
 double OpTimer::seconds(const Op& op, const GroupLinks& links) const {
   switch (op.kind) {
     case OpKind::kGemm:
@@ -117,11 +125,8 @@ double OpTimer::seconds(const Op& op, const GroupLinks& links) const {
              launch_s_;
     case OpKind::kMemory:
       return std::max(memory_seconds(op.bytes), draw_seconds(op.random_draws)) + launch_s_;
-    case OpKind::kFlashAttention: {
-      const double efficiency =
-          op.backward ? hw_.flash_backward_efficiency : hw_.flash_forward_efficiency;
-      return std::max(op.flops / (flops_per_s_ * efficiency), memory_seconds(op.bytes)) + launch_s_;
-    }
+    case OpKind::kFlashAttention:
+      return std::max(flash_compute_seconds(op), memory_seconds(op.bytes)) + launch_s_;
     case OpKind::kCollective:
       if (op.collective == CollectiveKind::kAllToAll) {
         return all_to_all_seconds(op.bytes, links.expert) + launch_s_;

@@ -131,6 +131,9 @@ class OpTimer {
   double gemm_compute_seconds(const Op& op) const { return gemm_tiling(op).seconds; }
   GemmTiling gemm_tiling(const Op& op) const;
   double memory_seconds(double bytes) const;
+  // A FlashAttention kernel's compute: its FLOPs at its efficiency, slowed
+  // by L / (L + flash_key_overhead) for L = Op::keys_per_query.
+  double flash_compute_seconds(const Op& op) const;
   // Drawing a dropout mask's random numbers for `elements`.
   double draw_seconds(double elements) const;
 

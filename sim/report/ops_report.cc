@@ -46,7 +46,8 @@ std::string shape_of(const Op& op) {
       return op.batch > 1 ? fmt::format("{:g} x {:g} x {:g} x {:g}", op.batch, op.m, op.n, op.k)
                           : fmt::format("{:g} x {:g} x {:g}", op.m, op.n, op.k);
     case OpKind::kFlashAttention:
-      return op.backward ? "backward" : "forward";
+      return fmt::format("{}, {:g} keys a query", op.backward ? "backward" : "forward",
+                         op.keys_per_query);
     case OpKind::kCollective:
       return fmt::format("{}{}{}", collective_name(op.collective),
                          op.overlaps_gemm ? ", overlapped" : "",

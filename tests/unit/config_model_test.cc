@@ -230,6 +230,11 @@ constexpr BadValue kBadValues[] = {
     {"hardware", "  flash_backward_efficiency: 1.2",
      "test.yaml:8:30: hardware.flash_backward_efficiency: expected a number in (0, 1], got "
      "\"1.2\""},
+    {"hardware", "  flash_key_overhead: -160",
+     "test.yaml:8:23: hardware.flash_key_overhead: expected a number >= 0, got \"-160\""},
+    {"hardware", "  flash_key_overhead: 1e6",
+     "test.yaml:8:23: hardware.flash_key_overhead: expected 0 to 100000 keys (is it in another "
+     "unit?), got \"1e6\""},
     {"hardware", "  hbm_efficiency: 95",
      "test.yaml:8:19: hardware.hbm_efficiency: expected a number in (0, 1], got \"95\""},
     {"hardware", "  gemm_half_tile_efficiency: -0.5",

@@ -170,6 +170,17 @@ TEST(ContextRingOps, ForwardPassesKAndVBackwardAlsoTheirGradients) {
       nullptr);
 }
 
+// A query of a causal sequence of 8192 attends to 4096 keys on average
+// (sum over i of i / 8192 = 8191 / 2, plus its own: 8192 / 2); a rank's two
+// chunks under cp 4 the same: 3072 before them, plus 2048 / 2 of their own.
+TEST(ContextRingOps, TheKernelSeesHalfTheSequenceAsKeysWithOrWithoutTheRing) {
+  for (const int cp : {1, 4}) {
+    const PieceOps ops = layer_ops(llama3_70b_shape(cp), context_rank_slice(8192, cp));
+    EXPECT_DOUBLE_EQ(find(ops.forward, OpKind::kFlashAttention)->keys_per_query, 4096) << cp;
+    EXPECT_DOUBLE_EQ(find(ops.input_grad, OpKind::kFlashAttention)->keys_per_query, 4096) << cp;
+  }
+}
+
 // Llama 3's all-gather variant (Transformer Engine's cp_comm_type
 // all_gather): the group's K and V gathered before the forward kernel, again
 // before the backward one, and their gradients reduce-scattered after it;

@@ -30,7 +30,8 @@ Op gemm_of(double batch, double m, double n, double k) {
 
 // Preset fields used below: 312 TFLOP/s, max_gemm_efficiency 0.82, 108 SMs,
 // 256 x 128 tiles, a 128 x 128 tile at 0.85 of the efficiency,
-// gemm_tile_k_overhead 50, HBM 2039 GB/s at 0.68.
+// gemm_tile_k_overhead 50, HBM 2039 GB/s at 0.68, flash attention at 0.73
+// forward and 0.63 backward with flash_key_overhead 160.
 TEST(OpTime, LargeGemmRunsWavesOfTiles) {
   const HardwareSpec hw = a100();
   const OpTimer timer(hw, DType::kBf16, 1);
@@ -126,16 +127,35 @@ TEST(OpTime, DropoutAtTheSlowerOfItsBytesAndItsDraws) {
               1e-9);
 }
 
-TEST(OpTime, FlashKernelAtItsEfficiency) {
-  const OpTimer timer(a100(), DType::kBf16, 1);
+// A forward flash kernel of 1e12 FLOPs moving 1 MB (compute-bound).
+Op flash_of(double keys_per_query) {
   Op flash;
   flash.kind = OpKind::kFlashAttention;
   flash.flops = 1e12;
   flash.bytes = 1e6;
-  // Forward 1e12 / (312e12 x 0.73); backward at 0.63.
+  flash.keys_per_query = keys_per_query;
+  return flash;
+}
+
+TEST(OpTime, FlashKernelAtItsEfficiency) {
+  const OpTimer timer(a100(), DType::kBf16, 1);
+  // Forward 1e12 / (312e12 x 0.73); backward at 0.63 (no keys given: no
+  // tile overhead).
+  Op flash = flash_of(0);
   EXPECT_NEAR(timer.seconds(flash, GroupLinks{}), 1e12 / (312e12 * 0.73), 1e-12);
   flash.backward = true;
   EXPECT_NEAR(timer.seconds(flash, GroupLinks{}), 1e12 / (312e12 * 0.63), 1e-12);
+}
+
+// flash_key_overhead 160: queries attending to 512 keys on average (a
+// causal sequence of 1024) run at 512 / (512 + 160) of the efficiency; at
+// 65,536 keys the overhead is 0.24 %.
+TEST(OpTime, FlashKernelPaysItsTilesOverheadAsMoreKeys) {
+  const OpTimer timer(a100(), DType::kBf16, 1);
+  EXPECT_NEAR(timer.seconds(flash_of(512), GroupLinks{}), 1e12 / (312e12 * 0.73) * 672 / 512,
+              1e-12);
+  EXPECT_NEAR(timer.seconds(flash_of(65536), GroupLinks{}), 1e12 / (312e12 * 0.73) * 65696 / 65536,
+              1e-12);
 }
 
 TEST(OpTime, CollectivesAtBusBandwidthForTheirSize) {

@@ -47,7 +47,7 @@ const Source kSources[] = {
     {"megatron-readme", 0.045, 0.045},
     {"mt-nlg", 0.193, 0.212},
     {"nemo-automodel", 0.142, 0.240},
-    {"llm-foundry", 0.088, 0.348},
+    {"llm-foundry", 0.080, 0.344},
     {"nemo-fp8", 0.042, 0.109},
     {"nemotron4-340b", 0.033, 0.033},
     {"megatron-bridge", 0.101, 0.162},
