@@ -62,6 +62,7 @@ inline constexpr FitParameter kFitParameters[] = {
     {"flash_forward_efficiency", &HardwareSpec::flash_forward_efficiency, 0.2, 1.0},
     {"flash_backward_efficiency", &HardwareSpec::flash_backward_efficiency, 0.2, 1.0},
     {"gemm_tile_k_overhead", &HardwareSpec::gemm_tile_k_overhead, 0.0, 512.0},
+    {"flash_key_overhead", &HardwareSpec::flash_key_overhead, 0.0, 2048.0},
     {"action_overhead_us", &HardwareSpec::action_overhead_us, 0.0, 2000.0},
 };
 inline constexpr int kNumFitParameters = static_cast<int>(std::size(kFitParameters));

@@ -87,7 +87,7 @@ names = [p["name"] for p in t["parameters"]]
 assert names == ["max_gemm_efficiency", "hbm_efficiency", "kernel_launch_us",
                  "intra_node_collective_efficiency", "inter_node_collective_efficiency",
                  "flash_forward_efficiency", "flash_backward_efficiency",
-                 "gemm_tile_k_overhead", "action_overhead_us"], names
+                 "gemm_tile_k_overhead", "flash_key_overhead", "action_overhead_us"], names
 assert all(p["lower"] <= p["value"] <= p["upper"] for p in t["parameters"])
 gemm = t["parameters"][0]
 assert gemm["lower_iteration_time_s"] > t["iteration_time_s"] > gemm["upper_iteration_time_s"], gemm

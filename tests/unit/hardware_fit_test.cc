@@ -448,7 +448,7 @@ TEST_F(HardwareFit, NoisyRowsGiveTheTruthWithinTheNoiseBound) {
 TEST_F(HardwareFit, ParametersNoRowDependsOnAreUndeterminedAndKeepThePreset) {
   const HardwareSpec& preset = *noisy_->configs[0].hardware;
   for (const char* name : {"flash_forward_efficiency", "flash_backward_efficiency",
-                           "inter_node_collective_efficiency"}) {
+                           "flash_key_overhead", "inter_node_collective_efficiency"}) {
     const ParameterResult& p = noisy_->fit.parameter(name);
     EXPECT_EQ(p.status, ParameterStatus::kInsensitive) << name;
     EXPECT_LE(p.largest_row_change, kMinRowChange) << name;
