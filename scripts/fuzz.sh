@@ -7,7 +7,8 @@
 #
 #   scripts/fuzz.sh [SECONDS_PER_HARNESS] [HARNESS...]
 #
-# HARNESS: config, override, schedule_csv, cost_profile, runs_file, measured_runs, simulate (all by
+# HARNESS: config, override, schedule_csv, cost_profile, runs_file, measured_runs, gemm_timings,
+# simulate (all by
 # default). Environment: JOBS (build jobs and harnesses run at once,
 # default nproc); FUZZ_BUILD (the
 # build directory, default build-fuzz); FUZZ_RUNS=N (N inputs from a fixed
@@ -27,13 +28,13 @@ harnesses=("$@")
 # override 14, schedule_csv 10, cost_profile and measured_runs 9; in the
 # order simulate, config, ... the phase took 80 s, in this one about 66).
 [ ${#harnesses[@]} -eq 0 ] && harnesses=(config runs_file simulate override schedule_csv cost_profile
-                                          measured_runs)
+                                          measured_runs gemm_timings)
 build=${FUZZ_BUILD:-$root/build-fuzz}
 jobs=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 
 # Largest input per harness, a little above its largest seed.
 declare -A max_len=([config]=8192 [override]=1024 [schedule_csv]=8192 [cost_profile]=8192
-                    [runs_file]=8192 [measured_runs]=32768 [simulate]=8192)
+                    [runs_file]=8192 [measured_runs]=32768 [gemm_timings]=4096 [simulate]=8192)
 for h in "${harnesses[@]}"; do
   [ -n "${max_len[$h]:-}" ] || { echo "fuzz: unknown harness '$h'" >&2; exit 2; }
 done
@@ -64,7 +65,7 @@ done
 out=$build/fuzz
 seeds=$out/seeds
 rm -rf "$seeds"
-for h in config override schedule_csv cost_profile runs_file measured_runs simulate; do
+for h in config override schedule_csv cost_profile runs_file measured_runs gemm_timings simulate; do
   mkdir -p "$seeds/$h" "$out/corpus/$h" "$out/artifacts/$h" "$out/logs"
 done
 # Copies files into a seed folder, named after their path so none collide.
@@ -90,6 +91,8 @@ mapfile -t files < <(data_files csv)
 add_files "$seeds/schedule_csv" "${files[@]}"
 mapfile -t files < <(find "$root/configs/published" -name measured.csv)
 add_files "$seeds/measured_runs" "${files[@]}"
+mapfile -t files < <(find "$root/configs/microbench" -name '*.csv')
+add_files "$seeds/gemm_timings" "${files[@]}"
 mapfile -t files < <(data_files json)
 add_files "$seeds/runs_file" "${files[@]}"
 # Profiles in tests/data, and the example in docs/cost_profile.md.

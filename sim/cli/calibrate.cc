@@ -222,19 +222,9 @@ int parse_measured_args(const std::vector<std::string>& args, MeasuredArgs* out)
       "threads",
       po::value(&out->threads)->value_name("N")->notifier(within("--threads", 1, kMaxThreads)),
       "simulation threads (default: one per core); results do not depend on it");
-  // Before parsing: "--measured --help" would read as --measured missing its value.
-  if (std::any_of(args.begin(), args.end(),
-                  [](const std::string& a) { return a == "--help" || a == "-h"; })) {
-    std::cout << kMeasuredUsage << desc;
-    return 0;
-  }
-  po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(desc).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    std::cerr << "ppsim: error: " << e.what() << ". See 'ppsim calibrate --measured --help'.\n";
-    return 2;
+  if (int code = parse_flags(args, desc, kMeasuredUsage, "ppsim calibrate --measured --help");
+      code >= 0) {
+    return code;
   }
   if (out->measured.empty()) {
     std::cerr << "ppsim: error: --measured needs a CSV file. See 'ppsim calibrate --help'.\n";
@@ -246,15 +236,6 @@ int parse_measured_args(const std::vector<std::string>& args, MeasuredArgs* out)
 bool has_measured_flag(const std::vector<std::string>& args) {
   return std::any_of(args.begin(), args.end(),
                      [](const std::string& a) { return a.starts_with("--measured"); });
-}
-
-std::string today() {
-  const std::time_t now = std::time(nullptr);
-  std::tm utc{};
-  gmtime_r(&now, &utc);
-  char text[16];
-  std::strftime(text, sizeof text, "%Y-%m-%d", &utc);
-  return text;
 }
 
 int predict_measured(const MeasuredArgs& args, const MeasuredRuns& runs,
@@ -283,7 +264,7 @@ int fit_measured(const MeasuredArgs& args, const MeasuredRuns& runs,
   const Result<HardwareFitResult> fit = fit_hardware(runs, configs, options);
   if (!fit.ok()) return error_exit(fit.error().message);
   const std::string name = std::filesystem::path(args.output).stem().string();
-  const std::string yaml = hardware_preset_yaml(*fit, name, {runs.path, today()});
+  const std::string yaml = hardware_preset_yaml(*fit, name, {runs.path, utc_date()});
   if (Status st = write_output(args.output, yaml); !st) return error_exit(st.message());
   if (args.json_path != "-") {
     std::cout << format_hardware_fit(runs, *fit) << "\nhardware preset written to " << args.output
@@ -314,6 +295,10 @@ int run_calibrate_measured(const std::vector<std::string>& args) {
 
 int run_calibrate(const std::vector<std::string>& args) {
   if (has_measured_flag(args)) return run_calibrate_measured(args);
+  if (std::any_of(args.begin(), args.end(),
+                  [](const std::string& a) { return a.starts_with("--gemms"); })) {
+    return run_calibrate_gemms(args);
+  }
   std::vector<std::string> sources;
   std::string output;
   std::string json_path;
@@ -328,7 +313,9 @@ int run_calibrate(const std::vector<std::string>& args) {
   const std::string usage =
       "usage: ppsim calibrate RUNS... [-o FILE] [--json FILE|-]\n"
       "       ppsim calibrate --measured MEASURED.csv [-o PRESET.yaml] [--json FILE|-]\n"
-      "         (measured iteration times: 'ppsim calibrate --measured --help')\n\n"
+      "         (measured iteration times: 'ppsim calibrate --measured --help')\n"
+      "       ppsim calibrate --gemms GEMMS.csv --hardware PRESET\n"
+      "         (GEMM timings: 'ppsim calibrate --gemms --help')\n\n"
       "Fits, by non-negative least squares, a scale and a fixed overhead per action kind\n"
       "(F, B, I, W, and S, the optimizer step) and the link's latency and bandwidth to runs\n"
       "that ppsim validate both predicted and measured (--runs-out). Reports each run's\n"

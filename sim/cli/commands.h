@@ -13,5 +13,7 @@ int run_schedule(const std::vector<std::string>& args);
 int run_compare(const std::vector<std::string>& args);
 int run_explore(const std::vector<std::string>& args);
 int run_calibrate(const std::vector<std::string>& args);  // calibrate.cc
+// `ppsim calibrate --gemms`, which run_calibrate hands on (calibrate_gemms.cc).
+int run_calibrate_gemms(const std::vector<std::string>& args);
 
 }  // namespace ppsim::cli

@@ -3,9 +3,11 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <iostream>
 #include <thread>
@@ -93,6 +95,35 @@ int parse_command_line(const std::vector<std::string>& args, const po::options_d
   if (!vm->count("config")) {
     std::cerr << "ppsim: error: missing the " << positional_name << " argument. See 'ppsim "
               << command << " --help'.\n";
+    return 2;
+  }
+  return -1;
+}
+
+std::string utc_date() {
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char text[16];
+  std::strftime(text, sizeof text, "%Y-%m-%d", &utc);
+  return text;
+}
+
+int parse_flags(const std::vector<std::string>& args,
+                const boost::program_options::options_description& desc, const std::string& usage,
+                const std::string& help_command) {
+  namespace po = boost::program_options;
+  if (std::any_of(args.begin(), args.end(),
+                  [](const std::string& a) { return a == "--help" || a == "-h"; })) {
+    std::cout << usage << desc;
+    return 0;
+  }
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(desc).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    std::cerr << "ppsim: error: " << e.what() << ". See '" << help_command << "'.\n";
     return 2;
   }
   return -1;

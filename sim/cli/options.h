@@ -28,6 +28,10 @@ std::function<void(int)> within(const char* flag, int min, int max);
 // checked before the work whose results it will hold. "-" and "" are OK.
 Status check_writable(const std::string& path);
 
+// Today's date in UTC, YYYY-MM-DD (for the provenance comments of files a
+// fit writes).
+std::string utc_date();
+
 // Writes `text` to FILE, or to stdout for "-"; the error says why not.
 Status write_output(const std::string& path, const std::string& text);
 
@@ -46,6 +50,15 @@ Status check_cores(int ranks, bool force, bool warn);
 // RUNS...`) passes `positional_max` (-1: any number), stores them in a
 // vector option "config", and names them in the missing-argument message by
 // `positional_name`.
+// Parses a command form that takes flags only, each bound to its variable
+// in `desc`. "--help" or "-h" anywhere prints `usage` and `desc` and gives 0
+// (looked for first: "--measured --help" would read as a flag missing its
+// value); a usage error is printed with "See '<help_command>'." and gives 2;
+// -1 to go on.
+int parse_flags(const std::vector<std::string>& args,
+                const boost::program_options::options_description& desc, const std::string& usage,
+                const std::string& help_command);
+
 int parse_command_line(const std::vector<std::string>& args,
                        const boost::program_options::options_description& desc,
                        const std::string& command, const std::string& usage,

@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "sim/core/text_file.h"
+#include "sim/fit/csv_records.h"
 #include "sim/plan/parallel.h"
 #include "sim/plan/ranking_evidence.h"
 #include "sim/plan/simulate.h"
@@ -22,163 +23,13 @@
 namespace ppsim {
 namespace {
 
-struct CsvField {
-  std::string text;
-  bool quoted = false;
-};
-
-struct CsvRecord {
-  int line = 0;
-  std::vector<CsvField> fields;
-
-  bool blank() const { return fields.size() == 1 && !fields[0].quoted && fields[0].text.empty(); }
-};
-
-bool is_blank(char c) { return c == ' ' || c == '\t' || c == '\r'; }
-
-// Splits CSV text into records (RFC 4180): fields separated by commas, a
-// quoted field may hold commas, newlines and "" for a quote; spaces around
-// a field are not part of it.
-class CsvSplitter {
- public:
-  CsvSplitter(std::string_view text, const std::string& path) : text_(text), path_(path) {
-    if (text_.starts_with("\xEF\xBB\xBF")) pos_ = 3;  // a UTF-8 byte order mark
-  }
-
-  // The next record that is not a blank line; nullopt at the end.
-  Result<std::optional<CsvRecord>> next() {
-    while (pos_ < text_.size()) {
-      CsvRecord record{line_, {}};
-      bool last = false;
-      while (!last) {
-        Result<CsvField> field = read_field(&last);
-        if (!field.ok()) return field.error();
-        record.fields.push_back(std::move(*field));
-      }
-      if (!record.blank()) return std::optional<CsvRecord>(std::move(record));
-    }
-    return std::optional<CsvRecord>();
-  }
-
- private:
-  void skip_blanks() {
-    while (pos_ < text_.size() && is_blank(text_[pos_])) ++pos_;
-  }
-
-  // Consumes the separator after a field; *last when it ended the record.
-  Status end_field(bool* last) {
-    if (pos_ == text_.size()) {
-      *last = true;
-    } else if (text_[pos_] == ',') {
-      ++pos_;
-    } else if (text_[pos_] == '\n') {
-      ++pos_;
-      ++line_;
-      *last = true;
-    } else {
-      return Error{fmt::format(
-          "{}:{}: expected a comma or the end of the line after a quoted field", path_, line_)};
-    }
-    return {};
-  }
-
-  Result<CsvField> read_quoted(bool* last) {
-    const int start_line = line_;
-    CsvField field{"", true};
-    for (++pos_;; ++pos_) {
-      if (pos_ == text_.size()) {
-        return Error{fmt::format("{}:{}: a quoted field is not closed", path_, start_line)};
-      }
-      const char c = text_[pos_];
-      if (c == '"') {
-        if (pos_ + 1 < text_.size() && text_[pos_ + 1] == '"') {
-          field.text += '"';
-          ++pos_;
-          continue;
-        }
-        ++pos_;
-        break;
-      }
-      if (c == '\n') ++line_;
-      field.text += c;
-    }
-    skip_blanks();
-    if (Status st = end_field(last); !st) return Error{st.message()};
-    return field;
-  }
-
-  Result<CsvField> read_plain(bool* last) {
-    const size_t begin = pos_;
-    while (pos_ < text_.size() && text_[pos_] != ',' && text_[pos_] != '\n') {
-      if (text_[pos_] == '"') {
-        return Error{fmt::format(
-            "{}:{}: a quote inside an unquoted field; quote the whole field (\"a \"\"b\"\"\")",
-            path_, line_)};
-      }
-      ++pos_;
-    }
-    std::string_view text = text_.substr(begin, pos_ - begin);
-    while (!text.empty() && is_blank(text.back())) text.remove_suffix(1);
-    if (Status st = end_field(last); !st) return Error{st.message()};
-    return CsvField{std::string(text), false};
-  }
-
-  Result<CsvField> read_field(bool* last) {
-    skip_blanks();
-    if (pos_ < text_.size() && text_[pos_] == '"') return read_quoted(last);
-    return read_plain(last);
-  }
-
-  std::string_view text_;
-  const std::string& path_;
-  size_t pos_ = 0;
-  int line_ = 1;
-};
-
+// In the order of kColumns.
 enum class Column { kConfig, kIterationTime, kLabel, kSource, kGroup, kSeries };
 
-struct ColumnName {
-  const char* name;
-  Column column;
-  bool required;
+constexpr CsvColumn kColumns[] = {
+    {"config", true},  {"iteration_time_s", true}, {"label", false},
+    {"source", false}, {"group", false},           {"series", false},
 };
-
-constexpr ColumnName kColumns[] = {
-    {"config", Column::kConfig, true}, {"iteration_time_s", Column::kIterationTime, true},
-    {"label", Column::kLabel, false},  {"source", Column::kSource, false},
-    {"group", Column::kGroup, false},  {"series", Column::kSeries, false},
-};
-
-std::string column_list() {
-  std::vector<std::string> names;
-  for (const ColumnName& c : kColumns) names.emplace_back(c.name);
-  return fmt::format("{}", fmt::join(names, ", "));
-}
-
-// The header's columns, in file order.
-Result<std::vector<Column>> read_header(const CsvRecord& header, const std::string& path) {
-  std::vector<Column> columns;
-  for (const CsvField& field : header.fields) {
-    const auto known = std::find_if(std::begin(kColumns), std::end(kColumns),
-                                    [&](const ColumnName& c) { return field.text == c.name; });
-    if (known == std::end(kColumns)) {
-      return Error{fmt::format("{}:{}: unknown column \"{}\"; the columns are {}", path,
-                               header.line, field.text, column_list())};
-    }
-    if (std::find(columns.begin(), columns.end(), known->column) != columns.end()) {
-      return Error{
-          fmt::format("{}:{}: column \"{}\" appears twice", path, header.line, field.text)};
-    }
-    columns.push_back(known->column);
-  }
-  for (const ColumnName& c : kColumns) {
-    if (c.required && std::find(columns.begin(), columns.end(), c.column) == columns.end()) {
-      return Error{fmt::format("{}:{}: missing column \"{}\" (required: config, iteration_time_s)",
-                               path, header.line, c.name)};
-    }
-  }
-  return columns;
-}
 
 Result<double> read_seconds(const std::string& text, const std::string& where) {
   double value = 0;
@@ -201,10 +52,6 @@ std::string resolve(const std::string& config, const std::string& csv_path) {
 Result<MeasuredRun> read_row(const CsvRecord& record, const std::vector<Column>& columns,
                              const std::string& path) {
   const std::string where = fmt::format("{}:{}", path, record.line);
-  if (record.fields.size() != columns.size()) {
-    return Error{fmt::format("{}: {} fields, but the header has {} columns", where,
-                             record.fields.size(), columns.size())};
-  }
   MeasuredRun run;
   run.line = record.line;
   for (size_t i = 0; i < columns.size(); ++i) {
@@ -246,28 +93,15 @@ std::string MeasuredRuns::where(const MeasuredRun& run) const {
 }
 
 Result<MeasuredRuns> parse_measured_runs(std::string_view text, const std::string& path) {
-  CsvSplitter splitter(text, path);
-  Result<std::optional<CsvRecord>> header = splitter.next();
-  if (!header.ok()) return header.error();
-  if (!*header) {
-    return Error{
-        fmt::format("{}: empty; expected a header line such as "
-                    "\"config,iteration_time_s,label\"",
-                    path)};
-  }
-  Result<std::vector<Column>> columns = read_header(**header, path);
-  if (!columns.ok()) return columns.error();
-  MeasuredRuns runs{path, {}};
-  for (;;) {
-    Result<std::optional<CsvRecord>> record = splitter.next();
-    if (!record.ok()) return record.error();
-    if (!*record) break;
-    Result<MeasuredRun> run = read_row(**record, *columns, path);
-    if (!run.ok()) return run.error();
-    runs.runs.push_back(std::move(*run));
-  }
-  if (runs.runs.empty()) return Error{fmt::format("{}: no measured runs below the header", path)};
-  return runs;
+  Result<std::vector<MeasuredRun>> runs = read_csv_table<MeasuredRun>(
+      text, path, kColumns, "config,iteration_time_s,label", "measured runs",
+      [&](const CsvRecord& record, const std::vector<int>& indices) -> Result<MeasuredRun> {
+        std::vector<Column> columns;
+        for (int i : indices) columns.push_back(static_cast<Column>(i));
+        return read_row(record, columns, path);
+      });
+  if (!runs.ok()) return runs.error();
+  return MeasuredRuns{path, std::move(*runs)};
 }
 
 Result<MeasuredRuns> load_measured_runs(const std::string& path) {

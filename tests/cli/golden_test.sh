@@ -51,6 +51,10 @@ check error_sensitivity_without_model 1 stderr -- simulate "$ideal" --sensitivit
 check error_no_command 2 stderr -- frobnicate
 check error_calibrate_not_runs 1 stderr -- calibrate tests/cli/bad_unknown_key.yaml
 check error_calibrate_no_runs 2 stderr -- calibrate
+check error_calibrate_gemms_no_hardware 2 stderr -- calibrate \
+  --gemms configs/microbench/h800-gemm-k-sweep.csv
+check error_calibrate_gemms_dtype 2 stderr -- calibrate \
+  --gemms configs/microbench/h800-gemm-k-sweep.csv --hardware h100-sxm --dtype fp8
 check error_validate_no_dir 1 stderr -- validate configs/validate/cpu-small.yaml \
   --runs-out no-such-dir/runs.json
 

@@ -1,0 +1,106 @@
+// Records of a CSV file (RFC 4180), for the fit's readers (measured runs,
+// GEMM timings): fields separated by commas; a quoted field may hold
+// commas, newlines and "" for a quote; spaces around a field are not part
+// of it; blank lines are skipped; a UTF-8 byte order mark is ignored. And
+// the header's columns, checked against the reader's table of names. Every
+// error names file:line.
+#pragma once
+
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "schedules/status.h"
+
+namespace ppsim {
+
+struct CsvField {
+  std::string text;
+  bool quoted = false;
+};
+
+struct CsvRecord {
+  int line = 0;  // where it starts
+  std::vector<CsvField> fields;
+
+  bool blank() const { return fields.size() == 1 && !fields[0].quoted && fields[0].text.empty(); }
+};
+
+// Splits `text` into records; `path` names it in messages.
+class CsvSplitter {
+ public:
+  CsvSplitter(std::string_view text, const std::string& path);
+
+  // The next record that is not a blank line; nullopt at the end. Errors:
+  // an unclosed quote, a quote inside an unquoted field, text after a
+  // quoted field.
+  Result<std::optional<CsvRecord>> next();
+
+ private:
+  void skip_blanks();
+  Status end_field(bool* last);
+  Result<CsvField> read_quoted(bool* last);
+  Result<CsvField> read_plain(bool* last);
+  Result<CsvField> read_field(bool* last);
+
+  std::string_view text_;
+  std::string path_;
+  size_t pos_ = 0;
+  int line_ = 1;
+};
+
+// A column a reader knows.
+struct CsvColumn {
+  const char* name;
+  bool required;
+};
+
+// The header's columns, in file order, as indices into `known`. Errors: an
+// unknown column (listing the known ones), a repeated one, a required one
+// missing.
+Result<std::vector<int>> read_csv_header(const CsvRecord& header, const std::string& path,
+                                         std::span<const CsvColumn> known);
+
+// Reads a whole table: the header (read_csv_header), then each record after
+// it, with as many fields as the header has columns, through
+// `read_row(record, columns)`, in order. Errors: an empty text ("expected a
+// header line such as <example_header>"), the splitter's, the header's, a
+// record with more or fewer fields, the first of read_row's, no record
+// ("no <rows_name> below the header").
+template <typename Row, typename ReadRow>
+Result<std::vector<Row>> read_csv_table(std::string_view text, const std::string& path,
+                                        std::span<const CsvColumn> known,
+                                        std::string_view example_header, std::string_view rows_name,
+                                        ReadRow&& read_row) {
+  CsvSplitter splitter(text, path);
+  Result<std::optional<CsvRecord>> header = splitter.next();
+  if (!header.ok()) return header.error();
+  if (!*header) {
+    return Error{path + ": empty; expected a header line such as \"" + std::string(example_header) +
+                 "\""};
+  }
+  Result<std::vector<int>> columns = read_csv_header(**header, path, known);
+  if (!columns.ok()) return columns.error();
+  std::vector<Row> rows;
+  for (;;) {
+    Result<std::optional<CsvRecord>> record = splitter.next();
+    if (!record.ok()) return record.error();
+    if (!*record) break;
+    if ((*record)->fields.size() != columns->size()) {
+      return Error{path + ":" + std::to_string((*record)->line) + ": " +
+                   std::to_string((*record)->fields.size()) + " fields, but the header has " +
+                   std::to_string(columns->size()) + " columns"};
+    }
+    Result<Row> row = read_row(**record, *columns);
+    if (!row.ok()) return row.error();
+    rows.push_back(std::move(*row));
+  }
+  if (rows.empty()) {
+    return Error{path + ": no " + std::string(rows_name) + " below the header"};
+  }
+  return rows;
+}
+
+}  // namespace ppsim

@@ -1,0 +1,333 @@
+#include "sim/fit/gemm_fit.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <iterator>
+#include <limits>
+#include <optional>
+
+#include "sim/config/config.h"
+#include "sim/core/text_file.h"
+#include "sim/cost/layer_ops.h"
+#include "sim/cost/op_time.h"
+#include "sim/fit/csv_records.h"
+
+namespace ppsim {
+namespace {
+
+constexpr int kNumParameters = static_cast<int>(std::size(kGemmFitParameters));
+// The grid: this many points across each fitted parameter's range, then
+// across two of that grid's steps either side of its best point, and so on
+// kLevels times: each level's step a fifth of the last, the last 1/12,500
+// of the range (finer than any microbenchmark's noise).
+constexpr int kGridPoints = 21;
+constexpr int kLevels = 5;
+constexpr double kLargestDimension = 2147483648.0;  // 2^31
+
+// In the order of kColumns.
+enum class Column { kM, kN, kK, kSeconds, kBatch, kLabel, kSource };
+
+constexpr CsvColumn kColumns[] = {
+    {"m", true},      {"n", true},      {"k", true},       {"seconds", true},
+    {"batch", false}, {"label", false}, {"source", false},
+};
+
+Result<double> read_number(const std::string& text, const std::string& where, const char* column,
+                           bool whole) {
+  double value = 0;
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  const bool ok =
+      ec == std::errc() && ptr == end && std::isfinite(value) &&
+      (whole ? value >= 1 && value <= kLargestDimension && value == std::floor(value) : value > 0);
+  if (!ok) {
+    return Error{fmt::format(
+        "{}: {}: expected {}, got \"{}\"", where, column,
+        whole ? "a whole number from 1 to 2147483648" : "a number of seconds above 0", text)};
+  }
+  return value;
+}
+
+Result<GemmTiming> read_row(const CsvRecord& record, const std::vector<int>& columns,
+                            const std::string& path) {
+  const std::string where = fmt::format("{}:{}", path, record.line);
+  GemmTiming row;
+  row.line = record.line;
+  for (size_t i = 0; i < columns.size(); ++i) {
+    const std::string& text = record.fields[i].text;
+    const auto column = static_cast<Column>(columns[i]);
+    if (column == Column::kLabel) {
+      row.label = text;
+      continue;
+    }
+    if (column == Column::kSource) {
+      row.source = text;
+      continue;
+    }
+    const char* name = kColumns[columns[i]].name;
+    Result<double> value = read_number(text, where, name, column != Column::kSeconds);
+    if (!value.ok()) return value.error();
+    double* field[] = {&row.m, &row.n, &row.k, &row.seconds, &row.batch};
+    *field[columns[i]] = *value;
+  }
+  if (row.label.empty()) row.label = fmt::format("{:g} x {:g} x {:g}", row.m, row.n, row.k);
+  return row;
+}
+
+// The model's times for every row, at `hardware`.
+std::vector<double> model_times(const HardwareSpec& hardware, DType dtype,
+                                const GemmTimings& timings) {
+  std::vector<double> times;
+  times.reserve(timings.rows.size());
+  for (const GemmTiming& row : timings.rows)
+    times.push_back(gemm_model_seconds(hardware, dtype, row));
+  return times;
+}
+
+std::vector<double> errors_of(const std::vector<double>& times, const GemmTimings& timings) {
+  std::vector<double> errors;
+  for (size_t i = 0; i < times.size(); ++i) {
+    errors.push_back(relative_error(times[i], timings.rows[i].seconds));
+  }
+  return errors;
+}
+
+double sum_of_squares(const std::vector<double>& errors) {
+  double sum = 0;
+  for (double e : errors) sum += e * e;
+  return sum;
+}
+
+// Whether the rows see parameter j: its largest relative change of a row's
+// time when moved by a tenth of its range either way from the preset.
+double largest_row_change(const HardwareSpec& preset, DType dtype, const GemmTimings& timings,
+                          int j) {
+  const GemmFitParameter& p = kGemmFitParameters[j];
+  const double step = 0.1 * (p.upper - p.lower);
+  const std::vector<double> base = model_times(preset, dtype, timings);
+  double largest = 0;
+  for (const double sign : {-1.0, 1.0}) {
+    HardwareSpec moved = preset;
+    moved.*p.member = std::clamp(preset.*p.member + sign * step, p.lower, p.upper);
+    const std::vector<double> times = model_times(moved, dtype, timings);
+    for (size_t i = 0; i < times.size(); ++i) {
+      largest = std::max(largest, std::abs(times[i] / base[i] - 1));
+    }
+  }
+  return largest;
+}
+
+// One level of the grid: every combination of kGridPoints values of each
+// fitted parameter within [low, high]; the best point's values.
+struct Box {
+  std::vector<double> low, high;  // per fitted parameter
+};
+
+std::vector<double> best_in(const Box& box, const std::vector<int>& fitted, HardwareSpec hardware,
+                            DType dtype, const GemmTimings& timings, double* best_cost) {
+  const int dims = static_cast<int>(fitted.size());
+  std::vector<int> index(dims, 0);
+  std::vector<double> best(dims), values(dims);
+  *best_cost = std::numeric_limits<double>::infinity();
+  for (;;) {
+    for (int d = 0; d < dims; ++d) {
+      values[d] = box.low[d] + (box.high[d] - box.low[d]) * index[d] / (kGridPoints - 1);
+      hardware.*kGemmFitParameters[fitted[d]].member = values[d];
+    }
+    const double cost = sum_of_squares(errors_of(model_times(hardware, dtype, timings), timings));
+    if (cost < *best_cost) {
+      *best_cost = cost;
+      best = values;
+    }
+    int d = 0;
+    while (d < dims && ++index[d] == kGridPoints) index[d++] = 0;
+    if (d == dims) return best;
+  }
+}
+
+// The fitted parameters' values: the grid over their ranges, refined
+// kLevels times around its best point; `base` holds every other field.
+std::vector<double> grid_fit(const std::vector<int>& fitted, const HardwareSpec& base, DType dtype,
+                             const GemmTimings& timings) {
+  Box box;
+  for (int j : fitted) {
+    box.low.push_back(kGemmFitParameters[j].lower);
+    box.high.push_back(kGemmFitParameters[j].upper);
+  }
+  std::vector<double> best;
+  for (int level = 0; level < kLevels && !fitted.empty(); ++level) {
+    double cost = 0;
+    best = best_in(box, fitted, base, dtype, timings, &cost);
+    for (size_t d = 0; d < fitted.size(); ++d) {
+      const GemmFitParameter& p = kGemmFitParameters[fitted[d]];
+      const double step = (box.high[d] - box.low[d]) / (kGridPoints - 1);
+      box.low[d] = std::max(p.lower, best[d] - 2 * step);
+      box.high[d] = std::min(p.upper, best[d] + 2 * step);
+    }
+  }
+  return best;
+}
+
+HardwareSpec with_values(HardwareSpec hardware, const std::vector<int>& fitted,
+                         const std::vector<double>& values) {
+  for (size_t d = 0; d < fitted.size(); ++d) {
+    hardware.*kGemmFitParameters[fitted[d]].member = values[d];
+  }
+  return hardware;
+}
+
+// Whether the timings determine fitted parameter `j` beside the others: a
+// tenth of its range either way from the fit, the others fitted again,
+// still moves some row's time by more than kGemmMinRowChange (where the
+// others can make up for it, as for two parameters and one shape, it does
+// not).
+bool determined(int j, const std::vector<int>& fitted, const HardwareSpec& fit, DType dtype,
+                const GemmTimings& timings) {
+  const GemmFitParameter& p = kGemmFitParameters[j];
+  std::vector<int> others;
+  for (int f : fitted) {
+    if (f != j) others.push_back(f);
+  }
+  const std::vector<double> best = model_times(fit, dtype, timings);
+  for (const double sign : {-1.0, 1.0}) {
+    HardwareSpec moved = fit;
+    moved.*p.member =
+        std::clamp(fit.*p.member + sign * 0.1 * (p.upper - p.lower), p.lower, p.upper);
+    const HardwareSpec refit = with_values(moved, others, grid_fit(others, moved, dtype, timings));
+    const std::vector<double> times = model_times(refit, dtype, timings);
+    for (size_t i = 0; i < times.size(); ++i) {
+      if (std::abs(times[i] / best[i] - 1) > kGemmMinRowChange) return true;
+    }
+  }
+  return false;
+}
+
+std::string signed_percent(double fraction) { return fmt::format("{:+.1f}%", 100 * fraction); }
+
+}  // namespace
+
+Result<GemmTimings> parse_gemm_timings(std::string_view text, const std::string& path) {
+  Result<std::vector<GemmTiming>> rows =
+      read_csv_table<GemmTiming>(text, path, kColumns, "m,n,k,seconds,label", "timings",
+                                 [&](const CsvRecord& record, const std::vector<int>& columns) {
+                                   return read_row(record, columns, path);
+                                 });
+  if (!rows.ok()) return rows.error();
+  return GemmTimings{path, std::move(*rows)};
+}
+
+Result<GemmTimings> load_gemm_timings(const std::string& path) {
+  const Result<std::string> text = read_text_file(path, kMaxDataFileBytes);
+  if (!text) return text.error();
+  return parse_gemm_timings(*text, path);
+}
+
+Result<HardwareSpec> load_hardware_preset(const std::string& preset) {
+  std::string quoted;
+  for (char c : preset) {
+    if (c == '"' || c == '\\') quoted += '\\';
+    quoted += c;
+  }
+  const std::string yaml = fmt::format(
+      "model: {{layers: 1, hidden: 64, heads: 1, seq_len: 8, vocab: 8}}\n"
+      "hardware: {{preset: \"{}\", gpus_per_node: 1}}\n"
+      "training: {{global_batch: 1}}\n",
+      quoted);
+  Result<Config> config = parse_config(yaml, "--hardware");
+  if (!config.ok()) {
+    // The line and column are the made-up config's: the message after them.
+    const std::string& message = config.error().message;
+    const size_t key = message.find("hardware.preset");
+    return Error{"--hardware " + preset + ": " +
+                 (key == std::string::npos ? message : message.substr(key))};
+  }
+  return *config->hardware;
+}
+
+double gemm_model_seconds(const HardwareSpec& hardware, DType dtype, const GemmTiming& row) {
+  const double bytes = dtype_bytes(dtype);
+  const OpTimer timer(hardware, dtype, 1);
+  return timer.seconds(gemm_op("gemm", row.batch, row.m, row.n, row.k, bytes, bytes), GroupLinks{});
+}
+
+Result<GemmFitResult> fit_gemm_timings(const HardwareSpec& preset, DType dtype,
+                                       const GemmTimings& timings) {
+  if (timings.rows.empty()) return Error{fmt::format("{}: no timings to fit", timings.path)};
+  GemmFitResult result;
+  result.hardware = preset;
+  std::vector<int> fitted;
+  for (int j = 0; j < kNumParameters; ++j) {
+    GemmParameterResult p;
+    p.parameter = &kGemmFitParameters[j];
+    p.preset = preset.*p.parameter->member;
+    p.value = p.preset;
+    p.largest_row_change = largest_row_change(preset, dtype, timings, j);
+    p.fitted = p.largest_row_change > kGemmMinRowChange;
+    if (p.fitted) fitted.push_back(j);
+    result.parameters.push_back(p);
+  }
+  // Fits the parameters the rows see; while one of them is not determined
+  // beside the others, the last listed such goes back to the preset's value.
+  for (;;) {
+    result.hardware = with_values(preset, fitted, grid_fit(fitted, preset, dtype, timings));
+    const auto loose = std::find_if(fitted.rbegin(), fitted.rend(), [&](int j) {
+      return !determined(j, fitted, result.hardware, dtype, timings);
+    });
+    if (loose == fitted.rend()) break;
+    result.parameters[*loose].fitted = false;
+    result.parameters[*loose].beside_others = true;
+    fitted.erase(std::next(loose).base());
+  }
+  for (int j : fitted) result.parameters[j].value = result.hardware.*kGemmFitParameters[j].member;
+  result.before = errors_of(model_times(preset, dtype, timings), timings);
+  result.after = errors_of(model_times(result.hardware, dtype, timings), timings);
+  result.before_summary = summarize_errors(result.before);
+  result.after_summary = summarize_errors(result.after);
+  return result;
+}
+
+std::string format_gemm_fit(const GemmTimings& timings, const GemmFitResult& fit,
+                            std::string_view preset, std::string_view date) {
+  std::string out = fmt::format("{:<28} {:>10} {:>10}  status\n", "parameter", "preset", "fitted");
+  for (const GemmParameterResult& p : fit.parameters) {
+    std::string status = "fitted";
+    if (p.beside_others) {
+      status = "not fitted: the other parameters make up for a tenth of its range";
+    } else if (!p.fitted) {
+      status = fmt::format(
+          "not fitted: a tenth of its range moves no row by more than {:.1f}% ({:.2f}% at most)",
+          100 * kGemmMinRowChange, 100 * p.largest_row_change);
+    }
+    out += fmt::format("{:<28} {:>10.4g} {:>10.4g}  {}\n", p.parameter->name, p.preset, p.value,
+                       status);
+  }
+  size_t width = 5;
+  for (const GemmTiming& row : timings.rows) width = std::max(width, row.label.size());
+  out += fmt::format("\n{:<{}} {:>12} {:>9} {:>8} {:>8}\n", "label", width, "measured", "TFLOP/s",
+                     "preset", "fitted");
+  for (size_t i = 0; i < timings.rows.size(); ++i) {
+    const GemmTiming& row = timings.rows[i];
+    out += fmt::format("{:<{}} {:>10.4g} s {:>9.1f} {:>8} {:>8}\n", row.label, width, row.seconds,
+                       row.flops() / row.seconds / 1e12, signed_percent(fit.before[i]),
+                       signed_percent(fit.after[i]));
+  }
+  out += fmt::format(
+      "{} timings: mean |error| {:.1f}% with the preset, {:.1f}% fitted; max {:.1f}% and "
+      "{:.1f}%; error = (model - measured) / measured\n",
+      timings.rows.size(), 100 * fit.before_summary.mean_abs, 100 * fit.after_summary.mean_abs,
+      100 * fit.before_summary.max_abs, 100 * fit.after_summary.max_abs);
+  out += "\n# for a hardware preset file:\n";
+  for (const GemmParameterResult& p : fit.parameters) {
+    if (!p.fitted) continue;
+    out += fmt::format(
+        "# Fit by ppsim calibrate --gemms {} --hardware {} on {} ({} timings); preset "
+        "value {:g}.\n{}: {:.4g}\n",
+        timings.path, preset, date, timings.rows.size(), p.preset, p.parameter->name, p.value);
+  }
+  return out;
+}
+
+}  // namespace ppsim
