@@ -3,7 +3,8 @@
 # with CUDA for this GPU, runs the GPU tests (which must run, not skip),
 # profiles a GPT-style layer on the GPU, validates three schedules (1F1B,
 # interleaved, ZB-H1) on the GPU with the CUDA runtime backend, calibrates
-# the profile on those runs (each held out in turn), with two GPUs or more
+# the profile on those runs (each held out in turn), times a sweep of GEMMs
+# and fits the h200 preset's GEMM fields to it, with two GPUs or more
 # and mpirun does the same with a GPU per rank over NCCL, and prints one
 # summary
 # with the table of predicted, measured and error. Everything it writes goes
@@ -127,6 +128,17 @@ if step "validate on the GPU" validate.log "$build/bin/ppsim-validate" \
   if step "calibrate (held out)" calibrate.log "$build/bin/ppsim" calibrate "$out/runs.json" \
     -o "$out/calibrated.profile.yaml" --json "$out/calibration.json"; then
     sed 's/^/    /' "$out/calibrate.log" | tee -a "$summary"
+  fi
+fi
+
+# The GPU's GEMMs alone: a sweep of cuBLAS products (depth, height and width;
+# profiler/gemm_sweep.h), and the h200 preset's GEMM fields fitted to it
+# (`ppsim calibrate --gemms`, docs/calibration.md "GEMM timings"): issue
+# 12's measurement of the GEMM efficiency by shape.
+if step "GEMM sweep" gemm_sweep.log "$build/bin/ppsim-profile-gemms" -o "$out/gemms.csv"; then
+  if step "fit the GEMM fields" gemm_fit.log "$build/bin/ppsim" calibrate --gemms \
+    "$out/gemms.csv" --hardware h200; then
+    sed 's/^/    /' "$out/gemm_fit.log" | tee -a "$summary"
   fi
 fi
 
