@@ -73,7 +73,11 @@ Result<GemmTiming> read_row(const CsvRecord& record, const std::vector<int>& col
     double* field[] = {&row.m, &row.n, &row.k, &row.seconds, &row.batch};
     *field[columns[i]] = *value;
   }
-  if (row.label.empty()) row.label = fmt::format("{:g} x {:g} x {:g}", row.m, row.n, row.k);
+  if (row.label.empty()) {
+    row.label = row.batch > 1
+                    ? fmt::format("{:g} x {:g} x {:g} x {:g}", row.batch, row.m, row.n, row.k)
+                    : fmt::format("{:g} x {:g} x {:g}", row.m, row.n, row.k);
+  }
   return row;
 }
 
