@@ -1,4 +1,4 @@
-// What the GPU .cu files (gpu_block.cu, gpu_head.cu) share, for them only:
+// What the GPU .cu files (gpu_block.cu, gpu_head.cu, gpu_gemm_sweep.cu) share, for them only:
 // the error macros that turn a CUDA or cuBLAS failure into an Error naming
 // the call, the context's innards (GpuContext::Impl), stream-ordered
 // allocation and the scratch carved from the context's workspace, the
