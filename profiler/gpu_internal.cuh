@@ -1,11 +1,14 @@
-// What the GPU .cu files (gpu_block.cu, gpu_head.cu, gpu_gemm_sweep.cu) share, for them only:
-// the error macros that turn a CUDA or cuBLAS failure into an Error naming
-// the call, the context's innards (GpuContext::Impl), stream-ordered
-// allocation and the scratch carved from the context's workspace, the
-// storage types, and the row-major GEMM wrapper. CUDA types throughout, so
-// no host (.cc) file includes it; <cuda.h> is here for the green context's
-// handle types only (nothing calls the driver directly: gpu_block.cu reaches
-// it through the runtime, so that nothing links libcuda).
+// What the GPU block's files share, for them only (gpu_block.cu,
+// gpu_head.cu, and gpu_gemm_sweep.cc, host code that the C++ compiler builds
+// against the CUDA headers, several times faster than nvcc's passes for
+// every architecture): the error macros that turn a CUDA or cuBLAS failure
+// into an Error naming the call, the context's innards (GpuContext::Impl),
+// stream-ordered allocation and the scratch carved from the context's
+// workspace, the storage types, and the row-major GEMM wrapper. CUDA types
+// throughout, so no file outside the GPU libraries includes it; <cuda.h> is
+// here for the green context's handle types only (nothing calls the driver
+// directly: gpu_block.cu reaches it through the runtime, so that nothing
+// links libcuda).
 #pragma once
 
 #include <cublas_v2.h>

@@ -1,10 +1,11 @@
+#include "profiler/gpu_gemm_sweep.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <random>
 
 #include "profiler/gpu_block.h"
-#include "profiler/gpu_gemm_sweep.h"
 #include "profiler/gpu_internal.cuh"
 
 namespace ppsim::gpu {
