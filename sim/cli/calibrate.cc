@@ -16,6 +16,7 @@
 #include <functional>
 #include <iostream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "sim/cli/commands.h"
@@ -233,9 +234,11 @@ int parse_measured_args(const std::vector<std::string>& args, MeasuredArgs* out)
   return -1;
 }
 
-bool has_measured_flag(const std::vector<std::string>& args) {
+// Whether `flag` (or `flag=VALUE`) is among the arguments: the form of
+// calibrate they ask for.
+bool has_flag(const std::vector<std::string>& args, std::string_view flag) {
   return std::any_of(args.begin(), args.end(),
-                     [](const std::string& a) { return a.starts_with("--measured"); });
+                     [&](const std::string& a) { return a.starts_with(flag); });
 }
 
 int predict_measured(const MeasuredArgs& args, const MeasuredRuns& runs,
@@ -294,11 +297,8 @@ int run_calibrate_measured(const std::vector<std::string>& args) {
 }  // namespace
 
 int run_calibrate(const std::vector<std::string>& args) {
-  if (has_measured_flag(args)) return run_calibrate_measured(args);
-  if (std::any_of(args.begin(), args.end(),
-                  [](const std::string& a) { return a.starts_with("--gemms"); })) {
-    return run_calibrate_gemms(args);
-  }
+  if (has_flag(args, "--measured")) return run_calibrate_measured(args);
+  if (has_flag(args, "--gemms")) return run_calibrate_gemms(args);
   std::vector<std::string> sources;
   std::string output;
   std::string json_path;

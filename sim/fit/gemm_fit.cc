@@ -105,25 +105,6 @@ double sum_of_squares(const std::vector<double>& errors) {
   return sum;
 }
 
-// Whether the rows see parameter j: its largest relative change of a row's
-// time when moved by a tenth of its range either way from the preset.
-double largest_row_change(const HardwareSpec& preset, DType dtype, const GemmTimings& timings,
-                          int j) {
-  const GemmFitParameter& p = kGemmFitParameters[j];
-  const double step = 0.1 * (p.upper - p.lower);
-  const std::vector<double> base = model_times(preset, dtype, timings);
-  double largest = 0;
-  for (const double sign : {-1.0, 1.0}) {
-    HardwareSpec moved = preset;
-    moved.*p.member = std::clamp(preset.*p.member + sign * step, p.lower, p.upper);
-    const std::vector<double> times = model_times(moved, dtype, timings);
-    for (size_t i = 0; i < times.size(); ++i) {
-      largest = std::max(largest, std::abs(times[i] / base[i] - 1));
-    }
-  }
-  return largest;
-}
-
 // One level of the grid: every combination of kGridPoints values of each
 // fitted parameter within [low, high]; the best point's values.
 struct Box {
@@ -131,19 +112,19 @@ struct Box {
 };
 
 std::vector<double> best_in(const Box& box, const std::vector<int>& fitted, HardwareSpec hardware,
-                            DType dtype, const GemmTimings& timings, double* best_cost) {
+                            DType dtype, const GemmTimings& timings) {
   const int dims = static_cast<int>(fitted.size());
   std::vector<int> index(dims, 0);
   std::vector<double> best(dims), values(dims);
-  *best_cost = std::numeric_limits<double>::infinity();
+  double best_cost = std::numeric_limits<double>::infinity();
   for (;;) {
     for (int d = 0; d < dims; ++d) {
       values[d] = box.low[d] + (box.high[d] - box.low[d]) * index[d] / (kGridPoints - 1);
       hardware.*kGemmFitParameters[fitted[d]].member = values[d];
     }
     const double cost = sum_of_squares(errors_of(model_times(hardware, dtype, timings), timings));
-    if (cost < *best_cost) {
-      *best_cost = cost;
+    if (cost < best_cost) {
+      best_cost = cost;
       best = values;
     }
     int d = 0;
@@ -163,8 +144,7 @@ std::vector<double> grid_fit(const std::vector<int>& fitted, const HardwareSpec&
   }
   std::vector<double> best;
   for (int level = 0; level < kLevels && !fitted.empty(); ++level) {
-    double cost = 0;
-    best = best_in(box, fitted, base, dtype, timings, &cost);
+    best = best_in(box, fitted, base, dtype, timings);
     for (size_t d = 0; d < fitted.size(); ++d) {
       const GemmFitParameter& p = kGemmFitParameters[fitted[d]];
       const double step = (box.high[d] - box.low[d]) / (kGridPoints - 1);
@@ -183,30 +163,36 @@ HardwareSpec with_values(HardwareSpec hardware, const std::vector<int>& fitted,
   return hardware;
 }
 
-// Whether the timings determine fitted parameter `j` beside the others: a
-// tenth of its range either way from the fit, the others fitted again,
-// still moves some row's time by more than kGemmMinRowChange (where the
-// others can make up for it, as for two parameters and one shape, it does
-// not).
+// The largest relative change of a row's time when parameter `j` moves by
+// a tenth of its range either way from `at` (inward at a bound), the
+// parameters `others` fitted again each time: with none, whether the rows
+// see `j` at all; with the other fitted ones, whether they can make up for
+// it (as for two parameters and one shape).
+double largest_change(int j, const std::vector<int>& others, const HardwareSpec& at, DType dtype,
+                      const GemmTimings& timings) {
+  const GemmFitParameter& p = kGemmFitParameters[j];
+  const std::vector<double> base = model_times(at, dtype, timings);
+  double largest = 0;
+  for (const double sign : {-1.0, 1.0}) {
+    HardwareSpec moved = at;
+    moved.*p.member = std::clamp(at.*p.member + sign * 0.1 * (p.upper - p.lower), p.lower, p.upper);
+    const HardwareSpec refit = with_values(moved, others, grid_fit(others, moved, dtype, timings));
+    const std::vector<double> times = model_times(refit, dtype, timings);
+    for (size_t i = 0; i < times.size(); ++i) {
+      largest = std::max(largest, std::abs(times[i] / base[i] - 1));
+    }
+  }
+  return largest;
+}
+
+// Whether the timings determine fitted parameter `j` beside the others.
 bool determined(int j, const std::vector<int>& fitted, const HardwareSpec& fit, DType dtype,
                 const GemmTimings& timings) {
-  const GemmFitParameter& p = kGemmFitParameters[j];
   std::vector<int> others;
   for (int f : fitted) {
     if (f != j) others.push_back(f);
   }
-  const std::vector<double> best = model_times(fit, dtype, timings);
-  for (const double sign : {-1.0, 1.0}) {
-    HardwareSpec moved = fit;
-    moved.*p.member =
-        std::clamp(fit.*p.member + sign * 0.1 * (p.upper - p.lower), p.lower, p.upper);
-    const HardwareSpec refit = with_values(moved, others, grid_fit(others, moved, dtype, timings));
-    const std::vector<double> times = model_times(refit, dtype, timings);
-    for (size_t i = 0; i < times.size(); ++i) {
-      if (std::abs(times[i] / best[i] - 1) > kGemmMinRowChange) return true;
-    }
-  }
-  return false;
+  return largest_change(j, others, fit, dtype, timings) > kGemmMinRowChange;
 }
 
 std::string signed_percent(double fraction) { return fmt::format("{:+.1f}%", 100 * fraction); }
@@ -268,7 +254,7 @@ Result<GemmFitResult> fit_gemm_timings(const HardwareSpec& preset, DType dtype,
     p.parameter = &kGemmFitParameters[j];
     p.preset = preset.*p.parameter->member;
     p.value = p.preset;
-    p.largest_row_change = largest_row_change(preset, dtype, timings, j);
+    p.largest_row_change = largest_change(j, {}, preset, dtype, timings);
     p.fitted = p.largest_row_change > kGemmMinRowChange;
     if (p.fitted) fitted.push_back(j);
     result.parameters.push_back(p);

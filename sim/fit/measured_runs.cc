@@ -49,14 +49,14 @@ std::string resolve(const std::string& config, const std::string& csv_path) {
   return (folder / p).lexically_normal().string();
 }
 
-Result<MeasuredRun> read_row(const CsvRecord& record, const std::vector<Column>& columns,
+Result<MeasuredRun> read_row(const CsvRecord& record, const std::vector<int>& columns,
                              const std::string& path) {
   const std::string where = fmt::format("{}:{}", path, record.line);
   MeasuredRun run;
   run.line = record.line;
   for (size_t i = 0; i < columns.size(); ++i) {
     const std::string& text = record.fields[i].text;
-    switch (columns[i]) {
+    switch (static_cast<Column>(columns[i])) {
       case Column::kConfig:
         run.config = text;
         break;
@@ -95,9 +95,7 @@ std::string MeasuredRuns::where(const MeasuredRun& run) const {
 Result<MeasuredRuns> parse_measured_runs(std::string_view text, const std::string& path) {
   Result<std::vector<MeasuredRun>> runs = read_csv_table<MeasuredRun>(
       text, path, kColumns, "config,iteration_time_s,label", "measured runs",
-      [&](const CsvRecord& record, const std::vector<int>& indices) -> Result<MeasuredRun> {
-        std::vector<Column> columns;
-        for (int i : indices) columns.push_back(static_cast<Column>(i));
+      [&](const CsvRecord& record, const std::vector<int>& columns) {
         return read_row(record, columns, path);
       });
   if (!runs.ok()) return runs.error();
