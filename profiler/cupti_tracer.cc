@@ -95,6 +95,16 @@ int device_count(std::string* why) {
   return n;
 }
 
+Status check_device(int device) {
+  std::string why;
+  const int devices = device_count(&why);
+  if (devices == 0) return Error{why};
+  if (device < 0 || device >= devices) {
+    return Error{fmt::format("no CUDA device {} (this machine has {})", device, devices)};
+  }
+  return {};
+}
+
 struct GpuTracer::Impl {
   TraceMode mode = TraceMode::kCupti;
   std::string reason;

@@ -27,6 +27,10 @@ namespace ppsim::gpu {
 // ...) when there are none, so GPU tests can skip saying why.
 int device_count(std::string* why);
 
+// Whether `device` is one of this machine's usable CUDA devices. Errors:
+// device_count's why, or "no CUDA device N (this machine has M)".
+Status check_device(int device);
+
 enum class TraceMode { kCupti, kEvents };
 
 struct Trace {

@@ -35,28 +35,29 @@ Status fill_uniform(GpuContext& ctx, DType type, int64_t elements, void* device)
   return {};
 }
 
-// The median of `options.repetitions` event-timed products of `shape`,
-// after `options.warmup` untimed ones.
-Result<double> time_one(GpuContext& ctx, const GemmShape& shape, const GemmSweepOptions& options,
-                        const void* a, const void* b, void* c, const EventPair& events) {
-  GpuContext::Impl& cx = ctx.impl();
-  const cudaDataType type = cuda_type(options.type);
-  const auto product = [&]() -> Status {
-    return gemm(cx, "the sweep's product", shape.m, shape.n, shape.k, 1.0f, {a, type, shape.k},
-                {b, type, shape.n}, 0.0f, {c, type, shape.n});
-  };
+// The median of `repetitions` event-timed brackets of `run`, after
+// `warmup` untimed ones (at least one), each divided by `per_bracket`.
+Result<double> median_time(GpuContext& ctx, int warmup, int repetitions, int per_bracket,
+                           const EventPair& events, const std::function<Status()>& run) {
+  cudaStream_t stream = ctx.impl().stream;
   std::vector<double> times;
-  for (int rep = -std::max(options.warmup, 1); rep < options.repetitions; ++rep) {
-    PPSIM_CUDA_TRY(cudaEventRecord(events.start, cx.stream));
-    PPSIM_GPU_TRY(product());
-    PPSIM_CUDA_TRY(cudaEventRecord(events.stop, cx.stream));
+  for (int rep = -std::max(warmup, 1); rep < repetitions; ++rep) {
+    PPSIM_CUDA_TRY(cudaEventRecord(events.start, stream));
+    PPSIM_GPU_TRY(run());
+    PPSIM_CUDA_TRY(cudaEventRecord(events.stop, stream));
     PPSIM_CUDA_TRY(cudaEventSynchronize(events.stop));
     float ms = 0;
     PPSIM_CUDA_TRY(cudaEventElapsedTime(&ms, events.start, events.stop));
-    if (rep >= 0) times.push_back(ms * 1e-3);
+    if (rep >= 0) times.push_back(ms * 1e-3 / per_bracket);
   }
   std::sort(times.begin(), times.end());
   return times[times.size() / 2];
+}
+
+Status create_events(EventPair* events) {
+  PPSIM_CUDA_TRY(cudaEventCreate(&events->start));
+  PPSIM_CUDA_TRY(cudaEventCreate(&events->stop));
+  return {};
 }
 
 }  // namespace
@@ -88,16 +89,60 @@ Result<std::vector<double>> time_gemm_sweep(
   PPSIM_GPU_TRY(fill_uniform(**ctx, options.type, most_a, a->get()));
   PPSIM_GPU_TRY(fill_uniform(**ctx, options.type, most_b, b->get()));
   EventPair events;
-  PPSIM_CUDA_TRY(cudaEventCreate(&events.start));
-  PPSIM_CUDA_TRY(cudaEventCreate(&events.stop));
+  PPSIM_GPU_TRY(create_events(&events));
+  GpuContext::Impl& cx = (*ctx)->impl();
+  const cudaDataType type = cuda_type(options.type);
   std::vector<double> medians;
   for (const GemmShape& s : shapes) {
-    Result<double> t = time_one(**ctx, s, options, a->get(), b->get(), c->get(), events);
+    const auto product = [&]() -> Status {
+      return gemm(cx, "the sweep's product", s.m, s.n, s.k, 1.0f, {a->get(), type, s.k},
+                  {b->get(), type, s.n}, 0.0f, {c->get(), type, s.n});
+    };
+    Result<double> t = median_time(**ctx, options.warmup, options.repetitions, 1, events, product);
     if (!t) return t.error();
     medians.push_back(*t);
     if (progress) {
       progress(fmt::format("{} x {} x {}: {:.4f} ms, {:.1f} TFLOP/s", s.m, s.n, s.k, *t * 1e3,
                            2.0 * s.m * s.n * s.k / *t / 1e12));
+    }
+  }
+  return medians;
+}
+
+Result<std::vector<double>> time_copy_sweep(
+    const std::vector<int64_t>& sizes, const CopySweepOptions& options,
+    const std::function<void(const std::string&)>& progress) {
+  if (sizes.empty() || options.repetitions < 1 || options.back_to_back < 1) {
+    return std::vector<double>{};
+  }
+  Result<std::unique_ptr<GpuContext>> ctx = GpuContext::create(options.device);
+  if (!ctx) return ctx.error();
+  const int64_t most = *std::max_element(sizes.begin(), sizes.end());
+  void* stream = (*ctx)->stream();
+  Result<DeviceBuffer> source = DeviceBuffer::allocate(most, stream);
+  if (!source) return source.error();
+  Result<DeviceBuffer> target = DeviceBuffer::allocate(most, stream);
+  if (!target) return target.error();
+  cudaStream_t cuda_stream = (*ctx)->impl().stream;
+  PPSIM_CUDA_TRY(cudaMemsetAsync(source->get(), 0x5a, most, cuda_stream));
+  EventPair events;
+  PPSIM_GPU_TRY(create_events(&events));
+  std::vector<double> medians;
+  for (const int64_t size : sizes) {
+    const auto copies = [&]() -> Status {
+      for (int i = 0; i < options.back_to_back; ++i) {
+        PPSIM_CUDA_TRY(cudaMemcpyAsync(target->get(), source->get(), size, cudaMemcpyDeviceToDevice,
+                                       cuda_stream));
+      }
+      return {};
+    };
+    Result<double> t = median_time(**ctx, options.warmup, options.repetitions, options.back_to_back,
+                                   events, copies);
+    if (!t) return t.error();
+    medians.push_back(*t);
+    if (progress) {
+      progress(fmt::format("copy {} KiB: {:.2f} us, {:.1f} GB/s read and written", size / 1024,
+                           *t * 1e6, 2.0 * size / *t / 1e9));
     }
   }
   return medians;

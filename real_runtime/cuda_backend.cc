@@ -98,12 +98,8 @@ Result<RunResult> run_cuda(const Schedule& schedule, const RuntimeModel& model,
   Result<RunPlan> plan_or = plan_cuda_run(schedule, model, settings, "cuda backend");
   if (!plan_or) return plan_or.error();
   const RunPlan& plan = *plan_or;
-  std::string why;
-  const int devices = gpu::device_count(&why);
-  if (devices == 0) return Error{"cuda backend: " + why};
-  if (options.device < 0 || options.device >= devices) {
-    return Error{
-        fmt::format("cuda backend: no device {} (this machine has {})", options.device, devices)};
+  if (Status st = gpu::check_device(options.device); !st) {
+    return Error{"cuda backend: " + st.message()};
   }
   const int num_ranks = schedule.num_ranks;
   CudaRunInfo placed;

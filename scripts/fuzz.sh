@@ -8,7 +8,7 @@
 #   scripts/fuzz.sh [SECONDS_PER_HARNESS] [HARNESS...]
 #
 # HARNESS: config, override, schedule_csv, cost_profile, runs_file, measured_runs, gemm_timings,
-# simulate (all by
+# memory_timings, simulate (all by
 # default). Environment: JOBS (build jobs and harnesses run at once,
 # default nproc); FUZZ_BUILD (the
 # build directory, default build-fuzz); FUZZ_RUNS=N (N inputs from a fixed
@@ -28,13 +28,14 @@ harnesses=("$@")
 # override 14, schedule_csv 10, cost_profile and measured_runs 9; in the
 # order simulate, config, ... the phase took 80 s, in this one about 66).
 [ ${#harnesses[@]} -eq 0 ] && harnesses=(config runs_file simulate override schedule_csv cost_profile
-                                          measured_runs gemm_timings)
+                                          measured_runs gemm_timings memory_timings)
 build=${FUZZ_BUILD:-$root/build-fuzz}
 jobs=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 
 # Largest input per harness, a little above its largest seed.
 declare -A max_len=([config]=8192 [override]=1024 [schedule_csv]=8192 [cost_profile]=8192
-                    [runs_file]=8192 [measured_runs]=32768 [gemm_timings]=4096 [simulate]=8192)
+                    [runs_file]=8192 [measured_runs]=32768 [gemm_timings]=4096 [memory_timings]=4096
+                    [simulate]=8192)
 for h in "${harnesses[@]}"; do
   [ -n "${max_len[$h]:-}" ] || { echo "fuzz: unknown harness '$h'" >&2; exit 2; }
 done
@@ -65,7 +66,8 @@ done
 out=$build/fuzz
 seeds=$out/seeds
 rm -rf "$seeds"
-for h in config override schedule_csv cost_profile runs_file measured_runs gemm_timings simulate; do
+for h in config override schedule_csv cost_profile runs_file measured_runs gemm_timings memory_timings \
+  simulate; do
   mkdir -p "$seeds/$h" "$out/corpus/$h" "$out/artifacts/$h" "$out/logs"
 done
 # Copies files into a seed folder, named after their path so none collide.
@@ -93,6 +95,8 @@ mapfile -t files < <(find "$root/configs/published" -name measured.csv)
 add_files "$seeds/measured_runs" "${files[@]}"
 mapfile -t files < <(find "$root/configs/microbench" -name '*.csv')
 add_files "$seeds/gemm_timings" "${files[@]}"
+# What `ppsim profile-memory` writes (profiler/memory_sweep.h).
+add_text "$seeds/memory_timings" "$(printf 'bytes,seconds,label,source\n131072,2.5e-06,copy 64 KiB,"H200, ""copies"""\n2147483648,7.4e-04,copy 1048576 KiB,"H200, ""copies"""\n')"
 mapfile -t files < <(data_files json)
 add_files "$seeds/runs_file" "${files[@]}"
 # Profiles in tests/data, and the example in docs/cost_profile.md.

@@ -24,7 +24,7 @@ if [ ! -x "$build/bin/ppsim_gpu_tests" ]; then
 fi
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib"
-tools="ppsim ppsim-profile ppsim-profile-gemms ppsim-run ppsim-validate ppsim_gpu_tests ppsim_gpu_host_tests
+tools="ppsim ppsim-profile ppsim-profile-gemms ppsim-profile-memory ppsim-run ppsim-validate ppsim_gpu_tests ppsim_gpu_host_tests
   ppsim_unit_tests"
 [ -x "$build/bin/ppsim_cuda_mpi_tests" ] && tools="$tools ppsim_cuda_mpi_tests"
 for t in $tools; do cp "$build/bin/$t" "$out/bin/"; done

@@ -142,6 +142,18 @@ if step "GEMM sweep" gemm_sweep.log "$build/bin/ppsim-profile-gemms" -o "$out/ge
   fi
 fi
 
+# The GPU's memory-bound kernels alone: copies of 64 KiB to 1 GiB
+# (profiler/memory_sweep.h), and the h200 preset's hbm_efficiency and
+# kernel_launch_us fitted to them (`ppsim calibrate --memory`,
+# docs/calibration.md "Memory timings"): whether the presets' fitted 0.51
+# is the GPU's streaming rate or stands for costs the model lacks.
+if step "copy sweep" memory_sweep.log "$build/bin/ppsim-profile-memory" -o "$out/memory.csv"; then
+  if step "fit the memory fields" memory_fit.log "$build/bin/ppsim" calibrate --memory \
+    "$out/memory.csv" --hardware h200; then
+    sed 's/^/    /' "$out/memory_fit.log" | tee -a "$summary"
+  fi
+fi
+
 # Several GPUs: one process per GPU, NCCL between them (real_runtime/cuda_mpi.h):
 # its tests on two GPUs (none may skip), then the validation config's model
 # on up to four GPUs, a whole GPU per rank: rank 0 profiles a whole GPU and

@@ -33,28 +33,18 @@ const char* const kUsage =
     "  ppsim profile-gemms -o gemms.csv && ppsim calibrate --gemms gemms.csv --hardware h200\n\n";
 
 int tool_main(int argc, char** argv) {
-  std::string output, dtype = "bf16";
-  int device = 0, repetitions = 10, warmup = 3;
+  ppsim::cli::SweepFlags flags;
+  std::string dtype = "bf16";
   po::options_description desc("Options");
-  desc.add_options()("help,h", "show this help")("output,o", po::value(&output)->value_name("FILE"),
-                                                 "where to write the timings (CSV)")(
-      "dtype", po::value(&dtype)->value_name("TYPE"),
-      "operands and result: bf16 (default) or fp16")(
-      "device",
-      po::value(&device)->value_name("N")->notifier(ppsim::cli::within("--device", 0, 1023)),
-      "the CUDA device (0)")("repetitions",
-                             po::value(&repetitions)
-                                 ->value_name("N")
-                                 ->notifier(ppsim::cli::within("--repetitions", 1, 1000)),
-                             "timed runs of each shape (10)")(
-      "warmup",
-      po::value(&warmup)->value_name("N")->notifier(ppsim::cli::within("--warmup", 1, 1000)),
-      "untimed runs of each shape first (3)");
+  desc.add_options()("help,h", "show this help")("dtype", po::value(&dtype)->value_name("TYPE"),
+                                                 "operands and result: bf16 (default) or fp16");
+  ppsim::cli::add_sweep_flags(desc, &flags, "runs");
   const std::vector<std::string> args(argv + 1, argv + argc);
   if (int code = ppsim::cli::parse_flags(args, desc, kUsage, "ppsim profile-gemms --help");
       code >= 0) {
     return code;
   }
+  const std::string& output = flags.output;
   if (output.empty()) {
     std::cerr << "ppsim: error: missing -o GEMMS.csv. See 'ppsim profile-gemms --help'.\n";
     return 2;
@@ -68,29 +58,24 @@ int tool_main(int argc, char** argv) {
     return ppsim::cli::error_exit(st.message());
   }
 #ifndef PPSIM_HAVE_CUDA
-  (void)device, (void)repetitions, (void)warmup;
   return ppsim::cli::error_exit("profile-gemms: this ppsim was built without CUDA");
 #else
-  std::string why;
-  const int devices = ppsim::gpu::device_count(&why);
-  if (devices == 0) return ppsim::cli::error_exit("profile-gemms: " + why);
-  if (device >= devices) {
-    return ppsim::cli::error_exit(
-        fmt::format("profile-gemms: --device {}: this machine has {}", device, devices));
+  if (ppsim::Status st = ppsim::gpu::check_device(flags.device); !st) {
+    return ppsim::cli::error_exit("profile-gemms: " + st.message());
   }
   const std::vector<ppsim::GemmShape> shapes = ppsim::gemm_sweep_shapes();
   ppsim::gpu::GemmSweepOptions options;
-  options.device = device;
+  options.device = flags.device;
   options.type = dtype == "bf16" ? ppsim::DType::kBf16 : ppsim::DType::kFp16;
-  options.repetitions = repetitions;
-  options.warmup = warmup;
+  options.repetitions = flags.repetitions;
+  options.warmup = flags.warmup;
   const ppsim::Result<std::vector<double> > seconds = ppsim::gpu::time_gemm_sweep(
       shapes, options,
       [](const std::string& line) { std::cerr << "profile-gemms: " << line << "\n"; });
   if (!seconds) return ppsim::cli::error_exit(seconds.error().message);
   const std::string source = fmt::format(
-      "ppsim profile-gemms on CUDA device {}, {}, cuBLAS default algorithm, median of {}", device,
-      dtype, repetitions);
+      "ppsim profile-gemms on CUDA device {}, {}, cuBLAS default algorithm, median of {}",
+      flags.device, dtype, flags.repetitions);
   if (ppsim::Status st =
           ppsim::cli::write_output(output, ppsim::gemm_timings_csv(shapes, *seconds, source));
       !st) {

@@ -299,6 +299,7 @@ int run_calibrate_measured(const std::vector<std::string>& args) {
 int run_calibrate(const std::vector<std::string>& args) {
   if (has_flag(args, "--measured")) return run_calibrate_measured(args);
   if (has_flag(args, "--gemms")) return run_calibrate_gemms(args);
+  if (has_flag(args, "--memory")) return run_calibrate_memory(args);
   std::vector<std::string> sources;
   std::string output;
   std::string json_path;
@@ -315,7 +316,9 @@ int run_calibrate(const std::vector<std::string>& args) {
       "       ppsim calibrate --measured MEASURED.csv [-o PRESET.yaml] [--json FILE|-]\n"
       "         (measured iteration times: 'ppsim calibrate --measured --help')\n"
       "       ppsim calibrate --gemms GEMMS.csv --hardware PRESET\n"
-      "         (GEMM timings: 'ppsim calibrate --gemms --help')\n\n"
+      "         (GEMM timings: 'ppsim calibrate --gemms --help')\n"
+      "       ppsim calibrate --memory MEMORY.csv --hardware PRESET\n"
+      "         (memory-bound kernels' timings: 'ppsim calibrate --memory --help')\n\n"
       "Fits, by non-negative least squares, a scale and a fixed overhead per action kind\n"
       "(F, B, I, W, and S, the optimizer step) and the link's latency and bandwidth to runs\n"
       "that ppsim validate both predicted and measured (--runs-out). Reports each run's\n"

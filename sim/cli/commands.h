@@ -15,5 +15,7 @@ int run_explore(const std::vector<std::string>& args);
 int run_calibrate(const std::vector<std::string>& args);  // calibrate.cc
 // `ppsim calibrate --gemms`, which run_calibrate hands on (calibrate_gemms.cc).
 int run_calibrate_gemms(const std::vector<std::string>& args);
+// `ppsim calibrate --memory`, likewise (calibrate_memory.cc).
+int run_calibrate_memory(const std::vector<std::string>& args);
 
 }  // namespace ppsim::cli

@@ -31,6 +31,18 @@ std::function<void(int)> within(const char* flag, int min, int max) {
   };
 }
 
+void add_sweep_flags(po::options_description& desc, SweepFlags* flags, const char* timed) {
+  desc.add_options()("output,o", po::value(&flags->output)->value_name("FILE"),
+                     "where to write the timings (CSV)")(
+      "device", po::value(&flags->device)->value_name("N")->notifier(within("--device", 0, 1023)),
+      "the CUDA device (0)")(
+      "repetitions",
+      po::value(&flags->repetitions)->value_name("N")->notifier(within("--repetitions", 1, 1000)),
+      fmt::format("timed {} of each point (10)", timed).c_str())(
+      "warmup", po::value(&flags->warmup)->value_name("N")->notifier(within("--warmup", 1, 1000)),
+      fmt::format("untimed {} of each point first (3)", timed).c_str());
+}
+
 Status check_cores(int ranks, bool force, bool warn) {
   const int cores = static_cast<int>(std::thread::hardware_concurrency());
   if (cores <= 0 || ranks <= cores) return {};  // 0: the count is not known

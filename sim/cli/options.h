@@ -24,6 +24,19 @@ inline constexpr int kMaxThreads = 1024;
 // error that names the flag and the range.
 std::function<void(int)> within(const char* flag, int min, int max);
 
+// The flags of a tool that times a microbenchmark's sweep on a GPU
+// (`ppsim profile-gemms`, `profile-memory`): -o FILE, --device N,
+// --repetitions N (timed runs of each point, 1-1000) and --warmup N (untimed
+// runs first, 1-1000). `timed` says what one run is, for the help.
+struct SweepFlags {
+  std::string output;
+  int device = 0;
+  int repetitions = 10;
+  int warmup = 3;
+};
+void add_sweep_flags(boost::program_options::options_description& desc, SweepFlags* flags,
+                     const char* timed);
+
 // OK when FILE can be written (its folder, or the file when it exists);
 // checked before the work whose results it will hold. "-" and "" are OK.
 Status check_writable(const std::string& path);

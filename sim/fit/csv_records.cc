@@ -4,6 +4,8 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <charconv>
+#include <cmath>
 
 namespace ppsim {
 namespace {
@@ -128,6 +130,25 @@ Result<std::vector<int>> read_csv_header(const CsvRecord& header, const std::str
     }
   }
   return columns;
+}
+
+Result<double> read_csv_number(const std::string& text, const std::string& where,
+                               const char* column, CsvNumberRange range) {
+  double value = 0;
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  const bool whole = range.largest_whole > 0;
+  const bool ok = ec == std::errc() && ptr == end && std::isfinite(value) &&
+                  (whole ? value >= 1 && value <= range.largest_whole && value == std::floor(value)
+                         : value > 0);
+  if (!ok) {
+    return Error{
+        fmt::format("{}: {}: expected {}, got \"{}\"", where, column,
+                    whole ? fmt::format("a whole number from 1 to {:.0f}", range.largest_whole)
+                          : std::string("a number of seconds above 0"),
+                    text)};
+  }
+  return value;
 }
 
 }  // namespace ppsim

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "schedules/status.h"
+#include "sim/core/text_file.h"
 
 namespace ppsim {
 
@@ -63,17 +64,29 @@ struct CsvColumn {
 Result<std::vector<int>> read_csv_header(const CsvRecord& header, const std::string& path,
                                          std::span<const CsvColumn> known);
 
-// Reads a whole table: the header (read_csv_header), then each record after
-// it, with as many fields as the header has columns, through
-// `read_row(record, columns)`, in order. Errors: an empty text ("expected a
-// header line such as <example_header>"), the splitter's, the header's, a
-// record with more or fewer fields, the first of read_row's, no record
-// ("no <rows_name> below the header").
-template <typename Row, typename ReadRow>
-Result<std::vector<Row>> read_csv_table(std::string_view text, const std::string& path,
-                                        std::span<const CsvColumn> known,
-                                        std::string_view example_header, std::string_view rows_name,
-                                        ReadRow&& read_row) {
+// The numbers a column takes: whole numbers from 1 to `largest_whole`, or
+// (largest_whole 0) any finite number above 0.
+struct CsvNumberRange {
+  double largest_whole = 0;
+};
+
+// A field's number, `where` (file:line) and `column` naming it in the
+// error: "<where>: <column>: expected a whole number from 1 to N" (or "a
+// number of seconds above 0"), "got \"<text>\"".
+Result<double> read_csv_number(const std::string& text, const std::string& where,
+                               const char* column, CsvNumberRange range);
+
+// Reads a whole table, a `Table{path, rows}` of `Row`s: the header
+// (read_csv_header), then each record after it, with as many fields as the
+// header has columns, through `read_row(record, columns, path)`, in order.
+// Errors: an empty text ("expected a header line such as
+// <example_header>"), the splitter's, the header's, a record with more or
+// fewer fields, the first of read_row's, no record ("no <rows_name> below
+// the header").
+template <typename Table, typename Row, typename ReadRow>
+Result<Table> read_csv_table(std::string_view text, const std::string& path,
+                             std::span<const CsvColumn> known, std::string_view example_header,
+                             std::string_view rows_name, ReadRow&& read_row) {
   CsvSplitter splitter(text, path);
   Result<std::optional<CsvRecord>> header = splitter.next();
   if (!header.ok()) return header.error();
@@ -93,14 +106,24 @@ Result<std::vector<Row>> read_csv_table(std::string_view text, const std::string
                    std::to_string((*record)->fields.size()) + " fields, but the header has " +
                    std::to_string(columns->size()) + " columns"};
     }
-    Result<Row> row = read_row(**record, *columns);
+    Result<Row> row = read_row(**record, *columns, path);
     if (!row.ok()) return row.error();
     rows.push_back(std::move(*row));
   }
   if (rows.empty()) {
     return Error{path + ": no " + std::string(rows_name) + " below the header"};
   }
-  return rows;
+  return Table{path, std::move(rows)};
+}
+
+// Reads the CSV file at `path` (at most kMaxDataFileBytes) and hands its
+// text to `parse(text, path)`. Errors: the file's, then parse's.
+template <typename Parse>
+auto load_csv_file(const std::string& path, Parse&& parse)
+    -> decltype(parse(std::string_view(), path)) {
+  const Result<std::string> text = read_text_file(path, kMaxDataFileBytes);
+  if (!text) return text.error();
+  return parse(*text, path);
 }
 
 }  // namespace ppsim

@@ -3,14 +3,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <iterator>
 #include <limits>
 #include <optional>
 
 #include "sim/config/config.h"
-#include "sim/core/text_file.h"
 #include "sim/cost/layer_ops.h"
 #include "sim/cost/op_time.h"
 #include "sim/fit/csv_records.h"
@@ -35,22 +33,6 @@ constexpr CsvColumn kColumns[] = {
     {"batch", false}, {"label", false}, {"source", false},
 };
 
-Result<double> read_number(const std::string& text, const std::string& where, const char* column,
-                           bool whole) {
-  double value = 0;
-  const char* end = text.data() + text.size();
-  const auto [ptr, ec] = std::from_chars(text.data(), end, value);
-  const bool ok =
-      ec == std::errc() && ptr == end && std::isfinite(value) &&
-      (whole ? value >= 1 && value <= kLargestDimension && value == std::floor(value) : value > 0);
-  if (!ok) {
-    return Error{fmt::format(
-        "{}: {}: expected {}, got \"{}\"", where, column,
-        whole ? "a whole number from 1 to 2147483648" : "a number of seconds above 0", text)};
-  }
-  return value;
-}
-
 Result<GemmTiming> read_row(const CsvRecord& record, const std::vector<int>& columns,
                             const std::string& path) {
   const std::string where = fmt::format("{}:{}", path, record.line);
@@ -68,7 +50,8 @@ Result<GemmTiming> read_row(const CsvRecord& record, const std::vector<int>& col
       continue;
     }
     const char* name = kColumns[columns[i]].name;
-    Result<double> value = read_number(text, where, name, column != Column::kSeconds);
+    Result<double> value =
+        read_csv_number(text, where, name, {column == Column::kSeconds ? 0 : kLargestDimension});
     if (!value.ok()) return value.error();
     double* field[] = {&row.m, &row.n, &row.k, &row.seconds, &row.batch};
     *field[columns[i]] = *value;
@@ -200,19 +183,12 @@ std::string signed_percent(double fraction) { return fmt::format("{:+.1f}%", 100
 }  // namespace
 
 Result<GemmTimings> parse_gemm_timings(std::string_view text, const std::string& path) {
-  Result<std::vector<GemmTiming>> rows =
-      read_csv_table<GemmTiming>(text, path, kColumns, "m,n,k,seconds,label", "timings",
-                                 [&](const CsvRecord& record, const std::vector<int>& columns) {
-                                   return read_row(record, columns, path);
-                                 });
-  if (!rows.ok()) return rows.error();
-  return GemmTimings{path, std::move(*rows)};
+  return read_csv_table<GemmTimings, GemmTiming>(text, path, kColumns, "m,n,k,seconds,label",
+                                                 "timings", read_row);
 }
 
 Result<GemmTimings> load_gemm_timings(const std::string& path) {
-  const Result<std::string> text = read_text_file(path, kMaxDataFileBytes);
-  if (!text) return text.error();
-  return parse_gemm_timings(*text, path);
+  return load_csv_file(path, parse_gemm_timings);
 }
 
 Result<HardwareSpec> load_hardware_preset(const std::string& preset) {

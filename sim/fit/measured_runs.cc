@@ -14,7 +14,6 @@
 #include <tuple>
 #include <utility>
 
-#include "sim/core/text_file.h"
 #include "sim/fit/csv_records.h"
 #include "sim/plan/parallel.h"
 #include "sim/plan/ranking_evidence.h"
@@ -93,19 +92,12 @@ std::string MeasuredRuns::where(const MeasuredRun& run) const {
 }
 
 Result<MeasuredRuns> parse_measured_runs(std::string_view text, const std::string& path) {
-  Result<std::vector<MeasuredRun>> runs = read_csv_table<MeasuredRun>(
-      text, path, kColumns, "config,iteration_time_s,label", "measured runs",
-      [&](const CsvRecord& record, const std::vector<int>& columns) {
-        return read_row(record, columns, path);
-      });
-  if (!runs.ok()) return runs.error();
-  return MeasuredRuns{path, std::move(*runs)};
+  return read_csv_table<MeasuredRuns, MeasuredRun>(
+      text, path, kColumns, "config,iteration_time_s,label", "measured runs", read_row);
 }
 
 Result<MeasuredRuns> load_measured_runs(const std::string& path) {
-  const Result<std::string> text = read_text_file(path, kMaxDataFileBytes);
-  if (!text) return text.error();
-  return parse_measured_runs(*text, path);
+  return load_csv_file(path, parse_measured_runs);
 }
 
 Result<std::vector<Config>> load_run_configs(const MeasuredRuns& runs,

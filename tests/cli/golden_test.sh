@@ -55,6 +55,7 @@ check error_calibrate_gemms_no_hardware 2 stderr -- calibrate \
   --gemms configs/microbench/h800-gemm-k-sweep.csv
 check error_calibrate_gemms_dtype 2 stderr -- calibrate \
   --gemms configs/microbench/h800-gemm-k-sweep.csv --hardware h100-sxm --dtype fp8
+check error_calibrate_memory_no_hardware 2 stderr -- calibrate --memory memory.csv
 check error_validate_no_dir 1 stderr -- validate configs/validate/cpu-small.yaml \
   --runs-out no-such-dir/runs.json
 

@@ -1,7 +1,8 @@
-// The sweep of cuBLAS products (profiler/gpu_gemm_sweep.h) on device 0, at
+// The sweeps of profiler/gpu_gemm_sweep.h on device 0. cuBLAS products at
 // small shapes: a positive median per shape, a product of four times the
-// depth slower, and the errors for a type cuBLAS's sweep does not take and a
-// device that is not there. Skips, saying why, without a device.
+// depth slower, and the error for a type cuBLAS's sweep does not take.
+// Copies: a positive median per size, and 64 MiB slower than 64 KiB (a
+// thousand times the bytes). Skips, saying why, without a device.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -38,6 +39,22 @@ TEST(GemmSweep, RefusesWhatItCannotTime) {
   const Result<std::vector<double>> t = gpu::time_gemm_sweep({{64, 64, 64}}, fp32);
   ASSERT_FALSE(t.ok());
   EXPECT_EQ(t.error().message, "GEMM sweep: the operands must be bf16 or fp16, not fp32");
+}
+
+TEST(CopySweep, TimesEachSizeAndLargerCopiesTakeLonger) {
+  std::string why;
+  if (gpu::device_count(&why) == 0) GTEST_SKIP() << why;
+  std::vector<std::string> lines;
+  gpu::CopySweepOptions options;
+  options.repetitions = 5;
+  const Result<std::vector<double>> t =
+      gpu::time_copy_sweep({int64_t{1} << 16, int64_t{1} << 26}, options,
+                           [&](const std::string& line) { lines.push_back(line); });
+  ASSERT_TRUE(t.ok()) << t.error().message;
+  ASSERT_EQ(t->size(), 2u);
+  EXPECT_GT((*t)[0], 0);
+  EXPECT_GT((*t)[1], (*t)[0]);
+  EXPECT_EQ(lines.size(), 2u);
 }
 
 }  // namespace
