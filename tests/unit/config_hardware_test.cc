@@ -43,6 +43,14 @@ TEST(ConfigTest, PresetsHoldDatasheetFigures) {
   EXPECT_DOUBLE_EQ(h200->hardware->memory_gib, 141);
   EXPECT_DOUBLE_EQ(h200->hardware->hbm_bandwidth_gbps, 4800);
   EXPECT_DOUBLE_EQ(h200->hardware->peak_tflops_bf16, h100->hardware->peak_tflops_bf16);
+  // The H800: the H100's chip, memory and network with NVLink at 400 GB/s both ways (its
+  // datasheet), 200 a direction.
+  Result<Config> h800 = parse_config(yaml(kModel), "test.yaml", {{"hardware.preset", "h800"}});
+  ASSERT_TRUE(h800.ok()) << h800.error().message;
+  EXPECT_DOUBLE_EQ(h800->hardware->intra_node_bandwidth_gbps, 200);
+  EXPECT_DOUBLE_EQ(h800->hardware->peak_tflops_bf16, h100->hardware->peak_tflops_bf16);
+  EXPECT_DOUBLE_EQ(h800->hardware->hbm_bandwidth_gbps, h100->hardware->hbm_bandwidth_gbps);
+  EXPECT_DOUBLE_EQ(h800->hardware->inter_node_bandwidth_gbps, 50);
   // The B200's datasheet figures: dense tensor peaks half the "with sparsity" ones.
   Result<Config> b200 = parse_config(yaml(kModel), "test.yaml", {{"hardware.preset", "b200"}});
   ASSERT_TRUE(b200.ok()) << b200.error().message;
@@ -89,7 +97,7 @@ TEST(ConfigTest, UnknownPresetListsTheAvailableOnes) {
   EXPECT_THAT(error,
               StartsWith("test.yaml:8:11: hardware.preset: expected one of the presets in "));
   EXPECT_THAT(error,
-              HasSubstr(": a100-80gb, b200, cpu-2core, gb200, h100-sxm, h200, got \"v100\""));
+              HasSubstr(": a100-80gb, b200, cpu-2core, gb200, h100-sxm, h200, h800, got \"v100\""));
 }
 
 TEST(ConfigTest, PresetNameCannotEscapeThePresetDirectory) {
