@@ -16,6 +16,9 @@ namespace {
 constexpr double kGiga = 1e9;
 constexpr double kMicro = 1e-6;
 constexpr double kLargestBytes = 1125899906842624.0;  // 2^50
+// The normal equations' determinant, relative to the product of their
+// diagonal, below which the two unknowns are not told apart.
+constexpr double kSingular = 1e-9;
 
 // In the order of kColumns.
 enum class Column { kBytes, kSeconds, kLabel, kSource };
@@ -124,13 +127,15 @@ Result<MemoryFitResult> fit_memory_timings(const HardwareSpec& preset,
   const Sums s = sums_of(timings);
   std::set<double> sizes;
   for (const MemoryTiming& row : timings.rows) sizes.insert(row.bytes);
+  // Sizes so close that the normal equations are singular to rounding
+  // tell the fixed time no better than one size does.
+  const double det = s.bb * s.cc - s.bc * s.bc;
   MemoryFitResult result;
-  result.fixed_time_fitted = sizes.size() >= 2;
+  result.fixed_time_fitted = sizes.size() >= 2 && det > kSingular * s.bb * s.cc;
   double x = 0, y = preset.kernel_launch_us * kMicro;
   if (!result.fixed_time_fitted) {
     x = seconds_per_byte_given(s, y, bandwidth_Bps);
   } else {
-    const double det = s.bb * s.cc - s.bc * s.bc;
     x = seconds_per_byte_given(s, (s.bb * s.c - s.bc * s.b) / det, bandwidth_Bps);
     y = fixed_seconds_given(s, x);
     // Pinning y first can give the other corner; keep the better.

@@ -141,6 +141,17 @@ TEST(MemoryFit, KeepsEachParameterWithinItsRange) {
   EXPECT_FALSE(fit_memory_timings(gpu(0.5, 0), MemoryTimings{"none.csv", {}}).ok());
 }
 
+// Two sizes a byte apart, at one rate, are one size to the normal
+// equations: the efficiency alone is fitted, a finite number.
+TEST(MemoryFit, SizesTooCloseToTellTheFixedTimeFitTheEfficiencyAlone) {
+  MemoryTimings close{"close.csv", {{2, 1e9, 1.25e-3, "a", ""}, {3, 1e9 + 1, 1.25e-3, "b", ""}}};
+  const Result<MemoryFitResult> fit = fit_memory_timings(gpu(0.5, 0), close);
+  ASSERT_TRUE(fit.ok()) << fit.error().message;
+  EXPECT_FALSE(fit->fixed_time_fitted);
+  EXPECT_NEAR(fit->hardware.hbm_efficiency, 0.8, 1e-6);
+  EXPECT_EQ(fit->hardware.kernel_launch_us, 0);
+}
+
 TEST(MemorySweep, DoublesFrom64KiBTo1GiB) {
   const std::vector<int64_t> sizes = memory_sweep_sizes();
   ASSERT_EQ(sizes.size(), 15u);
