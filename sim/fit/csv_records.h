@@ -76,6 +76,42 @@ struct CsvNumberRange {
 Result<double> read_csv_number(const std::string& text, const std::string& where,
                                const char* column, CsvNumberRange range);
 
+// Where a column's field goes in a row: a text column's string, or a
+// number column's double with the numbers it takes.
+struct CsvTarget {
+  std::string* text = nullptr;
+  double* number = nullptr;
+  CsvNumberRange range;
+};
+inline CsvTarget csv_text(std::string* text) { return {text, nullptr, {}}; }
+inline CsvTarget csv_number(double* number, CsvNumberRange range = {}) {
+  return {nullptr, number, range};
+}
+
+// A record as a `Row` (its `line` set), each field through `target(row,
+// column)`: a text copied, a number read by read_csv_number (named by
+// `known[column]`). Errors: the first number's.
+template <typename Row, typename Target>
+Result<Row> read_csv_record(const CsvRecord& record, const std::vector<int>& columns,
+                            const std::string& path, std::span<const CsvColumn> known,
+                            Target&& target) {
+  const std::string where = path + ":" + std::to_string(record.line);
+  Row row;
+  row.line = record.line;
+  for (size_t i = 0; i < columns.size(); ++i) {
+    const CsvTarget to = target(row, columns[i]);
+    if (to.text != nullptr) {
+      *to.text = record.fields[i].text;
+      continue;
+    }
+    Result<double> value =
+        read_csv_number(record.fields[i].text, where, known[columns[i]].name, to.range);
+    if (!value.ok()) return value.error();
+    *to.number = *value;
+  }
+  return row;
+}
+
 // Reads a whole table, a `Table{path, rows}` of `Row`s: the header
 // (read_csv_header), then each record after it, with as many fields as the
 // header has columns, through `read_row(record, columns, path)`, in order.

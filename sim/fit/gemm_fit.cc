@@ -25,9 +25,7 @@ constexpr int kGridPoints = 21;
 constexpr int kLevels = 5;
 constexpr double kLargestDimension = 2147483648.0;  // 2^31
 
-// In the order of kColumns.
-enum class Column { kM, kN, kK, kSeconds, kBatch, kLabel, kSource };
-
+// The targets of read_row are in this order.
 constexpr CsvColumn kColumns[] = {
     {"m", true},      {"n", true},      {"k", true},       {"seconds", true},
     {"batch", false}, {"label", false}, {"source", false},
@@ -35,31 +33,19 @@ constexpr CsvColumn kColumns[] = {
 
 Result<GemmTiming> read_row(const CsvRecord& record, const std::vector<int>& columns,
                             const std::string& path) {
-  const std::string where = fmt::format("{}:{}", path, record.line);
-  GemmTiming row;
-  row.line = record.line;
-  for (size_t i = 0; i < columns.size(); ++i) {
-    const std::string& text = record.fields[i].text;
-    const auto column = static_cast<Column>(columns[i]);
-    if (column == Column::kLabel) {
-      row.label = text;
-      continue;
-    }
-    if (column == Column::kSource) {
-      row.source = text;
-      continue;
-    }
-    const char* name = kColumns[columns[i]].name;
-    Result<double> value =
-        read_csv_number(text, where, name, {column == Column::kSeconds ? 0 : kLargestDimension});
-    if (!value.ok()) return value.error();
-    double* field[] = {&row.m, &row.n, &row.k, &row.seconds, &row.batch};
-    *field[columns[i]] = *value;
-  }
-  if (row.label.empty()) {
-    row.label = row.batch > 1
-                    ? fmt::format("{:g} x {:g} x {:g} x {:g}", row.batch, row.m, row.n, row.k)
-                    : fmt::format("{:g} x {:g} x {:g}", row.m, row.n, row.k);
+  Result<GemmTiming> row =
+      read_csv_record<GemmTiming>(record, columns, path, kColumns, [](GemmTiming& r, int column) {
+        const CsvNumberRange whole{kLargestDimension};
+        const CsvTarget targets[] = {csv_number(&r.m, whole),     csv_number(&r.n, whole),
+                                     csv_number(&r.k, whole),     csv_number(&r.seconds),
+                                     csv_number(&r.batch, whole), csv_text(&r.label),
+                                     csv_text(&r.source)};
+        return targets[column];
+      });
+  if (row.ok() && row->label.empty()) {
+    row->label = row->batch > 1
+                     ? fmt::format("{:g} x {:g} x {:g} x {:g}", row->batch, row->m, row->n, row->k)
+                     : fmt::format("{:g} x {:g} x {:g}", row->m, row->n, row->k);
   }
   return row;
 }

@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -22,24 +21,11 @@
 namespace ppsim {
 namespace {
 
-// In the order of kColumns.
-enum class Column { kConfig, kIterationTime, kLabel, kSource, kGroup, kSeries };
-
+// The targets of read_row are in this order.
 constexpr CsvColumn kColumns[] = {
     {"config", true},  {"iteration_time_s", true}, {"label", false},
     {"source", false}, {"group", false},           {"series", false},
 };
-
-Result<double> read_seconds(const std::string& text, const std::string& where) {
-  double value = 0;
-  const char* end = text.data() + text.size();
-  const auto [ptr, ec] = std::from_chars(text.data(), end, value);
-  if (ec != std::errc() || ptr != end || !std::isfinite(value) || value <= 0) {
-    return Error{fmt::format(
-        "{}: iteration_time_s: expected a number of seconds above 0, got \"{}\"", where, text)};
-  }
-  return value;
-}
 
 std::string resolve(const std::string& config, const std::string& csv_path) {
   const std::filesystem::path p(config);
@@ -50,38 +36,17 @@ std::string resolve(const std::string& config, const std::string& csv_path) {
 
 Result<MeasuredRun> read_row(const CsvRecord& record, const std::vector<int>& columns,
                              const std::string& path) {
-  const std::string where = fmt::format("{}:{}", path, record.line);
-  MeasuredRun run;
-  run.line = record.line;
-  for (size_t i = 0; i < columns.size(); ++i) {
-    const std::string& text = record.fields[i].text;
-    switch (static_cast<Column>(columns[i])) {
-      case Column::kConfig:
-        run.config = text;
-        break;
-      case Column::kIterationTime: {
-        Result<double> seconds = read_seconds(text, where);
-        if (!seconds.ok()) return seconds.error();
-        run.iteration_time_s = *seconds;
-        break;
-      }
-      case Column::kLabel:
-        run.label = text;
-        break;
-      case Column::kSource:
-        run.source = text;
-        break;
-      case Column::kGroup:
-        run.group = text;
-        break;
-      case Column::kSeries:
-        run.series = text;
-        break;
-    }
-  }
-  if (run.config.empty()) return Error{fmt::format("{}: config: empty", where)};
-  run.config_path = resolve(run.config, path);
-  if (run.label.empty()) run.label = run.config;
+  Result<MeasuredRun> run =
+      read_csv_record<MeasuredRun>(record, columns, path, kColumns, [](MeasuredRun& r, int column) {
+        const CsvTarget targets[] = {csv_text(&r.config), csv_number(&r.iteration_time_s),
+                                     csv_text(&r.label),  csv_text(&r.source),
+                                     csv_text(&r.group),  csv_text(&r.series)};
+        return targets[column];
+      });
+  if (!run.ok()) return run;
+  if (run->config.empty()) return Error{fmt::format("{}:{}: config: empty", path, run->line)};
+  run->config_path = resolve(run->config, path);
+  if (run->label.empty()) run->label = run->config;
   return run;
 }
 

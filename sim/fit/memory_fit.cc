@@ -20,9 +20,7 @@ constexpr double kLargestBytes = 1125899906842624.0;  // 2^50
 // diagonal, below which the two unknowns are not told apart.
 constexpr double kSingular = 1e-9;
 
-// In the order of kColumns.
-enum class Column { kBytes, kSeconds, kLabel, kSource };
-
+// The targets of read_row are in this order.
 constexpr CsvColumn kColumns[] = {
     {"bytes", true},
     {"seconds", true},
@@ -32,25 +30,13 @@ constexpr CsvColumn kColumns[] = {
 
 Result<MemoryTiming> read_row(const CsvRecord& record, const std::vector<int>& columns,
                               const std::string& path) {
-  const std::string where = fmt::format("{}:{}", path, record.line);
-  MemoryTiming row;
-  row.line = record.line;
-  for (size_t i = 0; i < columns.size(); ++i) {
-    const std::string& text = record.fields[i].text;
-    const auto column = static_cast<Column>(columns[i]);
-    if (column == Column::kLabel) {
-      row.label = text;
-    } else if (column == Column::kSource) {
-      row.source = text;
-    } else {
-      const bool bytes = column == Column::kBytes;
-      Result<double> value =
-          read_csv_number(text, where, kColumns[columns[i]].name, {bytes ? kLargestBytes : 0});
-      if (!value.ok()) return value.error();
-      (bytes ? row.bytes : row.seconds) = *value;
-    }
-  }
-  if (row.label.empty()) row.label = fmt::format("{:g} MiB", row.bytes / (1 << 20));
+  Result<MemoryTiming> row = read_csv_record<MemoryTiming>(
+      record, columns, path, kColumns, [](MemoryTiming& r, int column) {
+        const CsvTarget targets[] = {csv_number(&r.bytes, {kLargestBytes}), csv_number(&r.seconds),
+                                     csv_text(&r.label), csv_text(&r.source)};
+        return targets[column];
+      });
+  if (row.ok() && row->label.empty()) row->label = fmt::format("{:g} MiB", row->bytes / (1 << 20));
   return row;
 }
 
