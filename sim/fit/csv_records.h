@@ -1,9 +1,10 @@
 // Records of a CSV file (RFC 4180), for the fit's readers (measured runs,
-// GEMM timings): fields separated by commas; a quoted field may hold
-// commas, newlines and "" for a quote; spaces around a field are not part
-// of it; blank lines are skipped; a UTF-8 byte order mark is ignored. And
-// the header's columns, checked against the reader's table of names. Every
-// error names file:line.
+// GEMM timings, memory timings): fields separated by commas; a quoted field
+// may hold commas, newlines and "" for a quote; spaces around a field are
+// not part of it; blank lines are skipped; a UTF-8 byte order mark is
+// ignored. The header's columns, checked against the reader's table of
+// names; each record's fields into the reader's row, numbers checked; the
+// whole table and the file. Every error names file:line.
 #pragma once
 
 #include <optional>
