@@ -223,10 +223,6 @@ void Loader::check_cross_fields(const Config& config, const Sections& tree) cons
                       par.pipeline, par.tensor, context, par.data, gpus, hw.nodes, hw.gpus_per_node,
                       int64_t{hw.gpus_per_node} * hw.nodes));
     }
-    if (par.tensor > hw.gpus_per_node) {
-      throw_expected(tree.parallel.get("tensor"),
-                     fmt::format("at most hardware.gpus_per_node ({})", hw.gpus_per_node));
-    }
   }
   int64_t samples_per_microbatch = int64_t{config.training.micro_batch} * par.data;
   if (config.training.global_batch % samples_per_microbatch != 0) {

@@ -57,7 +57,8 @@ void Loader::read_search(const Map& s, const Config& config) const {
   const int gpus = config.hardware->num_gpus();
   out.pipeline = s.has("pipeline") ? to_ints(s.get("pipeline"), 1, INT_MAX)
                                    : powers_of_two(std::min(gpus, config.model->layers));
-  out.tensor = s.has("tensor") ? to_ints(s.get("tensor"), 1, config.hardware->gpus_per_node)
+  // By default within a node; a list may ask for tensor groups across nodes.
+  out.tensor = s.has("tensor") ? to_ints(s.get("tensor"), 1, gpus)
                                : powers_of_two(config.hardware->gpus_per_node);
   out.context = {config.parallel.context};
   if (s.has("context")) {

@@ -42,12 +42,13 @@ TEST(ConfigTest, GpuCountMismatch) {
             "has 1 nodes x 8 = 8");
 }
 
-TEST(ConfigTest, TensorWithinANode) {
+// A tensor group may span nodes (SC21's t = 16 and 32 on nodes of 8): its
+// collectives then run over the network (cost_model_comm_test).
+TEST(ConfigTest, TensorMaySpanNodes) {
   EXPECT_EQ(
       error_of(kModel,
                {{"parallel.pipeline", "1"}, {"parallel.tensor", "16"}, {"hardware.nodes", "2"}}),
-      "--set parallel.tensor=16: parallel.tensor: expected at most hardware.gpus_per_node (8), got "
-      "\"16\"");
+      "(no error)");
 }
 
 TEST(ConfigTest, GlobalBatchNotDivisible) {

@@ -272,6 +272,25 @@ TEST(GradSync, DataParallelAcrossNodes) {
   EXPECT_EQ(build_ok(c).grad_sync[0], 30288000);
 }
 
+// A tensor group wider than a node (t = 16 on nodes of 8) spans two: its
+// ring's hops between the nodes run on a node's eight NICs side by side, 8 x
+// 10 GB/s, at the network's latency; t = 8 stays on NVLink.
+TEST(GroupLinks, ATensorGroupWiderThanANodeRunsOverItsNodesNics) {
+  using cost_model_internal::group_links;
+  using cost_model_internal::Placement;
+  Config c = make_config(tiny(2), 1, 16, 1, round_hardware(8, 2));
+  const Result<GroupLinks> wide = group_links(c, Placement(c.parallel, 8), 0);
+  ASSERT_TRUE(wide.ok()) << wide.error().message;
+  EXPECT_DOUBLE_EQ(wide->tensor.bandwidth_Bps, 8e10);
+  EXPECT_DOUBLE_EQ(wide->tensor.latency_s, 5e-6);
+  c.parallel.tensor = 8;
+  c.parallel.data = 2;
+  const Result<GroupLinks> node = group_links(c, Placement(c.parallel, 8), 0);
+  ASSERT_TRUE(node.ok()) << node.error().message;
+  EXPECT_DOUBLE_EQ(node->tensor.bandwidth_Bps, 1e11);
+  EXPECT_DOUBLE_EQ(node->tensor.latency_s, 1e-6);
+}
+
 TEST(GradSync, NoDataParallelismNothingToSync) {
   EXPECT_EQ(build_ok(make_config(tiny(2), 1, 2, 1, round_hardware(8, 1))).grad_sync[0], 0);
 }
