@@ -43,6 +43,12 @@ TEST(ConfigTest, PresetsHoldDatasheetFigures) {
   EXPECT_DOUBLE_EQ(h200->hardware->memory_gib, 141);
   EXPECT_DOUBLE_EQ(h200->hardware->hbm_bandwidth_gbps, 4800);
   EXPECT_DOUBLE_EQ(h200->hardware->peak_tflops_bf16, h100->hardware->peak_tflops_bf16);
+  // The A100 40GB: the 80GB part's chip with 40 GB of HBM2 at 1,555 GB/s (its datasheet).
+  Result<Config> a40 = parse_config(yaml(kModel), "test.yaml", {{"hardware.preset", "a100-40gb"}});
+  ASSERT_TRUE(a40.ok()) << a40.error().message;
+  EXPECT_DOUBLE_EQ(a40->hardware->memory_gib, 40);
+  EXPECT_DOUBLE_EQ(a40->hardware->hbm_bandwidth_gbps, 1555);
+  EXPECT_DOUBLE_EQ(a40->hardware->peak_tflops_bf16, 312);
   // The H800: the H100's chip, memory and network with NVLink at 400 GB/s both ways (its
   // datasheet), 200 a direction.
   Result<Config> h800 = parse_config(yaml(kModel), "test.yaml", {{"hardware.preset", "h800"}});
@@ -97,7 +103,8 @@ TEST(ConfigTest, UnknownPresetListsTheAvailableOnes) {
   EXPECT_THAT(error,
               StartsWith("test.yaml:8:11: hardware.preset: expected one of the presets in "));
   EXPECT_THAT(error,
-              HasSubstr(": a100-80gb, b200, cpu-2core, gb200, h100-sxm, h200, h800, got \"v100\""));
+              HasSubstr(": a100-40gb, a100-80gb, b200, cpu-2core, gb200, h100-sxm, h200, h800, got "
+                        "\"v100\""));
 }
 
 TEST(ConfigTest, PresetNameCannotEscapeThePresetDirectory) {
