@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "schedules/status.h"
+#include "sim/core/csv_field.h"
 
 namespace ppsim {
 
@@ -20,15 +21,11 @@ std::vector<GemmShape> gemm_sweep_shapes() {
 std::string gemm_timings_csv(const std::vector<GemmShape>& shapes,
                              const std::vector<double>& seconds, std::string_view source) {
   PPSIM_CHECK(shapes.size() == seconds.size());
-  std::string quoted;
-  for (char c : source) {
-    if (c == '"') quoted += '"';
-    quoted += c;
-  }
+  const std::string quoted = csv_quoted(source);
   std::string out = "m,n,k,seconds,label,source\n";
   for (size_t i = 0; i < shapes.size(); ++i) {
     const GemmShape& s = shapes[i];
-    out += fmt::format("{},{},{},{:.6e},{} x {} x {},\"{}\"\n", s.m, s.n, s.k, seconds[i], s.m, s.n,
+    out += fmt::format("{},{},{},{:.6e},{} x {} x {},{}\n", s.m, s.n, s.k, seconds[i], s.m, s.n,
                        s.k, quoted);
   }
   return out;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "schedules/status.h"
+#include "sim/core/csv_field.h"
 
 namespace ppsim {
 
@@ -17,14 +18,10 @@ std::vector<int64_t> memory_sweep_sizes() {
 std::string memory_timings_csv(const std::vector<int64_t>& sizes,
                                const std::vector<double>& seconds, std::string_view source) {
   PPSIM_CHECK(sizes.size() == seconds.size());
-  std::string quoted;
-  for (char c : source) {
-    if (c == '"') quoted += '"';
-    quoted += c;
-  }
+  const std::string quoted = csv_quoted(source);
   std::string out = "bytes,seconds,label,source\n";
   for (size_t i = 0; i < sizes.size(); ++i) {
-    out += fmt::format("{},{:.6e},copy {} KiB,\"{}\"\n", 2 * sizes[i], seconds[i], sizes[i] / 1024,
+    out += fmt::format("{},{:.6e},copy {} KiB,{}\n", 2 * sizes[i], seconds[i], sizes[i] / 1024,
                        quoted);
   }
   return out;

@@ -27,7 +27,6 @@ std::string format_time(double seconds, const TimeUnit& unit) {
   return fmt::format("{:.4g} {}", seconds * unit.scale, unit.name);
 }
 
-std::string signed_percent(double fraction) { return fmt::format("{:+.1f}%", 100 * fraction); }
 std::string percent(double fraction) { return fmt::format("{:.1f}%", 100 * fraction); }
 
 size_t label_width(const MeasuredRuns& runs, size_t least) {
@@ -255,6 +254,26 @@ std::string hardware_fit_json(const MeasuredRuns& runs, const HardwareFitResult&
   if (fit.held_out) write_summary(w.key("held_out"), *fit.held_out);
   w.end_object();
   return out + "\n";
+}
+
+std::string signed_percent(double fraction) { return fmt::format("{:+.1f}%", 100 * fraction); }
+
+std::string format_timings_fit_end(std::string_view flag, const std::string& csv, size_t rows,
+                                   const ErrorSummary& before, const ErrorSummary& after,
+                                   std::string_view preset, std::string_view date,
+                                   const std::vector<FittedField>& fields) {
+  std::string out = fmt::format(
+      "{} timings: mean |error| {:.1f}% with the preset, {:.1f}% fitted; max {:.1f}% and "
+      "{:.1f}%; error = (model - measured) / measured\n",
+      rows, 100 * before.mean_abs, 100 * after.mean_abs, 100 * before.max_abs, 100 * after.max_abs);
+  out += "\n# for a hardware preset file:\n";
+  for (const FittedField& f : fields) {
+    out += fmt::format(
+        "# Fit by ppsim calibrate {} {} --hardware {} on {} ({} timings); preset value "
+        "{:g}.\n{}: {:.4g}\n",
+        flag, csv, preset, date, rows, f.preset, f.name, f.value);
+  }
+  return out;
 }
 
 }  // namespace ppsim

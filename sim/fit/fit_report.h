@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "sim/fit/hardware_fit.h"
@@ -31,5 +32,24 @@ std::string format_hardware_fit(const MeasuredRuns& runs, const HardwareFitResul
 // "before", "fitted", "held_out": {"mean_abs_error", "max_abs_error"}}
 std::string hardware_fit_json(const MeasuredRuns& runs, const HardwareFitResult& fit,
                               const std::string& preset_written);
+
+// "+1.2%": a relative error as every report prints it.
+std::string signed_percent(double fraction);
+
+// A field a microbenchmark fit set: its name, the preset's value and the fit's.
+struct FittedField {
+  const char* name;
+  double preset;
+  double value;
+};
+
+// The end of a microbenchmark fit's report (`ppsim calibrate --gemms`,
+// `--memory`): the timings' mean and max |error| with the preset and fitted,
+// then each fitted field as lines for a preset file, with a comment naming
+// the command (`flag` and the CSV), the preset, the date and the rows.
+std::string format_timings_fit_end(std::string_view flag, const std::string& csv, size_t rows,
+                                   const ErrorSummary& before, const ErrorSummary& after,
+                                   std::string_view preset, std::string_view date,
+                                   const std::vector<FittedField>& fields);
 
 }  // namespace ppsim

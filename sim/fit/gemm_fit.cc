@@ -12,6 +12,7 @@
 #include "sim/cost/layer_ops.h"
 #include "sim/cost/op_time.h"
 #include "sim/fit/csv_records.h"
+#include "sim/fit/fit_report.h"
 
 namespace ppsim {
 namespace {
@@ -164,8 +165,6 @@ bool determined(int j, const std::vector<int>& fitted, const HardwareSpec& fit, 
   return largest_change(j, others, fit, dtype, timings) > kGemmMinRowChange;
 }
 
-std::string signed_percent(double fraction) { return fmt::format("{:+.1f}%", 100 * fraction); }
-
 }  // namespace
 
 Result<GemmTimings> parse_gemm_timings(std::string_view text, const std::string& path) {
@@ -266,20 +265,12 @@ std::string format_gemm_fit(const GemmTimings& timings, const GemmFitResult& fit
                        row.flops() / row.seconds / 1e12, signed_percent(fit.before[i]),
                        signed_percent(fit.after[i]));
   }
-  out += fmt::format(
-      "{} timings: mean |error| {:.1f}% with the preset, {:.1f}% fitted; max {:.1f}% and "
-      "{:.1f}%; error = (model - measured) / measured\n",
-      timings.rows.size(), 100 * fit.before_summary.mean_abs, 100 * fit.after_summary.mean_abs,
-      100 * fit.before_summary.max_abs, 100 * fit.after_summary.max_abs);
-  out += "\n# for a hardware preset file:\n";
+  std::vector<FittedField> fields;
   for (const GemmParameterResult& p : fit.parameters) {
-    if (!p.fitted) continue;
-    out += fmt::format(
-        "# Fit by ppsim calibrate --gemms {} --hardware {} on {} ({} timings); preset "
-        "value {:g}.\n{}: {:.4g}\n",
-        timings.path, preset, date, timings.rows.size(), p.preset, p.parameter->name, p.value);
+    if (p.fitted) fields.push_back({p.parameter->name, p.preset, p.value});
   }
-  return out;
+  return out + format_timings_fit_end("--gemms", timings.path, timings.rows.size(),
+                                      fit.before_summary, fit.after_summary, preset, date, fields);
 }
 
 }  // namespace ppsim

@@ -9,6 +9,7 @@
 #include "sim/cost/layer_ops.h"
 #include "sim/cost/op_time.h"
 #include "sim/fit/csv_records.h"
+#include "sim/fit/fit_report.h"
 
 namespace ppsim {
 namespace {
@@ -158,27 +159,18 @@ std::string format_memory_fit(const MemoryTimings& timings, const HardwareSpec& 
                      "preset", "fitted");
   for (size_t i = 0; i < timings.rows.size(); ++i) {
     const MemoryTiming& row = timings.rows[i];
-    out += fmt::format("{:<{}} {:>10.4g} s {:>9.1f} {:>+7.1f}% {:>+7.1f}%\n", row.label, width,
-                       row.seconds, row.bytes / row.seconds / kGiga, 100 * fit.before[i],
-                       100 * fit.after[i]);
+    out += fmt::format("{:<{}} {:>10.4g} s {:>9.1f} {:>8} {:>8}\n", row.label, width, row.seconds,
+                       row.bytes / row.seconds / kGiga, signed_percent(fit.before[i]),
+                       signed_percent(fit.after[i]));
   }
-  out += fmt::format(
-      "{} timings: mean |error| {:.1f}% with the preset, {:.1f}% fitted; max {:.1f}% and "
-      "{:.1f}%; error = (model - measured) / measured\n",
-      timings.rows.size(), 100 * fit.before_summary.mean_abs, 100 * fit.after_summary.mean_abs,
-      100 * fit.before_summary.max_abs, 100 * fit.after_summary.max_abs);
-  out += "\n# for a hardware preset file:\n";
-  const auto line = [&](const char* name, double preset_value, double value) {
-    return fmt::format(
-        "# Fit by ppsim calibrate --memory {} --hardware {} on {} ({} timings); preset value "
-        "{:g}.\n{}: {:.4g}\n",
-        timings.path, preset_name, date, timings.rows.size(), preset_value, name, value);
-  };
-  out += line("hbm_efficiency", preset.hbm_efficiency, fitted.hbm_efficiency);
+  std::vector<FittedField> fields = {
+      {"hbm_efficiency", preset.hbm_efficiency, fitted.hbm_efficiency}};
   if (fit.fixed_time_fitted) {
-    out += line("kernel_launch_us", preset.kernel_launch_us, fitted.kernel_launch_us);
+    fields.push_back({"kernel_launch_us", preset.kernel_launch_us, fitted.kernel_launch_us});
   }
-  return out;
+  return out + format_timings_fit_end("--memory", timings.path, timings.rows.size(),
+                                      fit.before_summary, fit.after_summary, preset_name, date,
+                                      fields);
 }
 
 }  // namespace ppsim

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "sim/core/csv_field.h"
 #include "sim/core/json.h"
 #include "sim/plan/ranking_evidence.h"
 #include "sim/report/evidence_note.h"
@@ -116,18 +117,13 @@ std::string comparison_to_csv(const std::vector<ComparedSchedule>& rows) {
       "bubble_fraction,mfu";
   for (int r = 0; r < ranks; ++r) out += fmt::format(",peak_memory_bytes_rank{}", r);
   out += '\n';
-  const auto quoted = [](const std::string& text) {
-    std::string q = "\"";
-    for (char c : text) q += c == '"' ? std::string("\"\"") : std::string(1, c);
-    return q + "\"";
-  };
   const auto optional = [](const std::optional<double>& v) {
     return v ? fmt::format("{}", *v) : std::string();
   };
   for (const ComparedSchedule& row : rows) {
     out += fmt::format("{},", row.entry);
     if (row.summary) out += fmt::format("{}", row.summary->virtual_stages);
-    out += fmt::format(",{},{}", row.feasible ? "true" : "false", quoted(row.reason));
+    out += fmt::format(",{},{}", row.feasible ? "true" : "false", csv_quoted(row.reason));
     if (row.summary) {
       const Summary& s = *row.summary;
       out += fmt::format(",{},{},{},{},{}", s.iteration_time_s, s.throughput.samples_per_s,

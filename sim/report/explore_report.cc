@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "sim/core/csv_field.h"
 #include "sim/core/json.h"
 #include "sim/plan/ranking_evidence.h"
 #include "sim/report/evidence_note.h"
@@ -123,9 +124,7 @@ std::string explore_to_csv(const ExploreResult& r) {
       "reason,lower_bound_s,iteration_time_s,samples_per_s,tokens_per_s,mfu,bubble_fraction,"
       "peak_memory_bytes\n";
   for (const Candidate& c : r.candidates) {
-    std::string reason = "\"";
-    for (char ch : c.reason) reason += ch == '"' ? std::string("\"\"") : std::string(1, ch);
-    reason += '"';
+    const std::string reason = csv_quoted(c.reason);
     out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{}", c.parallel.pipeline,
                        c.parallel.tensor, c.parallel.data, c.parallel.context, c.parallel.expert,
                        c.parallel.virtual_stages, c.micro_batch, to_string(c.schedule),
