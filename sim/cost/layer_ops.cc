@@ -69,6 +69,34 @@ double attention_io_bytes(const Dims& d) {
 // every element, zeros above the diagonal: the share of the scores it reads.
 double causal_share(const Dims& d) { return d.causal_pairs / (d.queries * d.keys); }
 
+// Transformer Engine's ring around its attention kernels (AttnFuncWithCP,
+// read at v1.4; the same copies and sums at 2.x): a causal step that sees
+// half of a chunk copies that half to be contiguous, and the steps'
+// partial results are summed. Counted at the ring's last GPU, every later
+// step of which takes half of the arriving K and V (the ring holds the
+// GPUs in step). Forward: cp - 1 half-chunk copies of K and V (read and
+// write: |KV| each) and cp partial outputs merged into the zeroed result
+// (read both, write one: 3 |O| each, |O| to zero it).
+double context_ring_forward_bytes(const PhaseBuilder& p) {
+  const Dims& d = p.dims();
+  const double c = p.context();
+  const double o = d.tokens * d.o_width * d.value_bytes;
+  return (c - 1) * p.kv_bytes() + (3 * c + 1) * o;
+}
+
+// Backward: each later step copies half of K and V again (|KV|), adds its
+// dQ into the sum (3 |Q|), concatenates its half dK and dV (|KV|) and adds
+// them into theirs (1.5 |KV|); K and V copied into the ring's buffer, the
+// first step's whole dK and dV concatenated and copied (2 |KV| each) and
+// its dQ copied (2 |Q|).
+double context_ring_backward_bytes(const PhaseBuilder& p) {
+  const Dims& d = p.dims();
+  const double c = p.context();
+  const double q = d.tokens * d.q_width * d.value_bytes;
+  const double kv = p.kv_bytes();
+  return (c - 1) * (3.5 * kv + 3 * q) + 6 * kv + 2 * q;
+}
+
 void add_attention_core_forward(PhaseBuilder& p, const ModelSpec& model) {
   const Dims& d = p.dims();
   const double B = d.value_bytes;
@@ -83,7 +111,10 @@ void add_attention_core_forward(PhaseBuilder& p, const ModelSpec& model) {
     }
     // Reads Q, K and V (the keys of the context too) and writes O.
     p.flash("flash attention", flops, attention_io_bytes(d), false);
-    if (!p.context_all_gather()) p.ring_exchange("context-parallel K, V exchange", p.kv_bytes());
+    if (p.context_ring()) {
+      p.ring_exchange("context-parallel K, V exchange", p.kv_bytes());
+      p.memory("context-parallel chunk copies and output merge", context_ring_forward_bytes(p));
+    }
     return;
   }
   // Megatron's baddbmm of Q and K^T, fused scale-mask-softmax, dropout and
@@ -117,6 +148,9 @@ void add_attention_core_backward(PhaseBuilder& p, const ModelSpec& model) {
     // The backward's ring passes K and V on again, and with them the
     // gradients of the chunk's K and V accumulated so far.
     p.ring_exchange("context-parallel K, V, dK, dV exchange", 2 * p.kv_bytes());
+    if (p.context_ring()) {
+      p.memory("context-parallel chunk copies and gradient sums", context_ring_backward_bytes(p));
+    }
     return;
   }
   p.memory("context transpose backward", 2 * d.tokens * d.o_width * B);

@@ -170,6 +170,46 @@ TEST(ContextRingOps, ForwardPassesKAndVBackwardAlsoTheirGradients) {
       nullptr);
 }
 
+// Transformer Engine's copies and sums around the ring's kernels, at the
+// ring's last GPU (cp 4, 2048 tokens a GPU): |KV| = 8388608 bytes (above),
+// |Q| = |O| = 2048 x 64 heads x 128 x 2 = 33554432. Forward: 3 half-chunk
+// copies of K and V (|KV| each) and 4 merges of a partial output (3 |O|
+// each) into the zeroed result (|O|): 3 x 8388608 + 13 x 33554432.
+// Backward: 3 x (3.5 |KV| + 3 |Q|) + 6 |KV| + 2 |Q|. Each right after its
+// ring's exchange; none without the ring, or with the all-gather variant.
+TEST(ContextRingOps, TheRingCopiesHalfChunksAndSumsThePartialResults) {
+  const auto after_ring = [](const OpList& list) -> const Op* {
+    for (int i = 0; i + 1 < list.size(); ++i) {
+      if (list.begin()[i].kind == OpKind::kRingExchange) return &list.begin()[i + 1];
+    }
+    return nullptr;
+  };
+  const PieceOps ops = layer_ops(llama3_70b_shape(4), context_rank_slice(8192, 4));
+  const Op* forward = after_ring(ops.forward);
+  ASSERT_NE(forward, nullptr);
+  EXPECT_STREQ(forward->name, "context-parallel chunk copies and output merge");
+  EXPECT_EQ(forward->kind, OpKind::kMemory);
+  EXPECT_DOUBLE_EQ(forward->bytes, 3 * 8388608.0 + 13 * 33554432.0);
+  const Op* backward = after_ring(ops.input_grad);
+  ASSERT_NE(backward, nullptr);
+  EXPECT_STREQ(backward->name, "context-parallel chunk copies and gradient sums");
+  EXPECT_DOUBLE_EQ(backward->bytes,
+                   3 * (3.5 * 8388608.0 + 3 * 33554432.0) + 6 * 8388608.0 + 2 * 33554432.0);
+  const auto named = [](const OpList& list, const std::string& name) {
+    for (const Op& op : list) {
+      if (name == op.name) return true;
+    }
+    return false;
+  };
+  const PieceOps alone = layer_ops(llama3_70b_shape(1), TokenSlice{8192, 0});
+  EXPECT_FALSE(named(alone.forward, "context-parallel chunk copies and output merge"));
+  OpShape gathered = llama3_70b_shape(4);
+  gathered.context_comm = ContextComm::kAllGather;
+  const PieceOps gather = layer_ops(gathered, context_rank_slice(8192, 4));
+  EXPECT_FALSE(named(gather.forward, "context-parallel chunk copies and output merge"));
+  EXPECT_FALSE(named(gather.input_grad, "context-parallel chunk copies and gradient sums"));
+}
+
 // A query of a causal sequence of 8192 attends to 4096 keys on average
 // (sum over i of i / 8192 = 8191 / 2, plus its own: 8192 / 2); a rank's two
 // chunks under cp 4 the same: 3072 before them, plus 2048 / 2 of their own.
