@@ -192,7 +192,7 @@ int run_simulate(const std::vector<std::string>& args) {
   print_notes(sim->notes);
 
   if (json_path != "-") {
-    std::cout << format_summary_table(sim->summary) << moe_accuracy_note(*config)
+    std::cout << format_summary_table(sim->summary) << accuracy_notes(*config)
               << host_wait_note(*config);
   }
   if (show_ops && json_path != "-") {

@@ -57,7 +57,7 @@ std::string close_schedules_note(const std::vector<ComparedSchedule>& rows, cons
 }  // namespace
 
 std::string comparison_caveat(const std::vector<ComparedSchedule>& rows, const Config& config) {
-  return close_schedules_note(rows, config) + moe_accuracy_note(config);
+  return close_schedules_note(rows, config) + accuracy_notes(config);
 }
 
 std::string format_comparison_table(const std::vector<ComparedSchedule>& rows,

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "sim/plan/moe_evidence.h"
+#include "sim/plan/accuracy_evidence.h"
 #include "sim/plan/ranking_evidence.h"
 
 namespace ppsim {
@@ -25,17 +25,44 @@ std::string close_ranking_note(const std::string& which) {
       100.0 * e.far_in_order / e.far_pairs);
 }
 
+namespace {
+
+// "`lead`: on N published `runs` the predicted iteration time was ... off
+// the measured one (mean |error| ...; `why`; docs/validation.md,
+// "`section`"). Calibrate ...", ending in a newline.
+std::string accuracy_note(const char* lead, const char* runs, const AccuracyEvidence& e,
+                          const char* why, const char* section) {
+  return fmt::format(
+      "{}: on {} published {} the predicted iteration time was {:+.0f} to {:+.0f} % off the "
+      "measured one (mean |error| {:.0f} %; {}; docs/validation.md, \"{}\"). Calibrate the "
+      "hardware preset to runs of your own (ppsim calibrate --measured).\n",
+      lead, e.rows, runs, 100 * e.most_optimistic, 100 * e.most_pessimistic, 100 * e.mean_abs_error,
+      why, section);
+}
+
+}  // namespace
+
 std::string moe_accuracy_note(const Config& config) {
   if (!config.model || !config.model->moe || !analytic_layer_times(config)) return "";
-  const MoeEvidence& e = kMoeEvidence;
-  return fmt::format(
-      "Routed experts are priced with less evidence than dense layers: on {} published "
-      "mixture-of-experts runs the predicted iteration time was {:+.0f} to {:+.0f} % off the "
-      "measured one (mean |error| {:.0f} %; too fast with Megatron-Core, whose host's "
-      "launches are fitted to one of them, too slow with NeMo AutoModel and DeepEP on H100; "
-      "docs/validation.md, \"Mixture of experts: the measured runs\"). Calibrate the hardware "
-      "preset to runs of your own (ppsim calibrate --measured).\n",
-      e.rows, 100 * e.most_optimistic, 100 * e.most_pessimistic, 100 * e.mean_abs_error);
+  return accuracy_note(
+      "Routed experts are priced with less evidence than dense layers", "mixture-of-experts runs",
+      kMoeEvidence,
+      "too fast with Megatron-Core, whose host's launches are fitted to one of them, too slow "
+      "with NeMo AutoModel and DeepEP on H100",
+      "Mixture of experts: the measured runs");
+}
+
+std::string context_accuracy_note(const Config& config) {
+  if (config.parallel.context <= 1 || !analytic_layer_times(config)) return "";
+  return accuracy_note(
+      "Context parallelism is priced with less evidence than the rest of a layout",
+      "runs with context parallelism", kContextEvidence,
+      "too fast at long sequences, where the attention kernel and the context ring decide",
+      "Context parallelism: the measured runs");
+}
+
+std::string accuracy_notes(const Config& config) {
+  return moe_accuracy_note(config) + context_accuracy_note(config);
 }
 
 }  // namespace ppsim

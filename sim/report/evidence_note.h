@@ -2,8 +2,9 @@
 // trusted, from the published runs: that predictions of one workload closer
 // than kRankingEvidence.close_gap are not reliably ordered
 // (sim/plan/ranking_evidence.h: `ppsim explore`'s candidates, `ppsim
-// compare`'s schedules), and how far a mixture of experts' predictions have
-// been off (sim/plan/moe_evidence.h).
+// compare`'s schedules), and how far the predictions of a mixture of
+// experts and of context parallelism have been off
+// (sim/plan/accuracy_evidence.h).
 #pragma once
 
 #include <string>
@@ -25,5 +26,13 @@ std::string close_ranking_note(const std::string& which);
 // model: the published MoE runs' errors and what to do, ending in a
 // newline; empty otherwise.
 std::string moe_accuracy_note(const Config& config);
+
+// For a config with context parallelism, priced by the analytic model: the
+// published context-parallel runs' errors and what to do, ending in a
+// newline; empty otherwise.
+std::string context_accuracy_note(const Config& config);
+
+// Every note above that applies to the config, in that order.
+std::string accuracy_notes(const Config& config);
 
 }  // namespace ppsim

@@ -37,10 +37,11 @@ size_t close_to_best(const ExploreResult& r) {
   return n;
 }
 
-// The published MoE runs' errors when the candidates' model has routed
-// experts (the candidates share it); "" without a ranked candidate.
-std::string explore_moe_note(const ExploreResult& r) {
-  return r.ranking.empty() ? "" : moe_accuracy_note(r.configs[r.ranking.front()]);
+// The published runs' errors where the best candidate is of a kind with
+// thinner evidence (its model's routed experts, which every candidate
+// shares; its context parallelism); "" without a ranked candidate.
+std::string explore_accuracy_note(const ExploreResult& r) {
+  return r.ranking.empty() ? "" : accuracy_notes(r.configs[r.ranking.front()]);
 }
 
 }  // namespace
@@ -61,7 +62,7 @@ std::string explore_close_note(const ExploreResult& r, size_t shown, bool number
 }
 
 std::string explore_report_caveat(const ExploreResult& r, size_t shown) {
-  return explore_close_note(r, shown, false) + explore_moe_note(r);
+  return explore_close_note(r, shown, false) + explore_accuracy_note(r);
 }
 
 std::string format_explore_table(const ExploreResult& r, size_t top_k) {
@@ -112,7 +113,7 @@ std::string format_explore_table(const ExploreResult& r, size_t top_k) {
   out += explore_close_note(r, top_k, true);
   out += "\nPareto front (throughput against peak memory)\n";
   out += rows(r.pareto, r.pareto.size());
-  out += explore_moe_note(r);
+  out += explore_accuracy_note(r);
   return out;
 }
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "sim/config/config.h"
-#include "sim/plan/moe_evidence.h"
+#include "sim/plan/accuracy_evidence.h"
 #include "sim/plan/ranking_evidence.h"
 #include "sim/report/compare_report.h"
 #include "sim/report/evidence_note.h"
@@ -71,7 +71,7 @@ TEST(CompareTable, EachRowAgainstTheFastestAndTheCloseOnesNamed) {
 }
 
 // A model with routed experts, priced by the analytic model, gets the
-// published MoE runs' errors under the table (sim/plan/moe_evidence.h); a
+// published MoE runs' errors under the table (sim/plan/accuracy_evidence.h); a
 // dense one, or one with fixed layer times, does not.
 TEST(CompareTable, ExpertsCarryTheMixtureEvidence) {
   Config moe;
@@ -86,6 +86,29 @@ TEST(CompareTable, ExpertsCarryTheMixtureEvidence) {
   EXPECT_THAT(format_comparison_table(timed_rows(), dense), Not(HasSubstr("mixture-of-experts")));
   moe.fixed.forward_s = {1.0};
   EXPECT_EQ(moe_accuracy_note(moe), "");
+}
+
+// A layout with context parallelism gets the published context-parallel
+// runs' errors; one without, or with a measured profile, does not; a
+// mixture of experts with context parallelism gets both notes.
+TEST(CompareTable, ContextParallelismCarriesItsEvidence) {
+  Config ring;
+  ring.model = ModelSpec{};
+  ring.parallel.context = 2;
+  const std::string table = format_comparison_table(timed_rows(), ring);
+  EXPECT_THAT(table,
+              HasSubstr(fmt::format("on {} published runs with context parallelism the predicted "
+                                    "iteration time was -18 to +4 % off",
+                                    kContextEvidence.rows)));
+  Config plain;
+  plain.model = ModelSpec{};
+  EXPECT_EQ(context_accuracy_note(plain), "");
+  Config profiled = ring;
+  profiled.profile_path = "profile.json";
+  EXPECT_EQ(context_accuracy_note(profiled), "");
+  ring.model->moe = MoeSpec{};
+  EXPECT_EQ(accuracy_notes(ring), moe_accuracy_note(ring) + context_accuracy_note(ring));
+  EXPECT_THAT(accuracy_notes(ring), HasSubstr("mixture-of-experts"));
 }
 
 TEST(Compare, OverMemoryIsListedWithItsReason) {

@@ -18,7 +18,7 @@
 #include "sim/config/config.h"
 #include "sim/cost/cost_model.h"
 #include "sim/fit/measured_runs.h"
-#include "sim/plan/moe_evidence.h"
+#include "sim/plan/accuracy_evidence.h"
 #include "sim/plan/ranking_evidence.h"
 
 namespace ppsim {
@@ -65,7 +65,8 @@ struct SourceFigures {
   ErrorSummary errors{1, 1};
   OrderAgreement order;
   size_t rows = 0;
-  std::vector<double> moe_errors;  // of the rows whose model has routed experts
+  std::vector<double> moe_errors;      // of the rows whose model has routed experts
+  std::vector<double> context_errors;  // of the rows with context parallelism
 };
 
 SourceFigures predict_source(const std::string& folder) {
@@ -82,12 +83,15 @@ SourceFigures predict_source(const std::string& folder) {
   if (!rows.ok()) return {};
   std::vector<double> errors;
   std::vector<double> moe_errors;
+  std::vector<double> context_errors;
   for (size_t i = 0; i < rows->size(); ++i) {
     errors.push_back((*rows)[i].error());
     const Config& config = (*configs)[i];
     if (config.model && config.model->moe) moe_errors.push_back((*rows)[i].error());
+    if (config.parallel.context > 1) context_errors.push_back((*rows)[i].error());
   }
-  return SourceFigures{summarize_errors(errors), order_agreement(*rows), rows->size(), moe_errors};
+  return SourceFigures{summarize_errors(errors), order_agreement(*rows), rows->size(), moe_errors,
+                       context_errors};
 }
 
 // Each source predicted once per process: two tests read them.
@@ -137,21 +141,31 @@ TEST(PublishedRuns, RankingEvidenceIsWhatTheGroupsShow) {
   EXPECT_EQ(all.concordant - all.close_concordant, e.far_in_order);
 }
 
-// The figures reports quote for a config with routed experts
-// (sim/plan/moe_evidence.h) are every published MoE row's, as the shipped
-// model predicts them: a change to the model that moves them updates the
-// header and docs/validation.md, "Mixture of experts: the measured runs".
-TEST(PublishedRuns, MoeEvidenceIsWhatTheMixtureRowsShow) {
+// The errors of the rows `of` picks from every source, against the figures
+// reports quote for such a config (sim/plan/accuracy_evidence.h).
+void expect_evidence(std::vector<double> SourceFigures::*of, const AccuracyEvidence& e) {
   std::vector<double> errors;
   for (const Source& source : kSources) {
-    const std::vector<double>& of = figures_of(source.folder).moe_errors;
-    errors.insert(errors.end(), of.begin(), of.end());
+    const std::vector<double>& picked = figures_of(source.folder).*of;
+    errors.insert(errors.end(), picked.begin(), picked.end());
   }
-  const MoeEvidence& e = kMoeEvidence;
   ASSERT_EQ(static_cast<int>(errors.size()), e.rows);
   EXPECT_NEAR(summarize_errors(errors).mean_abs, e.mean_abs_error, 0.0005);
   EXPECT_NEAR(*std::min_element(errors.begin(), errors.end()), e.most_optimistic, 0.0005);
   EXPECT_NEAR(*std::max_element(errors.begin(), errors.end()), e.most_pessimistic, 0.0005);
+}
+
+// Every published MoE row, as the shipped model predicts it: a change to
+// the model that moves them updates the header and docs/validation.md,
+// "Mixture of experts: the measured runs".
+TEST(PublishedRuns, MoeEvidenceIsWhatTheMixtureRowsShow) {
+  expect_evidence(&SourceFigures::moe_errors, kMoeEvidence);
+}
+
+// Every published row with context parallelism: docs/validation.md,
+// "Context parallelism: the measured runs".
+TEST(PublishedRuns, ContextEvidenceIsWhatTheContextRowsShow) {
+  expect_evidence(&SourceFigures::context_errors, kContextEvidence);
 }
 
 INSTANTIATE_TEST_SUITE_P(Sources, PublishedRuns, testing::ValuesIn(kSources),
