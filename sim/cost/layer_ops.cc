@@ -113,7 +113,7 @@ void add_attention_core_forward(PhaseBuilder& p, const ModelSpec& model) {
     p.flash("flash attention", flops, attention_io_bytes(d), false);
     if (p.context_ring()) {
       p.ring_exchange("context-parallel K, V exchange", p.kv_bytes());
-      p.memory("context-parallel chunk copies and output merge", context_ring_forward_bytes(p));
+      p.memory("context-parallel copies and merge", context_ring_forward_bytes(p));
     }
     return;
   }
@@ -149,7 +149,7 @@ void add_attention_core_backward(PhaseBuilder& p, const ModelSpec& model) {
     // gradients of the chunk's K and V accumulated so far.
     p.ring_exchange("context-parallel K, V, dK, dV exchange", 2 * p.kv_bytes());
     if (p.context_ring()) {
-      p.memory("context-parallel chunk copies and gradient sums", context_ring_backward_bytes(p));
+      p.memory("context-parallel copies and sums", context_ring_backward_bytes(p));
     }
     return;
   }

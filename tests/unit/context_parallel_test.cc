@@ -187,12 +187,12 @@ TEST(ContextRingOps, TheRingCopiesHalfChunksAndSumsThePartialResults) {
   const PieceOps ops = layer_ops(llama3_70b_shape(4), context_rank_slice(8192, 4));
   const Op* forward = after_ring(ops.forward);
   ASSERT_NE(forward, nullptr);
-  EXPECT_STREQ(forward->name, "context-parallel chunk copies and output merge");
+  EXPECT_STREQ(forward->name, "context-parallel copies and merge");
   EXPECT_EQ(forward->kind, OpKind::kMemory);
   EXPECT_DOUBLE_EQ(forward->bytes, 3 * 8388608.0 + 13 * 33554432.0);
   const Op* backward = after_ring(ops.input_grad);
   ASSERT_NE(backward, nullptr);
-  EXPECT_STREQ(backward->name, "context-parallel chunk copies and gradient sums");
+  EXPECT_STREQ(backward->name, "context-parallel copies and sums");
   EXPECT_DOUBLE_EQ(backward->bytes,
                    3 * (3.5 * 8388608.0 + 3 * 33554432.0) + 6 * 8388608.0 + 2 * 33554432.0);
   const auto named = [](const OpList& list, const std::string& name) {
@@ -202,12 +202,12 @@ TEST(ContextRingOps, TheRingCopiesHalfChunksAndSumsThePartialResults) {
     return false;
   };
   const PieceOps alone = layer_ops(llama3_70b_shape(1), TokenSlice{8192, 0});
-  EXPECT_FALSE(named(alone.forward, "context-parallel chunk copies and output merge"));
+  EXPECT_FALSE(named(alone.forward, "context-parallel copies and merge"));
   OpShape gathered = llama3_70b_shape(4);
   gathered.context_comm = ContextComm::kAllGather;
   const PieceOps gather = layer_ops(gathered, context_rank_slice(8192, 4));
-  EXPECT_FALSE(named(gather.forward, "context-parallel chunk copies and output merge"));
-  EXPECT_FALSE(named(gather.input_grad, "context-parallel chunk copies and gradient sums"));
+  EXPECT_FALSE(named(gather.forward, "context-parallel copies and merge"));
+  EXPECT_FALSE(named(gather.input_grad, "context-parallel copies and sums"));
 }
 
 // A query of a causal sequence of 8192 attends to 4096 keys on average
