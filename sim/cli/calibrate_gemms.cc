@@ -49,14 +49,9 @@ int parse_gemm_args(const std::vector<std::string>& args, GemmArgs* out) {
   if (int code = parse_flags(args, desc, kUsage, "ppsim calibrate --gemms --help"); code >= 0) {
     return code;
   }
-  for (const auto& [value, flag] : {std::pair{out->gemms, "--gemms needs a CSV file"},
-                                    std::pair{out->hardware, "--hardware needs a preset"}}) {
-    if (value.empty()) {
-      std::cerr << "ppsim: error: " << flag << ". See 'ppsim calibrate --gemms --help'.\n";
-      return 2;
-    }
-  }
-  return -1;
+  return require_flags(
+      {{out->gemms, "--gemms needs a CSV file"}, {out->hardware, "--hardware needs a preset"}},
+      "ppsim calibrate --gemms --help");
 }
 
 }  // namespace

@@ -41,14 +41,9 @@ int parse_memory_args(const std::vector<std::string>& args, std::string* memory,
   if (int code = parse_flags(args, desc, kUsage, "ppsim calibrate --memory --help"); code >= 0) {
     return code;
   }
-  for (const auto& [value, flag] : {std::pair{*memory, "--memory needs a CSV file"},
-                                    std::pair{*hardware, "--hardware needs a preset"}}) {
-    if (value.empty()) {
-      std::cerr << "ppsim: error: " << flag << ". See 'ppsim calibrate --memory --help'.\n";
-      return 2;
-    }
-  }
-  return -1;
+  return require_flags(
+      {{*memory, "--memory needs a CSV file"}, {*hardware, "--hardware needs a preset"}},
+      "ppsim calibrate --memory --help");
 }
 
 }  // namespace

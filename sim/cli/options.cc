@@ -141,4 +141,14 @@ int parse_flags(const std::vector<std::string>& args,
   return -1;
 }
 
+int require_flags(std::initializer_list<RequiredFlag> flags, const std::string& help_command) {
+  for (const RequiredFlag& flag : flags) {
+    if (flag.value.empty()) {
+      std::cerr << "ppsim: error: " << flag.missing << ". See '" << help_command << "'.\n";
+      return 2;
+    }
+  }
+  return -1;
+}
+
 }  // namespace ppsim::cli

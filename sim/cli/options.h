@@ -6,6 +6,7 @@
 
 #include <boost/program_options.hpp>
 #include <functional>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -71,6 +72,16 @@ Status check_cores(int ranks, bool force, bool warn);
 int parse_flags(const std::vector<std::string>& args,
                 const boost::program_options::options_description& desc, const std::string& usage,
                 const std::string& help_command);
+
+// A flag the command needs and its message when empty ("--gemms needs a CSV
+// file").
+struct RequiredFlag {
+  const std::string& value;
+  const char* missing;
+};
+// The first empty flag's message with "See '<help_command>'." and 2; -1 when
+// every flag has a value.
+int require_flags(std::initializer_list<RequiredFlag> flags, const std::string& help_command);
 
 int parse_command_line(const std::vector<std::string>& args,
                        const boost::program_options::options_description& desc,

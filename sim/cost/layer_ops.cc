@@ -111,7 +111,7 @@ void add_attention_core_forward(PhaseBuilder& p, const ModelSpec& model) {
     }
     // Reads Q, K and V (the keys of the context too) and writes O.
     p.flash("flash attention", flops, attention_io_bytes(d), false);
-    if (p.context_ring()) {
+    if (p.has_context_ring()) {
       p.ring_exchange("context-parallel K, V exchange", p.kv_bytes());
       p.memory("context-parallel copies and merge", context_ring_forward_bytes(p));
     }
@@ -148,7 +148,7 @@ void add_attention_core_backward(PhaseBuilder& p, const ModelSpec& model) {
     // The backward's ring passes K and V on again, and with them the
     // gradients of the chunk's K and V accumulated so far.
     p.ring_exchange("context-parallel K, V, dK, dV exchange", 2 * p.kv_bytes());
-    if (p.context_ring()) {
+    if (p.has_context_ring()) {
       p.memory("context-parallel copies and sums", context_ring_backward_bytes(p));
     }
     return;

@@ -221,7 +221,7 @@ class PhaseBuilder {
   bool fp8() const { return shape_.fp8 != Fp8Recipe::kNone; }
   bool context_all_gather() const { return shape_.context_comm == ContextComm::kAllGather; }
   // The ring of context parallelism: cp > 1 and K, V passed GPU to GPU.
-  bool context_ring() const { return shape_.context > 1 && !context_all_gather(); }
+  bool has_context_ring() const { return shape_.context > 1 && !context_all_gather(); }
   int context() const { return shape_.context; }
 
  private:
