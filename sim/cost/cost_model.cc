@@ -144,11 +144,6 @@ Status check_moe(const Config& config) {
   return Status();
 }
 
-Error in_source(const Config& config, const Status& status) {
-  if (config.source.empty()) return Error{status.message()};
-  return Error{config.source + ": " + status.message()};
-}
-
 }  // namespace
 
 namespace cost_model_internal {
@@ -184,6 +179,11 @@ Result<std::vector<int>> model_cut(const Config& config) {
 
 }  // namespace
 
+Error in_source(const Config& config, const Status& status) {
+  if (config.source.empty()) return Error{status.message()};
+  return Error{config.source + ": " + status.message()};
+}
+
 // The cut, once per chain.
 Result<std::vector<int>> stage_layers(const Config& config) {
   Result<std::vector<int>> cut = model_cut(config);
@@ -201,6 +201,7 @@ Result<std::vector<int>> stage_layers(const Config& config) {
 using cost_model_internal::apply_profile;
 using cost_model_internal::fill_memory;
 using cost_model_internal::fill_times;
+using cost_model_internal::in_source;
 using cost_model_internal::profiled_layers;
 using cost_model_internal::ProfiledLayers;
 using cost_model_internal::rank_sequence;

@@ -109,11 +109,13 @@ std::vector<int> interleaved_stage_rank(int num_stages, int ranks);
 // analytic model only: costs.fixed does not apply (with it a slice's time is
 // just its share, l / L, of the stage's). Cheap to call: what does not depend
 // on (l, c) is worked out here, once.
-// REQUIRES: config.model and config.hardware, and a config for which
-// build_cost_table succeeds; the function needs l > 0 and c >= 0.
+// An error, naming the config's file, where the hardware or the layer split
+// cannot price it (a parallel.layers_per_stage written for other stages).
+// REQUIRES: config.model and config.hardware; the function needs l > 0 and
+// c >= 0.
 // The type is SliceCostFn (schedules/token_slicing.h), spelled out so that
 // this header does not pull the slicing search into every user of the model.
-std::function<double(int length, int context)> slice_cost_function(const Config& config);
+Result<std::function<double(int length, int context)>> slice_cost_function(const Config& config);
 
 // Forward + backward seconds of the pieces a stage is built from, per
 // microbatch on a whole sequence, timed by the code that fills

@@ -279,6 +279,8 @@ Status fill_times(const Config& config, const std::vector<int>& layers,
 // REQUIRES: config.model; without an explicit split, at least as many layers
 // as the cut has stages.
 Result<std::vector<int>> stage_layers(const Config& config);
+// The status as an error that names the config's file first, when it has one.
+Error in_source(const Config& config, const Status& status);
 
 }  // namespace cost_model_internal
 }  // namespace ppsim

@@ -270,6 +270,7 @@ using cost_model_internal::BlockTimer;
 using cost_model_internal::ceil_div;
 using cost_model_internal::check_hardware;
 using cost_model_internal::group_links;
+using cost_model_internal::in_source;
 using cost_model_internal::layer_gpu_parameters;
 using cost_model_internal::Placement;
 using cost_model_internal::rank_sequence;
@@ -323,12 +324,12 @@ double model_flops_per_iteration(const Config& config) {
   return static_cast<double>(config.training.global_batch) * 3 * per_sequence;
 }
 
-std::function<double(int length, int context)> slice_cost_function(const Config& config) {
+Result<std::function<double(int length, int context)>> slice_cost_function(const Config& config) {
   PPSIM_CHECK(config.model && config.hardware);
-  PPSIM_CHECK(check_hardware(config).ok());
+  if (Status s = check_hardware(config); !s.ok()) return in_source(config, s);
   const int num_stages = config.num_stages();
   const Result<std::vector<int>> split = stage_layers(config);
-  PPSIM_CHECK(split.ok());
+  if (!split.ok()) return in_source(config, split.error());
   const std::vector<int>& layers = *split;
   const std::vector<int> stage_rank = interleaved_stage_rank(num_stages, config.parallel.pipeline);
   const Placement placement(config.parallel, config.hardware->gpus_per_node);
@@ -358,11 +359,11 @@ std::function<double(int length, int context)> slice_cost_function(const Config&
     }
     return Bottleneck{timer, *slowest};
   }());
-  return [bottleneck](int length, int context) {
+  return std::function<double(int, int)>([bottleneck](int length, int context) {
     PPSIM_CHECK(length > 0 && context >= 0);
     const Block block = stage_block(bottleneck->timer, bottleneck->stage, Slice{length, context});
     return picos_to_seconds(block.forward + block.backward);
-  };
+  });
 }
 
 namespace {

@@ -14,6 +14,18 @@ namespace {
 
 double gib(double bytes) { return bytes / (1ull << 30); }
 
+// Why a schedule cannot run, with what to do when it is the config's own
+// split of the layers, written for its schedule's stages, that stops it.
+std::string cannot_run_reason(const Config& config, const Config& entry, const Error& error) {
+  if (config.parallel.layers_per_stage.empty() || entry.model_stages() == config.model_stages()) {
+    return error.message;
+  }
+  return fmt::format(
+      "{} (the split is written for the config's {} stages; without parallel.layers_per_stage "
+      "each schedule splits the layers evenly)",
+      error.message, config.model_stages());
+}
+
 }  // namespace
 
 Result<std::vector<std::string>> parse_schedule_list(const std::string& text) {
@@ -79,7 +91,7 @@ std::vector<ComparedSchedule> compare_schedules(const Config& config,
     Result<Simulation> sim =
         simulate(c, nullptr, nullptr, keep_timelines ? Keep::kTimeline : Keep::kSummary);
     if (!sim) {
-      row.reason = sim.error().message;
+      row.reason = cannot_run_reason(config, c, sim.error());
       rows.push_back(std::move(row));
       continue;
     }

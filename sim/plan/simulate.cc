@@ -58,8 +58,9 @@ Result<std::vector<int>> slice_lengths_for(const Config& config) {
     granularity = 1;
     while (tokens / granularity > 256 || tokens % granularity != 0) ++granularity;
   }
-  Result<Slicing> cut =
-      optimal_slicing(tokens, granularity, config.parallel.pipeline, slice_cost_function(config));
+  Result<std::function<double(int, int)>> slice_cost = slice_cost_function(config);
+  if (!slice_cost) return slice_cost.error();
+  Result<Slicing> cut = optimal_slicing(tokens, granularity, config.parallel.pipeline, *slice_cost);
   if (!cut)
     return Error{fmt::format("{}: schedule.slicing: {}", config.source, cut.error().message)};
   return cut->lengths;

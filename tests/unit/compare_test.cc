@@ -138,6 +138,33 @@ TEST(Compare, AScheduleThatCannotRunIsKept) {
   ASSERT_TRUE(rows[1].summary.has_value());
 }
 
+// A split of the layers written for two stages a rank (eight) does not fit
+// a schedule of one (four) nor TeraPipe's token slices on one: each says so
+// and what to do, and the interleaved row with the config's own stages runs.
+constexpr const char* kSplitForTwoChunks = R"(
+model: {layers: 8, hidden: 1024, heads: 16, seq_len: 1024, vocab: 32000}
+hardware: {preset: a100-80gb, gpus_per_node: 4, nodes: 1}
+parallel: {pipeline: 4, virtual_stages: 2, layers_per_stage: [0, 1, 1, 1, 1, 1, 1, 2]}
+training: {global_batch: 8}
+schedule: {kind: interleaved-1f1b}
+)";
+
+TEST(Compare, ASplitForOtherStagesSaysWhatToDo) {
+  const Result<Config> config = parse_config(kSplitForTwoChunks, "split.yaml");
+  ASSERT_TRUE(config.ok()) << config.error().message;
+  const auto rows = compare_schedules(*config, {"1f1b", "terapipe", "interleaved-1f1b"});
+  ASSERT_EQ(rows.size(), 3u);
+  for (int i : {0, 1}) {
+    EXPECT_FALSE(rows[i].summary.has_value()) << rows[i].entry;
+    EXPECT_EQ(rows[i].reason,
+              "split.yaml: parallel.layers_per_stage has 8 entries; it needs one per stage, p * v "
+              "= 4 (the split is written for the config's 8 stages; without "
+              "parallel.layers_per_stage each schedule splits the layers evenly)")
+        << rows[i].entry;
+  }
+  EXPECT_TRUE(rows[2].summary.has_value()) << rows[2].reason;
+}
+
 TEST(Compare, VirtualStagesPerEntry) {
   const Result<Config> config = parse_config(kTight, "tight.yaml");
   ASSERT_TRUE(config.ok());

@@ -193,11 +193,17 @@ TEST(Slices, PerRankFiguresDoNotDependOnTheCut) {
   EXPECT_EQ(sliced.pipeline_sync, whole.pipeline_sync);
 }
 
+std::function<double(int, int)> slice_cost_ok(const Config& c) {
+  Result<std::function<double(int, int)>> fn = slice_cost_function(c);
+  EXPECT_TRUE(fn.ok()) << fn.error().message;
+  return fn.ok() ? *fn : [](int, int) { return 0.0; };
+}
+
 TEST(SliceCostFunction, WholeSequenceIsTheLargestStage) {
   // Layers {2, 3, 3, 2}: stages 1 and 2 have three layers and nothing else.
   const Config c = make_config(gpt3(10), 4, 1, 1, round_hardware(8, 1));
   const CostTable table = build_ok(c);
-  const auto t = slice_cost_function(c);
+  const auto t = slice_cost_ok(c);
   EXPECT_EQ(t(2048, 0), picos_to_seconds(table.stages[1].forward + table.stages[1].backward));
   // Any slice is the (stage, slice) entry of build_cost_table.
   const CostTable sliced = build_ok(c, {512, 1536});
@@ -211,7 +217,7 @@ TEST(SliceCostFunction, EvenSplitTakesTheSlowestStage) {
   const Config c = gpt3_three_stages(Recompute::kNone);
   const CostTable table = build_ok(c);
   ASSERT_GT(table.stages[2].forward, table.stages[0].forward);
-  EXPECT_EQ(slice_cost_function(c)(2048, 0),
+  EXPECT_EQ(slice_cost_ok(c)(2048, 0),
             picos_to_seconds(table.stages[2].forward + table.stages[2].backward));
 }
 
@@ -219,8 +225,21 @@ TEST(SliceCostFunction, TensorParallelLinkOfTheStagesRank) {
   // One GPU a node: t = 2 collectives cross the network, as in the table.
   const Config c = make_config(gpt3(3), 3, 2, 1, round_hardware(1, 6));
   const CostTable table = build_ok(c, {1024, 1024});
-  EXPECT_EQ(slice_cost_function(c)(1024, 1024),
+  EXPECT_EQ(slice_cost_ok(c)(1024, 1024),
             picos_to_seconds(at(table, 2, 1).forward + at(table, 2, 1).backward));
+}
+
+// A split written for other stages (an interleaved config's p * v entries,
+// compared under a schedule of one stage per rank) is the user's error, named,
+// as build_cost_table names it; not a failed check.
+TEST(SliceCostFunction, SplitForOtherStagesIsAnError) {
+  Config c = gpt3_three_stages(Recompute::kNone);
+  c.source = "run.yaml";
+  c.parallel.layers_per_stage = {1, 1, 1, 0, 0, 0};
+  const Result<std::function<double(int, int)>> fn = slice_cost_function(c);
+  ASSERT_FALSE(fn.ok());
+  EXPECT_EQ(fn.error().message,
+            "run.yaml: parallel.layers_per_stage has 6 entries; it needs one per stage, p * v = 3");
 }
 
 }  // namespace
