@@ -45,7 +45,7 @@ const Source kSources[] = {
     {"bloom-layouts", 0.070, 0.140, 0.794},
     {"korthikanti2022", 0.048, 0.111, 1.0},
     {"megatron-readme", 0.045, 0.045},
-    {"mt-nlg", 0.193, 0.212},
+    {"mt-nlg", 0.164, 0.183},
     {"nemo-automodel", 0.170, 0.264},
     {"llm-foundry", 0.080, 0.344},
     {"nemo-fp8", 0.046, 0.116},
