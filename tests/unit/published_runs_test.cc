@@ -41,7 +41,7 @@ const Source kSources[] = {
     {"zero-bubble", 0.066, 0.144, 0.929},
     {"mcore-h100", 0.020, 0.029},
     {"bloom", 0.035, 0.035},
-    {"llama3-405b", 0.096, 0.181},
+    {"llama3-405b", 0.030, 0.050},
     {"bloom-layouts", 0.070, 0.140, 0.794},
     {"korthikanti2022", 0.048, 0.111, 1.0},
     {"megatron-readme", 0.045, 0.045},
