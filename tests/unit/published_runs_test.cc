@@ -51,7 +51,7 @@ const Source kSources[] = {
     {"nemo-fp8", 0.046, 0.116},
     {"nemotron4-340b", 0.039, 0.039},
     {"megatron-bridge", 0.113, 0.155},
-    {"megatron-bridge-25.11", 0.107, 0.237, 0.333},
+    {"megatron-bridge-25.11", 0.097, 0.222, 0.333},
     {"nemo-long-context", 0.074, 0.131},
 };
 
