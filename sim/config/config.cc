@@ -380,10 +380,12 @@ ParallelSpec Loader::read_parallel(const Map& s) const {
   read_bool(s, "tp_backward_overlap", parallel.tp_backward_overlap);
   read_bool(s, "p2p_scatter_gather", parallel.p2p_scatter_gather);
   // Only the values here; their count and sum are checked against the model
-  // with the other cross-field checks.
+  // with the other cross-field checks. An empty list is no split of one's
+  // own (the even one), as leaving the key out: `--set
+  // parallel.layers_per_stage=[]` undoes a config's split.
   if (s.has("layers_per_stage")) {
     const Value field = s.get("layers_per_stage");
-    if (!field.node.IsSequence() || field.node.size() == 0) {
+    if (!field.node.IsSequence()) {
       throw_expected(field,
                      "a list of integers >= 0, the layers of each stage (pipeline x "
                      "virtual_stages of them)");

@@ -21,8 +21,8 @@ std::string cannot_run_reason(const Config& config, const Config& entry, const E
     return error.message;
   }
   return fmt::format(
-      "{} (the split is written for the config's {} stages; without parallel.layers_per_stage "
-      "each schedule splits the layers evenly)",
+      "{} (the split is written for the config's {} stages; without it, --set "
+      "parallel.layers_per_stage=[], each schedule splits the layers evenly)",
       error.message, config.model_stages());
 }
 

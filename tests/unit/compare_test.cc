@@ -158,8 +158,8 @@ TEST(Compare, ASplitForOtherStagesSaysWhatToDo) {
     EXPECT_FALSE(rows[i].summary.has_value()) << rows[i].entry;
     EXPECT_EQ(rows[i].reason,
               "split.yaml: parallel.layers_per_stage has 8 entries; it needs one per stage, p * v "
-              "= 4 (the split is written for the config's 8 stages; without "
-              "parallel.layers_per_stage each schedule splits the layers evenly)")
+              "= 4 (the split is written for the config's 8 stages; without it, --set "
+              "parallel.layers_per_stage=[], each schedule splits the layers evenly)")
         << rows[i].entry;
   }
   EXPECT_TRUE(rows[2].summary.has_value()) << rows[2].reason;

@@ -270,6 +270,18 @@ TEST(PartitionConfig, ReadsExplicitSplit) {
   EXPECT_EQ(config_ok("[5, 7, 7, 5]").parallel.layers_per_stage, (std::vector<int>{5, 7, 7, 5}));
 }
 
+// An empty list is the even split, as no key: the way to undo a config's
+// split from the command line (compare's hint for schedules of other stages).
+TEST(PartitionConfig, EmptySplitIsTheEvenOne) {
+  EXPECT_TRUE(config_ok("[]").parallel.layers_per_stage.empty());
+  const Result<Config> undone =
+      parse_config(yaml(kGpt13b), "test.yaml",
+                   {{"parallel.virtual_stages", "2"}, {"parallel.layers_per_stage", "[]"}});
+  ASSERT_TRUE(undone.ok()) << undone.error().message;
+  EXPECT_TRUE(undone->parallel.layers_per_stage.empty());
+  EXPECT_EQ(table_ok(*undone).stages.size(), 8u);
+}
+
 TEST(PartitionConfig, RejectsSplitsThatDoNotFit) {
   EXPECT_EQ(error_of("[6, 6, 6]"),
             "test.yaml:16:21: parallel.layers_per_stage: expected 4 entries, one per stage "
