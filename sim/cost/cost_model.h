@@ -40,6 +40,11 @@ double layer_forward_flops(const ModelSpec& model, int micro_batch, int tensor);
 // GPU, every expert at the mean load: the attention, the router, top_k
 // experts' and the shared experts' MLPs per token. REQUIRES: model.moe.
 double moe_layer_forward_flops(const ModelSpec& model);
+// The share of a sequence's forward FLOPs that runs in the fused attention
+// kernel: every layer's kernel over every layer's operations and the
+// logits, at the model's sequence length, experts at their mean load. 0
+// unless model.attention is flash.
+double attention_flop_share(const ModelSpec& model);
 // Parameters of one transformer layer (not divided by t): the attention's
 // projections (Q and the output h x h; K and V h x kv_heads head_dim each),
 // the MLP's matrices (two, or three with SwiGLU), their biases where the

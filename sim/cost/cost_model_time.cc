@@ -291,6 +291,14 @@ double forward_flops(const PieceOps& ops) {
   return flops;
 }
 
+double forward_attention_flops(const PieceOps& ops) {
+  double flops = 0;
+  for (const Op& op : ops.forward) {
+    if (op.kind == OpKind::kFlashAttention) flops += op.flops;
+  }
+  return flops;
+}
+
 }  // namespace
 
 double layer_forward_flops(const ModelSpec& model, int micro_batch, int tensor) {
@@ -308,6 +316,28 @@ double moe_layer_forward_flops(const ModelSpec& model) {
   shape.model.moe->imbalance = 1;
   shape.model.moe->capacity_factor = 0;
   return forward_flops(moe_layer_ops(shape, TokenSlice{model.seq_len, 0}));
+}
+
+double attention_flop_share(const ModelSpec& model) {
+  if (model.attention != Attention::kFlash) return 0;
+  OpShape shape;
+  shape.model = model;
+  if (shape.model.moe) {
+    shape.model.moe->imbalance = 1;
+    shape.model.moe->capacity_factor = 0;
+  }
+  const TokenSlice whole{model.seq_len, 0};
+  const int moe = model.moe_layers();
+  const PieceOps dense = layer_ops(shape, whole);
+  double attention = (model.layers - moe) * forward_attention_flops(dense);
+  double total = (model.layers - moe) * forward_flops(dense) +
+                 2.0 * model.seq_len * model.hidden * model.vocab;
+  if (moe > 0) {
+    const PieceOps experts = moe_layer_ops(shape, whole);
+    attention += moe * forward_attention_flops(experts);
+    total += moe * forward_flops(experts);
+  }
+  return total > 0 ? attention / total : 0;
 }
 
 double model_flops_per_iteration(const Config& config) {

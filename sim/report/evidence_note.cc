@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "sim/cost/cost_model.h"
 #include "sim/plan/accuracy_evidence.h"
 #include "sim/plan/ranking_evidence.h"
 
@@ -61,8 +62,21 @@ std::string context_accuracy_note(const Config& config) {
       "Context parallelism: the measured runs");
 }
 
+std::string attention_kernel_note(const Config& config) {
+  if (!config.model || !analytic_layer_times(config)) return "";
+  const double share = attention_flop_share(*config.model);
+  if (share < kAttentionHeavyShare) return "";
+  return fmt::format(
+      "Attention is {:.0f} % of this model's FLOPs at {} tokens a sequence, so the attention "
+      "kernel's speed decides as much of the prediction: the hardware preset's "
+      "flash_forward_efficiency and flash_backward_efficiency are one kernel and release's "
+      "figures, and releases of one library differ by 10-25 % (docs/cost_model.md, the table of "
+      "kernels). Set them under hardware: for the kernel your framework runs.\n",
+      100 * share, config.model->seq_len);
+}
+
 std::string accuracy_notes(const Config& config) {
-  return moe_accuracy_note(config) + context_accuracy_note(config);
+  return moe_accuracy_note(config) + context_accuracy_note(config) + attention_kernel_note(config);
 }
 
 }  // namespace ppsim

@@ -4,7 +4,8 @@
 // (sim/plan/ranking_evidence.h: `ppsim explore`'s candidates, `ppsim
 // compare`'s schedules), and how far the predictions of a mixture of
 // experts and of context parallelism have been off
-// (sim/plan/accuracy_evidence.h).
+// (sim/plan/accuracy_evidence.h), and where the attention kernel's speed
+// decides the prediction.
 #pragma once
 
 #include <string>
@@ -31,6 +32,17 @@ std::string moe_accuracy_note(const Config& config);
 // published context-parallel runs' errors and what to do, ending in a
 // newline; empty otherwise.
 std::string context_accuracy_note(const Config& config);
+
+// Where the fused attention kernel runs kAttentionHeavyShare of the model's
+// FLOPs or more (attention_flop_share, sim/cost/cost_model.h) and the
+// analytic model prices it: that share, and that the preset's flash
+// efficiencies are one kernel and release's (cuDNN's releases alone differ
+// by 10-25 % forward: docs/validation.md, NeMo's long-sequence runs),
+// ending in a newline; empty otherwise. At a third of the FLOPs such a
+// spread moves the iteration by about 5 %, the model's typical error on
+// published runs: past it the kernel decides more than the rest.
+inline constexpr double kAttentionHeavyShare = 1.0 / 3;
+std::string attention_kernel_note(const Config& config);
 
 // Every note above that applies to the config, in that order.
 std::string accuracy_notes(const Config& config);

@@ -111,6 +111,35 @@ TEST(CompareTable, ContextParallelismCarriesItsEvidence) {
   EXPECT_THAT(accuracy_notes(ring), HasSubstr("mixture-of-experts"));
 }
 
+// Where the fused attention kernel runs a third of the FLOPs or more, the
+// reports say its speed is one kernel and release's; a short sequence, a
+// profile or standard attention gets nothing.
+TEST(CompareTable, AttentionHeavyRunsNameTheKernel) {
+  Config run;
+  run.model = ModelSpec{};
+  run.model->layers = 2;
+  run.model->hidden = 8;
+  run.model->ffn_hidden = 32;
+  run.model->heads = 2;
+  run.model->vocab = 16;
+  run.model->seq_len = 96;  // 48 % in the kernel (AttentionFlopShare's hand count)
+  run.model->attention = Attention::kFlash;
+  EXPECT_EQ(
+      attention_kernel_note(run).rfind("Attention is 48 % of this model's FLOPs at 96 tokens", 0),
+      0u);
+  EXPECT_THAT(format_comparison_table(timed_rows(), run),
+              HasSubstr("flash_forward_efficiency and flash_backward_efficiency"));
+  Config short_sequence = run;
+  short_sequence.model->seq_len = 4;  // 1/27
+  EXPECT_EQ(attention_kernel_note(short_sequence), "");
+  Config profiled = run;
+  profiled.profile_path = "profile.json";
+  EXPECT_EQ(attention_kernel_note(profiled), "");
+  Config standard = run;
+  standard.model->attention = Attention::kStandard;
+  EXPECT_EQ(attention_kernel_note(standard), "");
+}
+
 TEST(Compare, OverMemoryIsListedWithItsReason) {
   const Result<Config> config = parse_config(kTight, "tight.yaml");
   ASSERT_TRUE(config.ok()) << config.error().message;

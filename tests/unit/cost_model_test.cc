@@ -63,6 +63,23 @@ TEST(ModelFlops, ThreeForwardsOfLayersAndLogits) {
   EXPECT_DOUBLE_EQ(model_flops_per_iteration(make_config(std::nullopt, 1, 1, 1)), 0.0);
 }
 
+TEST(AttentionFlopShare, TheKernelOverEveryLayerAndTheLogits) {
+  // tiny(2) with flash attention: each layer's GEMMs 24 s h^2 = 24*4*64 =
+  // 6144, its kernel the causal half of the scores and values, 4 s (s/2) h
+  // = 4*4*2*8 = 256; two layers 12800 and the logits 2 s h V = 1024:
+  // 512 / 13824 = 1/27.
+  ModelSpec m = tiny(2);
+  m.attention = Attention::kFlash;
+  EXPECT_DOUBLE_EQ(attention_flop_share(m), 512.0 / 13824.0);
+  // s = 96: the kernel 4*96*48*8 = 147456 a layer, as much as the GEMMs
+  // (24*96*64); the logits 2*96*8*16 = 24576: 294912 / 614400 = 0.48.
+  m.seq_len = 96;
+  EXPECT_DOUBLE_EQ(attention_flop_share(m), 0.48);
+  // No fused kernel, no share: standard attention is GEMMs and softmax.
+  m.attention = Attention::kStandard;
+  EXPECT_EQ(attention_flop_share(m), 0.0);
+}
+
 // ---------------------------------------------------------------- activations
 
 ParallelSpec tp(int t, bool sp) {
