@@ -299,6 +299,39 @@ double forward_attention_flops(const PieceOps& ops) {
   return flops;
 }
 
+// One GPU of t = 1, one sequence, experts at their mean load.
+OpShape mean_load_shape(const ModelSpec& model) {
+  OpShape shape;
+  shape.model = model;
+  if (shape.model.moe) {
+    shape.model.moe->imbalance = 1;
+    shape.model.moe->capacity_factor = 0;
+  }
+  return shape;
+}
+
+// One sequence's forward over every layer and the logits, and what of it
+// runs in the fused attention kernel.
+struct SequenceFlops {
+  double total = 0;
+  double attention = 0;
+};
+
+SequenceFlops sequence_forward_flops(const ModelSpec& model) {
+  const OpShape shape = mean_load_shape(model);
+  const TokenSlice whole{model.seq_len, 0};
+  SequenceFlops flops;
+  const auto add = [&flops](const PieceOps& ops, int layers) {
+    flops.total += layers * forward_flops(ops);
+    flops.attention += layers * forward_attention_flops(ops);
+  };
+  const int moe = model.moe_layers();
+  add(layer_ops(shape, whole), model.layers - moe);
+  if (moe > 0) add(moe_layer_ops(shape, whole), moe);
+  flops.total += 2.0 * model.seq_len * model.hidden * model.vocab;  // the logits
+  return flops;
+}
+
 }  // namespace
 
 double layer_forward_flops(const ModelSpec& model, int micro_batch, int tensor) {
@@ -311,33 +344,13 @@ double layer_forward_flops(const ModelSpec& model, int micro_batch, int tensor) 
 
 double moe_layer_forward_flops(const ModelSpec& model) {
   PPSIM_CHECK(model.moe.has_value());
-  OpShape shape;
-  shape.model = model;
-  shape.model.moe->imbalance = 1;
-  shape.model.moe->capacity_factor = 0;
-  return forward_flops(moe_layer_ops(shape, TokenSlice{model.seq_len, 0}));
+  return forward_flops(moe_layer_ops(mean_load_shape(model), TokenSlice{model.seq_len, 0}));
 }
 
 double attention_flop_share(const ModelSpec& model) {
   if (model.attention != Attention::kFlash) return 0;
-  OpShape shape;
-  shape.model = model;
-  if (shape.model.moe) {
-    shape.model.moe->imbalance = 1;
-    shape.model.moe->capacity_factor = 0;
-  }
-  const TokenSlice whole{model.seq_len, 0};
-  const int moe = model.moe_layers();
-  const PieceOps dense = layer_ops(shape, whole);
-  double attention = (model.layers - moe) * forward_attention_flops(dense);
-  double total = (model.layers - moe) * forward_flops(dense) +
-                 2.0 * model.seq_len * model.hidden * model.vocab;
-  if (moe > 0) {
-    const PieceOps experts = moe_layer_ops(shape, whole);
-    attention += moe * forward_attention_flops(experts);
-    total += moe * forward_flops(experts);
-  }
-  return total > 0 ? attention / total : 0;
+  const SequenceFlops flops = sequence_forward_flops(model);
+  return flops.total > 0 ? flops.attention / flops.total : 0;
 }
 
 double model_flops_per_iteration(const Config& config) {
@@ -346,12 +359,8 @@ double model_flops_per_iteration(const Config& config) {
   // Megatron-LM counts model FLOPs: the MFU of two kernels stays comparable.
   ModelSpec model = *config.model;
   model.attention = Attention::kStandard;
-  const double logits = 2.0 * model.seq_len * model.hidden * model.vocab;
-  const int moe = model.moe_layers();
-  const double experts = moe > 0 ? moe * moe_layer_forward_flops(model) : 0;
-  const double per_sequence =
-      (model.layers - moe) * layer_forward_flops(model, 1, 1) + experts + logits;
-  return static_cast<double>(config.training.global_batch) * 3 * per_sequence;
+  return static_cast<double>(config.training.global_batch) * 3 *
+         sequence_forward_flops(model).total;
 }
 
 Result<std::function<double(int length, int context)>> slice_cost_function(const Config& config) {
