@@ -80,7 +80,24 @@ double measured_bubble(const Timeline& measured, const std::vector<IterationPeri
   return median(bubbles);
 }
 
+Status check_counts(const ValidateOptions& options) {
+  if (options.warmup < 0) {
+    return Error{fmt::format("--warmup {}: at least 0", options.warmup)};
+  }
+  if (options.iterations < 1) {
+    return Error{fmt::format("--iterations {}: at least 1", options.iterations)};
+  }
+  if (options.warmup + options.iterations < 2) {
+    return Error{fmt::format(
+        "--warmup {} --iterations {}: an iteration is timed from the end of the one before "
+        "it, so run two in all (--warmup 1, or --iterations 2)",
+        options.warmup, options.iterations)};
+  }
+  return {};
+}
+
 std::vector<ScheduleValidation> validate(const Config& config, const ValidateOptions& options) {
+  PPSIM_CHECK(check_counts(options).ok());
   std::vector<ScheduleValidation> out;
   for (const std::string& entry : options.schedules) {
     ScheduleValidation v;

@@ -63,8 +63,13 @@ struct ScheduleValidation {
   }
 };
 
+// The counts validate() can measure: warmup >= 0, iterations >= 1, and two
+// iterations in all, as a synchronous schedule's iteration is timed from the
+// end of the one before it. The error names the command-line flags.
+Status check_counts(const ValidateOptions& options);
+
 // REQUIRES: config.model and config.profile_path set (the profile of this
-// machine). Schedules that cannot run (a layout the model does not split
+// machine), check_counts(options) ok. Schedules that cannot run (a layout the model does not split
 // into) are returned with their reason. An asynchronous schedule
 // (pipedream, pipedream-2bw) is predicted as one run of simulate()'s stream
 // of batches and run `warmup + iterations` times; its iteration time, on

@@ -27,7 +27,10 @@
 
 namespace po = boost::program_options;
 
-int tool_main(int argc, char** argv) {
+namespace {
+
+// The command line of `ppsim profile`.
+struct Args {
   std::string config_path;
   std::string output;
   std::vector<std::string> sets;
@@ -35,17 +38,36 @@ int tool_main(int argc, char** argv) {
   int warmup = 2;
   std::string device = "cpu";
   int sm_groups = 1;
+  bool sm_groups_given = false;
+};
+
+// A usage error: said with where to look, exit code 2.
+int usage_error(const std::string& message) {
+  std::cerr << "ppsim: error: " << message << ". See 'ppsim profile --help'.\n";
+  return 2;
+}
+
+// Reads and checks the command line into *args: an exit code when the tool
+// stops here (--help, a bad or missing option), else -1.
+int parse_args(int argc, char** argv, Args* args) {
   po::options_description desc("Options");
   desc.add_options()("help,h", "show this help")(
-      "config", po::value(&config_path)->value_name("CONFIG"), "YAML config (positional)")(
-      "output,o", po::value(&output)->value_name("FILE"), "where to write the profile (YAML)")(
-      "set", po::value(&sets)->composing()->value_name("KEY.PATH=VALUE"),
+      "config", po::value(&args->config_path)->value_name("CONFIG"), "YAML config (positional)")(
+      "output,o", po::value(&args->output)->value_name("FILE"),
+      "where to write the profile (YAML)")(
+      "set", po::value(&args->sets)->composing()->value_name("KEY.PATH=VALUE"),
       "override one config value (repeatable)")(
-      "repetitions", po::value(&repetitions)->value_name("N"), "timed runs per kernel (5)")(
-      "warmup", po::value(&warmup)->value_name("N"), "untimed runs first (2)")(
-      "device", po::value(&device)->value_name("cpu|cuda"),
+      "repetitions",
+      po::value(&args->repetitions)
+          ->value_name("N")
+          ->notifier(ppsim::cli::within("--repetitions", 1, 1000)),
+      "timed runs per kernel (5)")(
+      "warmup",
+      po::value(&args->warmup)->value_name("N")->notifier(ppsim::cli::within("--warmup", 0, 1000)),
+      "untimed runs first (2)")(
+      "device", po::value(&args->device)->value_name("cpu|cuda"),
       "what to time: this CPU (cpu, the default) or CUDA device 0 (cuda)")(
-      "sm-groups", po::value(&sm_groups)->value_name("N"),
+      "sm-groups", po::value(&args->sm_groups)->value_name("N"),
       "with --device cuda: time the kernels on one of N equal groups of the GPU's SMs (1)");
   const std::string usage =
       "usage: ppsim profile CONFIG -o PROFILE.yaml [--device cpu|cuda] [--sm-groups N] "
@@ -85,27 +107,67 @@ int tool_main(int argc, char** argv) {
       code >= 0) {
     return code;
   }
-  if (output.empty()) {
-    std::cerr << "ppsim: error: missing -o PROFILE.yaml. See 'ppsim profile --help'.\n";
-    return 2;
+  args->sm_groups_given = vm.count("sm-groups") != 0;
+  if (args->output.empty()) return usage_error("missing -o PROFILE.yaml");
+  if (args->device != "cpu" && args->device != "cuda") {
+    return usage_error("--device: expected cpu or cuda, got '" + args->device + "'");
   }
-  if (device != "cpu" && device != "cuda") {
-    std::cerr << "ppsim: error: --device: expected cpu or cuda, got '" << device
-              << "'. See 'ppsim profile --help'.\n";
-    return 2;
+  if (args->sm_groups_given && args->device != "cuda") {
+    return usage_error("--sm-groups splits a GPU: it needs --device cuda");
   }
-  if (vm.count("sm-groups") != 0 && device != "cuda") {
-    std::cerr << "ppsim: error: --sm-groups splits a GPU: it needs --device cuda. See 'ppsim "
-                 "profile --help'.\n";
-    return 2;
+  if (args->sm_groups < 1) {
+    return usage_error(fmt::format("--sm-groups: expected 1 or more, got {}", args->sm_groups));
   }
-  if (sm_groups < 1) {
-    std::cerr << "ppsim: error: --sm-groups: expected 1 or more, got " << sm_groups
-              << ". See 'ppsim profile --help'.\n";
-    return 2;
+  return -1;
+}
+
+// The kernels timed on the device asked for, with each step's progress.
+ppsim::Result<ppsim::CostProfile> time_kernels(const ppsim::Config& config, const Args& args,
+                                               const ppsim::ProfileRequest& request) {
+#ifdef PPSIM_HAVE_CUDA
+  if (args.device == "cuda") {
+    ppsim::Result<ppsim::GpuProfileOptions> options = ppsim::gpu_options_for(config);
+    if (!options) return options.error();
+    options->sm_groups = args.sm_groups;
+    return ppsim::profile_gpu(request, *options, [](const std::string& line) {
+      std::cerr << "profile: " << line << "\n";
+    });
   }
+#else
+  (void)config;
+  if (args.device == "cuda")
+    return ppsim::Error{"--device cuda: this ppsim was built without CUDA"};
+#endif
+  return ppsim::profile_cpu(request, [](int done, int total) {
+    std::cerr << fmt::format("profile: {}/{} measurements\n", done, total);
+  });
+}
+
+// The profile's kernels and links, one line each.
+void print_profile(const ppsim::CostProfile& profile) {
+  std::cout << fmt::format("{:<26} {:>7} {:>8} {:>12} {:>12} {:>12}\n", "kernel", "tokens",
+                           "context", "median", "min", "max");
+  for (const ppsim::KernelSample& s : profile.kernels) {
+    const std::string name =
+        s.part == ppsim::KernelPart::kBlock
+            ? std::string(ppsim::to_string(s.kind))
+            : fmt::format("{} {}", ppsim::to_string(s.part), ppsim::to_string(s.kind));
+    std::cout << fmt::format("{:<26} {:>7} {:>8} {:>9.3f} ms {:>9.3f} ms {:>9.3f} ms\n", name,
+                             s.tokens, s.context, s.median_s * 1e3, s.min_s * 1e3, s.max_s * 1e3);
+  }
+  for (const ppsim::LinkFit& l : profile.links) {
+    std::cout << fmt::format("link {}: latency {:.2f} us, bandwidth {:.2f} GB/s\n", l.name,
+                             l.latency_s * 1e6, l.bandwidth_Bps / 1e9);
+  }
+}
+
+}  // namespace
+
+int tool_main(int argc, char** argv) {
+  Args args;
+  if (int code = parse_args(argc, argv, &args); code >= 0) return code;
 #ifndef PPSIM_HAVE_CUDA
-  if (device == "cuda") {
+  if (args.device == "cuda") {
     return ppsim::cli::error_exit("--device cuda: this ppsim was built without CUDA");
   }
 #endif
@@ -123,16 +185,21 @@ int tool_main(int argc, char** argv) {
   const auto error_once = [&](const std::string& message) {
     return rank == 0 ? ppsim::cli::error_exit(message) : 1;
   };
-  const ppsim::Result<std::vector<ppsim::ConfigOverride>> overrides = ppsim::parse_overrides(sets);
+  // Profiling takes minutes: an -o it cannot write is said first.
+  if (ppsim::Status st = ppsim::cli::check_outputs({{"-o", args.output}}); !st) {
+    return error_once(st.message());
+  }
+  const ppsim::Result<std::vector<ppsim::ConfigOverride>> overrides =
+      ppsim::parse_overrides(args.sets);
   if (!overrides) return error_once(overrides.error().message);
-  const ppsim::Result<ppsim::Config> config = ppsim::load_config(config_path, *overrides);
+  const ppsim::Result<ppsim::Config> config = ppsim::load_config(args.config_path, *overrides);
   if (!config) return error_once(config.error().message);
   if (ppsim::Status st = ppsim::check_runnable_model(*config, "ppsim profile"); !st)
     return error_once(st.message());
   ppsim::Result<ppsim::ProfileRequest> request = ppsim::request_for(*config);
   if (!request) return error_once(request.error().message);
-  request->repetitions = repetitions;
-  request->warmup = warmup;
+  request->repetitions = args.repetitions;
+  request->warmup = args.warmup;
   std::optional<ppsim::LinkFit> mpi_link;
 #ifdef PPSIM_HAVE_MPI
   if (mpi.started() && !request->link_sizes.empty()) {
@@ -148,43 +215,16 @@ int tool_main(int argc, char** argv) {
   }
 #endif
   if (rank != 0) return 0;
-  ppsim::Result<ppsim::CostProfile> profile = ppsim::Error{"not profiled"};
-#ifdef PPSIM_HAVE_CUDA
-  if (device == "cuda") {
-    ppsim::Result<ppsim::GpuProfileOptions> options = ppsim::gpu_options_for(*config);
-    if (!options) return ppsim::cli::error_exit(options.error().message);
-    options->sm_groups = sm_groups;
-    profile = ppsim::profile_gpu(*request, *options, [](const std::string& line) {
-      std::cerr << "profile: " << line << "\n";
-    });
-  }
-#endif
-  if (device == "cpu") {
-    profile = ppsim::profile_cpu(*request, [](int done, int total) {
-      std::cerr << fmt::format("profile: {}/{} measurements\n", done, total);
-    });
-  }
+  ppsim::Result<ppsim::CostProfile> profile = time_kernels(*config, args, *request);
   if (!profile) return ppsim::cli::error_exit(profile.error().message);
   if (mpi_link) profile->links.push_back(std::move(*mpi_link));
-  std::ofstream file(output, std::ios::binary);
-  file << ppsim::profile_to_yaml(*profile);
-  file.close();
-  if (!file) return ppsim::cli::error_exit("cannot write " + output);
-  std::cout << fmt::format("{:<26} {:>7} {:>8} {:>12} {:>12} {:>12}\n", "kernel", "tokens",
-                           "context", "median", "min", "max");
-  for (const ppsim::KernelSample& s : profile->kernels) {
-    const std::string name =
-        s.part == ppsim::KernelPart::kBlock
-            ? std::string(ppsim::to_string(s.kind))
-            : fmt::format("{} {}", ppsim::to_string(s.part), ppsim::to_string(s.kind));
-    std::cout << fmt::format("{:<26} {:>7} {:>8} {:>9.3f} ms {:>9.3f} ms {:>9.3f} ms\n", name,
-                             s.tokens, s.context, s.median_s * 1e3, s.min_s * 1e3, s.max_s * 1e3);
+  if (ppsim::Status st = ppsim::cli::write_output(args.output, ppsim::profile_to_yaml(*profile));
+      !st) {
+    return ppsim::cli::error_exit(st.message());
   }
-  for (const ppsim::LinkFit& l : profile->links) {
-    std::cout << fmt::format("link {}: latency {:.2f} us, bandwidth {:.2f} GB/s\n", l.name,
-                             l.latency_s * 1e6, l.bandwidth_Bps / 1e9);
-  }
-  std::cout << "profile written to " << output << "\n";
+  if (args.output == "-") return 0;  // stdout holds the profile
+  print_profile(*profile);
+  std::cout << "profile written to " << args.output << "\n";
   return 0;
 }
 

@@ -95,9 +95,8 @@ class MpiScope {
   int rank_ = 0;
 };
 
-}  // namespace
-
-int tool_main(int argc, char** argv) {
+// The command line of `ppsim run`.
+struct Args {
   std::string config_path;
   std::string json_path;
   std::string trace_path;
@@ -107,27 +106,34 @@ int tool_main(int argc, char** argv) {
   bool force = false;
   std::string backend = "threads";
   int device = 0;
+  bool device_given = false;
   bool shared_sms = false;
-  std::string fail_at_text, kill_at_text;
+  std::string fail_at_text;
+  std::string kill_at_text;
+};
+
+// Reads the command line into *args: an exit code when the tool stops here
+// (--help, a bad option), else -1.
+int parse_args(int argc, char** argv, Args* args) {
   po::options_description desc("Options");
   desc.add_options()("help,h", "show this help")(
-      "config", po::value(&config_path)->value_name("CONFIG"), "YAML config (positional)")(
-      "iterations", po::value(&iterations)->value_name("N"), "iterations to run (3)")(
-      "learning-rate", po::value(&learning_rate)->value_name("LR"), "SGD step size (0.01)")(
-      "json", po::value(&json_path)->value_name("FILE|-"), "the measured summary as JSON")(
-      "trace", po::value(&trace_path)->value_name("FILE"), "the measured Chrome trace")(
-      "force", po::bool_switch(&force), "run even with more ranks than cores")(
-      "backend", po::value(&backend)->value_name("threads|mpi|cuda"),
+      "config", po::value(&args->config_path)->value_name("CONFIG"), "YAML config (positional)")(
+      "iterations", po::value(&args->iterations)->value_name("N"), "iterations to run (3)")(
+      "learning-rate", po::value(&args->learning_rate)->value_name("LR"), "SGD step size (0.01)")(
+      "json", po::value(&args->json_path)->value_name("FILE|-"), "the measured summary as JSON")(
+      "trace", po::value(&args->trace_path)->value_name("FILE"), "the measured Chrome trace")(
+      "force", po::bool_switch(&args->force), "run even with more ranks than cores")(
+      "backend", po::value(&args->backend)->value_name("threads|mpi|cuda"),
       "threads (one process), mpi (one process per rank: mpirun -np P ppsim run ...), or cuda "
-      "(every rank on one GPU)")("device", po::value(&device)->value_name("N"),
+      "(every rank on one GPU)")("device", po::value(&args->device)->value_name("N"),
                                  "cuda: the GPU to run on (0)")(
-      "shared-sms", po::bool_switch(&shared_sms),
+      "shared-sms", po::bool_switch(&args->shared_sms),
       "cuda: plain streams sharing every SM instead of a group of SMs per rank")(
-      "fail-at", po::value(&fail_at_text)->value_name("RANK:ACTION[:IT]"),
+      "fail-at", po::value(&args->fail_at_text)->value_name("RANK:ACTION[:IT]"),
       "test hook: that action (of iteration IT, 0) throws")(
-      "kill-at", po::value(&kill_at_text)->value_name("RANK:ACTION[:IT]"),
+      "kill-at", po::value(&args->kill_at_text)->value_name("RANK:ACTION[:IT]"),
       "test hook: that action's process raises SIGKILL")(
-      "set", po::value(&sets)->composing()->value_name("KEY.PATH=VALUE"), "override a value");
+      "set", po::value(&args->sets)->composing()->value_name("KEY.PATH=VALUE"), "override a value");
   const std::string usage =
       "usage: ppsim run CONFIG [--backend threads|mpi|cuda] [--iterations N] [--json FILE|-] "
       "[--trace FILE] [--set KEY.PATH=VALUE]...\n\n"
@@ -152,22 +158,154 @@ int tool_main(int argc, char** argv) {
       "  ppsim run configs/validate/gpu-h200.yaml --backend cuda\n"
       "  mpirun -np 4 ppsim run configs/validate/gpu-h200.yaml --backend cuda\n\n";
   po::variables_map vm;
-  if (int code = ppsim::cli::parse_command_line(std::vector<std::string>(argv + 1, argv + argc),
-                                                desc, "run", usage, &vm);
-      code >= 0) {
-    return code;
+  const int code = ppsim::cli::parse_command_line(std::vector<std::string>(argv + 1, argv + argc),
+                                                  desc, "run", usage, &vm);
+  args->device_given = vm.count("device") > 0;
+  return code;
+}
+
+// The checks on the options that need no config.
+Status check_options(const Args& args) {
+  if (args.backend != "threads" && args.backend != "mpi" && args.backend != "cuda") {
+    return Error{"--backend: threads, mpi or cuda, got '" + args.backend + "'"};
   }
-  if (backend != "threads" && backend != "mpi" && backend != "cuda") {
-    return error_exit("--backend: threads, mpi or cuda, got '" + backend + "'");
+  if (args.backend != "cuda" && (args.device_given || args.shared_sms)) {
+    return Error{"--device and --shared-sms are options of --backend cuda"};
   }
-  if (backend != "cuda" && (vm.count("device") > 0 || shared_sms)) {
-    return error_exit("--device and --shared-sms are options of --backend cuda");
+  return runtime::check_backend_built(args.backend);
+}
+
+// The run's settings: iterations, step size and the test hooks.
+Result<runtime::RunSettings> settings_for(const Args& args) {
+  runtime::RunSettings settings;
+  settings.iterations = args.iterations;
+  settings.learning_rate = args.learning_rate;
+  for (const auto& [option, text, kill] : {std::tuple{"fail-at", args.fail_at_text, false},
+                                           std::tuple{"kill-at", args.kill_at_text, true}}) {
+    if (text.empty()) continue;
+    Result<runtime::FailAt> at = parse_fail_at(option, text, kill);
+    if (!at) return at.error();
+    settings.fail_at = *at;
   }
-  if (Status st = runtime::check_backend_built(backend); !st) return error_exit(st.message());
-  const bool mpi = backend == "mpi";
+  return settings;
+}
+
+// A rank of a job of several processes failed alone: the others wait for it,
+// so it ends them all.
+[[noreturn]] void abort_job([[maybe_unused]] const std::string& message) {
+#if defined(PPSIM_HAVE_MPI)
+  cli::error_exit(message);
+  runtime::mpi_abort(runtime::kRankFailedExitCode);
+#endif
+  std::abort();  // not reached: only the MPI backends end a job
+}
+
+// What a run on a GPU says of where it ran.
+[[maybe_unused]] std::string placements_text(const std::vector<std::string>& placements) {
+  std::string text;
+  for (size_t r = 0; r < placements.size(); ++r) {
+    text += fmt::format("{}rank {}: {}", r == 0 ? "" : "; ", r, placements[r]);
+  }
+  return text;
+}
+
+// The schedule run for real on the chosen backend; *measured_on says where.
+// An error here is every rank's (or the one process's); a rank that fails
+// alone ends the job.
+Result<runtime::RunResult> run_on_backend(const Args& args, bool cuda_mpi, const Schedule& schedule,
+                                          const runtime::RuntimeModel& model,
+                                          const runtime::RunSettings& settings,
+                                          std::string* measured_on) {
+  *measured_on = fmt::format("this CPU ({} backend, fp32)", args.backend);
+  if (args.backend == "threads") return runtime::run_threads(schedule, model, settings);
+  if (cuda_mpi) {
+#ifdef PPSIM_HAVE_CUDA_MPI
+    runtime::CudaRunOptions options;
+    options.device = args.device;
+    runtime::CudaRunInfo info;
+    Result<runtime::RunResult> run =
+        runtime::run_cuda_mpi(schedule, model, settings, options, &info);
+    if (!run && !info.failed_on_every_rank) abort_job(run.error().message);
+    if (run) {
+      *measured_on = fmt::format("{} (cuda backend over NCCL, {}; {}; timing: {})",
+                                 placements_text(info.placements), to_string(model.dtype),
+                                 info.sharing, info.timing);
+    }
+    return run;
+#else
+    return Error{
+        "--backend cuda under mpirun: this ppsim was built without NCCL (the CUDA toolkit's "
+        "libnccl and nccl.h) or MPI; without mpirun, --backend cuda runs every rank on one GPU"};
+#endif
+  }
+#ifdef PPSIM_HAVE_CUDA
+  if (args.backend == "cuda") {
+    runtime::CudaRunOptions options;
+    options.device = args.device;
+    options.split_sms = !args.shared_sms;
+    runtime::CudaRunInfo info;
+    Result<runtime::RunResult> run = runtime::run_cuda(schedule, model, settings, options, &info);
+    if (run) {
+      *measured_on = fmt::format("{} (cuda backend, {}; {}; timing: {})",
+                                 info.placements.empty() ? "the GPU" : info.placements[0],
+                                 to_string(model.dtype), info.sharing, info.timing);
+    }
+    return run;
+  }
+#endif
+#ifdef PPSIM_HAVE_MPI
+  if (args.backend == "mpi") {
+    if (Status st = runtime::check_mpi_run(schedule, model, settings); !st) {
+      return Error{st.message()};
+    }
+    Result<runtime::RunResult> run = runtime::run_mpi(schedule, model, settings);
+    if (!run) abort_job(run.error().message);
+    return run;
+  }
+#endif
+  // check_options said so first.
+  return Error{fmt::format("--backend {}: this ppsim was built without it", args.backend)};
+}
+
+// Rank 0's report: the summary table and losses, the JSON and the trace.
+int report(const Args& args, const Config& config, const Schedule& schedule,
+           runtime::RunResult* run, const std::string& measured_on) {
+  // An asynchronous schedule's iterations are runs of a stream of batches:
+  // report per batch, as the simulator does, with its extra weight versions.
+  if (is_asynchronous(config.schedule.kind)) {
+    batches_as_iterations(config.num_microbatches(), &run->timeline);
+  }
+  const Summary summary = summarize(config, schedule.name, run->timeline, run->weight_bytes);
+  if (args.json_path != "-") {
+    std::cout << "measured on " << measured_on << "\n" << format_summary_table(summary);
+    std::cout << "loss per iteration:";
+    for (double loss : run->losses) std::cout << fmt::format(" {:.4f}", loss);
+    std::cout << "\n";
+  }
+  if (!args.json_path.empty()) {
+    if (Status st = cli::write_output(args.json_path, summary_to_json(summary)); !st) {
+      return error_exit(st.message());
+    }
+  }
+  if (!args.trace_path.empty()) {
+    if (Status st = cli::write_output(args.trace_path, chrome_trace_json(run->timeline)); !st) {
+      return error_exit(st.message());
+    }
+    std::cerr << "trace written to " << args.trace_path << " (open it in ui.perfetto.dev)\n";
+  }
+  return 0;
+}
+
+}  // namespace
+
+int tool_main(int argc, char** argv) {
+  Args args;
+  if (int code = parse_args(argc, argv, &args); code >= 0) return code;
+  if (Status st = check_options(args); !st) return error_exit(st.message());
+  const bool mpi = args.backend == "mpi";
 #ifdef PPSIM_HAVE_MPI
   // Under mpirun, the CUDA backend runs a process per GPU.
-  const bool cuda_mpi = backend == "cuda" && runtime::mpi_launched();
+  const bool cuda_mpi = args.backend == "cuda" && runtime::mpi_launched();
 #else
   const bool cuda_mpi = false;
 #endif
@@ -177,115 +315,36 @@ int tool_main(int argc, char** argv) {
   const auto error_once = [&](const std::string& message) {
     return mpi_scope.reports() ? cli::error_exit(message) : 1;
   };
-  if (cuda_mpi && shared_sms)
+  if (cuda_mpi && args.shared_sms)
     return error_once("--shared-sms: under mpirun every rank has a GPU of its own");
-  if (iterations < 2)
+  if (args.iterations < 2)
     return error_once("--iterations: at least 2 (the steady period needs two ends)");
-  Result<std::vector<ConfigOverride>> overrides = parse_overrides(sets);
+  if (Status st = cli::check_outputs({{"--json", args.json_path}, {"--trace", args.trace_path}});
+      !st) {
+    return error_once(st.message());
+  }
+  Result<std::vector<ConfigOverride>> overrides = parse_overrides(args.sets);
   if (!overrides) return error_once(overrides.error().message);
-  Result<Config> config = load_config(config_path, *overrides);
+  Result<Config> config = load_config(args.config_path, *overrides);
   if (!config) return error_once(config.error().message);
   if (Status st = check_runnable_model(*config, "ppsim run"); !st) return error_once(st.message());
-  if (Status st = check_cores(config->parallel.pipeline, force, mpi_scope.reports()); !st) {
+  if (Status st = check_cores(config->parallel.pipeline, args.force, mpi_scope.reports()); !st) {
     return error_once(st.message());
   }
   Result<std::vector<int>> lengths = slice_lengths_for(*config);
   if (!lengths) return error_once(lengths.error().message);
   Result<Schedule> schedule = schedule_for(*config, std::max(1, static_cast<int>(lengths->size())));
   if (!schedule) return error_once(schedule.error().message);
+  Result<runtime::RunSettings> settings = settings_for(args);
+  if (!settings) return error_once(settings.error().message);
 
   const runtime::RuntimeModel model = runtime::model_for(*config, *lengths);
-  runtime::RunSettings settings;
-  settings.iterations = iterations;
-  settings.learning_rate = learning_rate;
-  for (const auto& [option, text, kill] :
-       {std::tuple{"fail-at", fail_at_text, false}, std::tuple{"kill-at", kill_at_text, true}}) {
-    if (text.empty()) continue;
-    Result<runtime::FailAt> at = parse_fail_at(option, text, kill);
-    if (!at) return error_once(at.error().message);
-    settings.fail_at = *at;
-  }
-  Result<runtime::RunResult> run = Error{""};
-  std::string measured_on = fmt::format("this CPU ({} backend, fp32)", backend);
-  if (backend == "threads") {
-    run = runtime::run_threads(*schedule, model, settings);
-    if (!run) return error_once(run.error().message);
-  } else if (cuda_mpi) {
-#ifdef PPSIM_HAVE_CUDA_MPI
-    runtime::CudaRunOptions options;
-    options.device = device;
-    runtime::CudaRunInfo info;
-    run = runtime::run_cuda_mpi(*schedule, model, settings, options, &info);
-    if (!run && info.failed_on_every_rank) return error_once(run.error().message);
-    if (!run) {
-      // Only this rank failed; the others wait for it: end them all.
-      cli::error_exit(run.error().message);
-      runtime::mpi_abort(runtime::kRankFailedExitCode);
-    }
-    if (!mpi_scope.reports()) return 0;
-    std::string placements;
-    for (size_t r = 0; r < info.placements.size(); ++r) {
-      placements += fmt::format("{}rank {}: {}", r == 0 ? "" : "; ", r, info.placements[r]);
-    }
-    measured_on = fmt::format("{} (cuda backend over NCCL, {}; {}; timing: {})", placements,
-                              to_string(model.dtype), info.sharing, info.timing);
-#else
-    return error_once(
-        "--backend cuda under mpirun: this ppsim was built without NCCL (the CUDA toolkit's "
-        "libnccl and nccl.h) or MPI; without mpirun, --backend cuda runs every rank on one GPU");
-#endif
-  } else if (backend == "cuda") {
-#ifdef PPSIM_HAVE_CUDA
-    runtime::CudaRunOptions options;
-    options.device = device;
-    options.split_sms = !shared_sms;
-    runtime::CudaRunInfo info;
-    run = runtime::run_cuda(*schedule, model, settings, options, &info);
-    if (!run) return error_once(run.error().message);
-    measured_on = fmt::format("{} (cuda backend, {}; {}; timing: {})",
-                              info.placements.empty() ? "the GPU" : info.placements[0],
-                              to_string(model.dtype), info.sharing, info.timing);
-#endif
-  } else {
-#ifdef PPSIM_HAVE_MPI
-    if (Status st = runtime::check_mpi_run(*schedule, model, settings); !st) {
-      return error_once(st.message());
-    }
-    run = runtime::run_mpi(*schedule, model, settings);
-    if (!run) {
-      // Only this rank failed; the others wait for it: end them all.
-      cli::error_exit(run.error().message);
-      runtime::mpi_abort(runtime::kRankFailedExitCode);
-    }
-    if (!mpi_scope.reports()) return 0;
-#endif
-  }
-
-  // An asynchronous schedule's iterations are runs of a stream of batches:
-  // report per batch, as the simulator does, with its extra weight versions.
-  if (is_asynchronous(config->schedule.kind)) {
-    batches_as_iterations(config->num_microbatches(), &run->timeline);
-  }
-  const Summary summary = summarize(*config, schedule->name, run->timeline, run->weight_bytes);
-  if (json_path != "-") {
-    std::cout << "measured on " << measured_on << "\n" << format_summary_table(summary);
-    std::cout << "loss per iteration:";
-    for (double loss : run->losses) std::cout << fmt::format(" {:.4f}", loss);
-    std::cout << "\n";
-  }
-  if (!json_path.empty()) {
-    const std::string json = summary_to_json(summary);
-    if (json_path == "-") {
-      std::cout << json;
-    } else {
-      std::ofstream(json_path) << json;
-    }
-  }
-  if (!trace_path.empty()) {
-    std::ofstream(trace_path) << chrome_trace_json(run->timeline);
-    std::cerr << "trace written to " << trace_path << " (open it in ui.perfetto.dev)\n";
-  }
-  return 0;
+  std::string measured_on;
+  Result<runtime::RunResult> run =
+      run_on_backend(args, cuda_mpi, *schedule, model, *settings, &measured_on);
+  if (!run) return error_once(run.error().message);
+  if (!mpi_scope.reports()) return 0;
+  return report(args, *config, *schedule, &*run, measured_on);
 }
 
 int main(int argc, char** argv) {

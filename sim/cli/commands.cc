@@ -59,15 +59,6 @@ std::string file_text(const std::string& path) {
   return text ? std::move(*text) : std::string();
 }
 
-// The files a command will write, checked before its work: a path that
-// cannot be written fails at once, not after the results were printed.
-Status check_outputs(std::initializer_list<std::string> paths) {
-  for (const std::string& path : paths) {
-    if (Status st = check_writable(path); !st) return st;
-  }
-  return {};
-}
-
 // Writes the HTML and Markdown reports that were asked for.
 Status write_reports(const ReportInput& input, const std::string& html_path,
                      const std::string& markdown_path) {
@@ -173,7 +164,8 @@ int run_simulate(const std::vector<std::string>& args) {
       "--sensitivity\n\n";
   po::variables_map vm;
   if (int code = parse_command_line(args, desc, "simulate", usage, &vm); code >= 0) return code;
-  if (Status st = check_outputs({json_path, trace_path}); !st) return error_exit(st.message());
+  if (Status st = check_outputs({{"--json", json_path}, {"--trace", trace_path}}); !st)
+    return error_exit(st.message());
 
   Result<Config> config = load(config_args);
   if (!config) return error_exit(config.error().message);
@@ -246,7 +238,11 @@ int run_compare(const std::vector<std::string>& args) {
       "1f1b,interleaved-1f1b:2,interleaved-1f1b:3 --csv out.csv\n\n";
   po::variables_map vm;
   if (int code = parse_command_line(args, desc, "compare", usage, &vm); code >= 0) return code;
-  if (Status st = check_outputs({json_path, csv_path, report_path, markdown_path}); !st) {
+  if (Status st = check_outputs({{"--json", json_path},
+                                 {"--csv", csv_path},
+                                 {"--report", report_path},
+                                 {"--markdown", markdown_path}});
+      !st) {
     return error_exit(st.message());
   }
 
@@ -360,7 +356,11 @@ int run_explore(const std::vector<std::string>& args) {
       "  ppsim explore configs/sweeps/llama-7b-64gpu.yaml --top 20 --csv all.csv\n\n";
   po::variables_map vm;
   if (int code = parse_command_line(args, desc, "explore", usage, &vm); code >= 0) return code;
-  if (Status st = check_outputs({json_path, csv_path, report_path, markdown_path}); !st) {
+  if (Status st = check_outputs({{"--json", json_path},
+                                 {"--csv", csv_path},
+                                 {"--report", report_path},
+                                 {"--markdown", markdown_path}});
+      !st) {
     return error_exit(st.message());
   }
 
@@ -439,7 +439,7 @@ int run_schedule(const std::vector<std::string>& args) {
   if (format != "ppsim" && format != "pytorch") {
     return error_exit(fmt::format("--format {}: expected ppsim or pytorch", printable(format)));
   }
-  if (Status st = check_writable(csv_out); !st) return error_exit(st.message());
+  if (Status st = check_outputs({{"--csv-out", csv_out}}); !st) return error_exit(st.message());
 
   Result<Config> config = load(config_args);
   if (!config) return error_exit(config.error().message);

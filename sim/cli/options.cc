@@ -73,6 +73,15 @@ Status check_writable(const std::string& path) {
   return {};
 }
 
+Status check_outputs(std::initializer_list<OutputFlag> outputs) {
+  for (const OutputFlag& output : outputs) {
+    if (Status st = check_writable(output.path); !st) {
+      return Error{fmt::format("{}: {}", output.flag, st.message())};
+    }
+  }
+  return {};
+}
+
 Status write_output(const std::string& path, const std::string& text) {
   if (path == "-") {
     std::cout << text;

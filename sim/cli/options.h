@@ -42,6 +42,16 @@ void add_sweep_flags(boost::program_options::options_description& desc, SweepFla
 // checked before the work whose results it will hold. "-" and "" are OK.
 Status check_writable(const std::string& path);
 
+// A file a command will write and the flag that names it.
+struct OutputFlag {
+  const char* flag;
+  const std::string& path;
+};
+// The files a command will write, checked before its work: a path that
+// cannot be written fails at once ("--json: cannot write out/x.json: ..."),
+// not after minutes of work whose results it was to hold.
+Status check_outputs(std::initializer_list<OutputFlag> outputs);
+
 // Today's date in UTC, YYYY-MM-DD (for the provenance comments of files a
 // fit writes).
 std::string utc_date();

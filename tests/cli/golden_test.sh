@@ -58,6 +58,11 @@ check error_calibrate_gemms_dtype 2 stderr -- calibrate \
 check error_calibrate_memory_no_hardware 2 stderr -- calibrate --memory memory.csv
 check error_validate_no_dir 1 stderr -- validate configs/validate/cpu-small.yaml \
   --runs-out no-such-dir/runs.json
+check error_validate_one_iteration 1 stderr -- validate configs/validate/cpu-small.yaml \
+  --warmup 0 --iterations 1
+check error_run_no_dir 1 stderr -- run configs/validate/cpu-small.yaml --trace no-such-dir/t.json
+check error_profile_no_dir 1 stderr -- profile configs/validate/cpu-small.yaml \
+  -o no-such-dir/p.yaml
 
 # JSON: the fields DESIGN.md promises, with the closed-form values.
 "$ppsim" simulate "$ideal" --json - >"$tmp/summary.json" 2>"$tmp/stderr"

@@ -174,6 +174,26 @@ TEST(ValidateRuntime, MeasuredBubbleSetsEachIterationAgainstItsOwnPeriod) {
   EXPECT_NEAR(bubble, 0.4, 1e-9);
 }
 
+// The first measured iteration is timed from the end of the one before it:
+// with no warm-up and one iteration there is nothing to time it from (that
+// ran, and crashed, until 2026-12-05), nor with no iteration at all.
+TEST(ValidateRuntime, CountsNeedTwoIterationsInAll) {
+  const auto counts = [](int warmup, int iterations) {
+    ValidateOptions options;
+    options.warmup = warmup;
+    options.iterations = iterations;
+    return check_counts(options);
+  };
+  EXPECT_TRUE(counts(1, 1).ok());
+  EXPECT_TRUE(counts(0, 2).ok());
+  const Status alone = counts(0, 1);
+  ASSERT_FALSE(alone.ok());
+  EXPECT_NE(alone.message().find("--warmup 0 --iterations 1"), std::string::npos)
+      << alone.message();
+  EXPECT_NE(counts(1, 0).message().find("--iterations 0: at least 1"), std::string::npos);
+  EXPECT_NE(counts(-2, 3).message().find("--warmup -2: at least 0"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace validate_runtime_test
 }  // namespace ppsim::runtime
