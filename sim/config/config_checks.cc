@@ -135,7 +135,21 @@ void Loader::check_context(const Config& config, const Sections& tree) const {
 }
 
 void Loader::check_cross_fields(const Config& config, const Sections& tree) const {
-  const ParallelSpec& par = config.parallel;
+  check_slicing(config, tree);
+  check_cost_sources(config, tree);
+  check_tensor_features(config, tree);
+  check_sizes(config, tree);
+  if (config.model) check_model_split(config, tree);
+  if (config.parallel.context > 1) check_context(config, tree);
+  if (config.parallel.expert > 1) check_expert(config, tree);
+  if (config.training.fp8 != Fp8Recipe::kNone) check_fp8(config, tree);
+  if (config.training.cuda_graphs.has(CudaGraphScope::kFullIteration))
+    check_cuda_graph(config, tree);
+  if (!config.parallel.layers_per_stage.empty()) check_layers_per_stage(config, tree);
+}
+
+// Token slicing and pipeline flushes: what the schedule asks of the model.
+void Loader::check_slicing(const Config& config, const Sections& tree) const {
   const ScheduleSpec& sched = config.schedule;
   if (sched.slicing == SlicingMethod::kOptimal && !config.model) {
     throw_expected(tree.schedule.get("slicing"),
@@ -154,6 +168,13 @@ void Loader::check_cross_fields(const Config& config, const Sections& tree) cons
     throw_expected(tree.schedule.get("slice_granularity"),
                    fmt::format("a divisor of model.seq_len ({})", config.model->seq_len));
   }
+}
+
+// Where the costs come from: a model with hardware, a profile, or fixed
+// times, and what each can and cannot price.
+void Loader::check_cost_sources(const Config& config, const Sections& tree) const {
+  const ScheduleSpec& sched = config.schedule;
+  const ParallelSpec& par = config.parallel;
   if (!config.model && (config.fixed.forward_s.empty() || config.fixed.backward_s.empty())) {
     throw_error(tree.fixed.self().key_mark, "model",
                 "required unless costs.fixed gives forward_s and backward_s");
@@ -194,6 +215,11 @@ void Loader::check_cross_fields(const Config& config, const Sections& tree) cons
                 "needs the analytic model: a profile's link is a measured transfer of the whole "
                 "activation, not its pieces and their all-gather");
   }
+}
+
+// The tensor-parallel features that need sequence parallelism.
+void Loader::check_tensor_features(const Config& config, const Sections& tree) const {
+  const ParallelSpec& par = config.parallel;
   if (par.tp_comm_overlap && !par.sequence_parallel) {
     const Value overlap = tree.parallel.get("tp_comm_overlap");
     throw_error(
@@ -210,6 +236,12 @@ void Loader::check_cross_fields(const Config& config, const Sections& tree) cons
                     "Megatron-Core requires",
                     par.tensor));
   }
+}
+
+// The layout against the machine and the batch, and the schedule's size.
+void Loader::check_sizes(const Config& config, const Sections& tree) const {
+  const ParallelSpec& par = config.parallel;
+  const ScheduleSpec& sched = config.schedule;
   if (config.hardware) {
     const HardwareSpec& hw = *config.hardware;
     int64_t gpus = product({par.pipeline, par.tensor, par.context, par.data});
@@ -243,46 +275,47 @@ void Loader::check_cross_fields(const Config& config, const Sections& tree) cons
                     "training.global_batch / (micro_batch x data); slices: schedule.slices)",
                     size.message()));
   }
-  if (config.model) {
-    if (config.model->layers < config.model_stages() && par.layers_per_stage.empty()) {
-      throw_expected(tree.model.get("layers"),
-                     fmt::format("at least {} = {} (a layer per stage; "
-                                 "parallel.layers_per_stage may leave stages empty)",
-                                 config.model_stages_formula("pipeline x virtual_stages"),
-                                 config.model_stages()));
-    }
-    if (config.model->heads % par.tensor != 0) {
-      throw_expected(tree.model.get("heads"),
-                     fmt::format("a multiple of parallel.tensor ({})", par.tensor));
-    }
-    // Megatron-LM splits the KV heads over the tensor ranks, or, with more
-    // ranks than KV heads, gives each rank a copy of one.
-    const int kv_heads = config.model->kv_heads;
-    if (kv_heads % par.tensor != 0 && par.tensor % kv_heads != 0) {
-      throw_expected(tree.model.get("kv_heads"),
-                     fmt::format("a multiple or a divisor of parallel.tensor ({})", par.tensor));
-    }
+}
+
+// The model's layers and heads against the stages and tensor ranks.
+void Loader::check_model_split(const Config& config, const Sections& tree) const {
+  const ParallelSpec& par = config.parallel;
+  if (config.model->layers < config.model_stages() && par.layers_per_stage.empty()) {
+    throw_expected(tree.model.get("layers"),
+                   fmt::format("at least {} = {} (a layer per stage; "
+                               "parallel.layers_per_stage may leave stages empty)",
+                               config.model_stages_formula("pipeline x virtual_stages"),
+                               config.model_stages()));
   }
-  if (par.context > 1) check_context(config, tree);
-  if (par.expert > 1) check_expert(config, tree);
-  if (config.training.fp8 != Fp8Recipe::kNone) check_fp8(config, tree);
-  if (config.training.cuda_graphs.has(CudaGraphScope::kFullIteration))
-    check_cuda_graph(config, tree);
-  if (!par.layers_per_stage.empty()) {
-    const Value split = tree.parallel.get("layers_per_stage");
-    if (!config.model) {
-      throw_error(split.key_mark, split.path, "only with a model: it splits model.layers");
-    }
-    if (static_cast<int64_t>(par.layers_per_stage.size()) != config.model_stages()) {
-      throw_expected(split, fmt::format("{} entries, one per stage ({})", config.model_stages(),
-                                        config.model_stages_formula("pipeline x virtual_stages")));
-    }
-    int64_t sum = 0;
-    for (int layers : par.layers_per_stage) sum += layers;
-    if (sum != config.model->layers) {
-      throw_expected(split,
-                     fmt::format("entries summing to model.layers ({})", config.model->layers));
-    }
+  if (config.model->heads % par.tensor != 0) {
+    throw_expected(tree.model.get("heads"),
+                   fmt::format("a multiple of parallel.tensor ({})", par.tensor));
+  }
+  // Megatron-LM splits the KV heads over the tensor ranks, or, with more
+  // ranks than KV heads, gives each rank a copy of one.
+  const int kv_heads = config.model->kv_heads;
+  if (kv_heads % par.tensor != 0 && par.tensor % kv_heads != 0) {
+    throw_expected(tree.model.get("kv_heads"),
+                   fmt::format("a multiple or a divisor of parallel.tensor ({})", par.tensor));
+  }
+}
+
+// An explicit split: one entry per stage, summing to the layers.
+void Loader::check_layers_per_stage(const Config& config, const Sections& tree) const {
+  const ParallelSpec& par = config.parallel;
+  const Value split = tree.parallel.get("layers_per_stage");
+  if (!config.model) {
+    throw_error(split.key_mark, split.path, "only with a model: it splits model.layers");
+  }
+  if (static_cast<int64_t>(par.layers_per_stage.size()) != config.model_stages()) {
+    throw_expected(split, fmt::format("{} entries, one per stage ({})", config.model_stages(),
+                                      config.model_stages_formula("pipeline x virtual_stages")));
+  }
+  int64_t sum = 0;
+  for (int layers : par.layers_per_stage) sum += layers;
+  if (sum != config.model->layers) {
+    throw_expected(split,
+                   fmt::format("entries summing to model.layers ({})", config.model->layers));
   }
 }
 

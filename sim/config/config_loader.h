@@ -131,6 +131,12 @@ class Loader : public yaml_util::TreeReader {
   std::string read_schedule_file(const Map& s, ScheduleKind kind) const;
   void read_slicing(const Map& s, ScheduleSpec& schedule) const;
   void check_cross_fields(const Config& config, const Sections& tree) const;
+  void check_slicing(const Config& config, const Sections& tree) const;
+  void check_cost_sources(const Config& config, const Sections& tree) const;
+  void check_tensor_features(const Config& config, const Sections& tree) const;
+  void check_sizes(const Config& config, const Sections& tree) const;
+  void check_model_split(const Config& config, const Sections& tree) const;
+  void check_layers_per_stage(const Config& config, const Sections& tree) const;
   void check_context(const Config& config, const Sections& tree) const;
   void check_expert(const Config& config, const Sections& tree) const;
   void check_fp8(const Config& config, const Sections& tree) const;
