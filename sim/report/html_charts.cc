@@ -111,47 +111,113 @@ void bar_chart(Out out, const char* cls, const std::string& label, const std::ve
   fmt::format_to(out, "</svg>\n");
 }
 
+// What each rank holds throughout: its static bytes and (asynchronous
+// schedules) its extra weight versions.
+std::vector<int64_t> held_bytes(const Summary& s, const Timeline& t, int ranks) {
+  std::vector<int64_t> level(ranks, 0);
+  for (int r = 0; r < ranks; ++r) {
+    if (static_cast<size_t>(r) < t.static_bytes.size()) level[r] = t.static_bytes[r];
+    if (static_cast<size_t>(r) < s.devices.size()) level[r] += s.devices[r].weight_version_bytes;
+  }
+  return level;
+}
+
+// Only the drawn window's events: for a cut timeline, the events of the
+// actions that start in it (an event is never before its action starts).
+std::vector<MemoryEvent> window_events(const Timeline& t, const Window& w) {
+  if (w.drawn == t.actions.size()) return memory_events(t);
+  Timeline part;
+  part.num_ranks = t.num_ranks;
+  part.num_slices = t.num_slices;
+  part.stage_memory = t.stage_memory;
+  part.actions.reserve(w.drawn);
+  for (const ActionRecord& a : t.actions) {
+    if (a.start < w.end) part.actions.push_back(a);
+  }
+  return memory_events(part);
+}
+
+// Per rank, the highest level drawn.
+std::vector<int64_t> drawn_peaks(std::vector<int64_t> running,
+                                 const std::vector<MemoryEvent>& events, const Window& w) {
+  std::vector<int64_t> peak = running;
+  const int ranks = static_cast<int>(running.size());
+  for (const MemoryEvent& e : events) {
+    if (e.time > w.end) break;
+    if (e.rank < 0 || e.rank >= ranks) continue;
+    running[e.rank] += e.delta_bytes;
+    peak[e.rank] = std::max(peak[e.rank], running[e.rank]);
+  }
+  return peak;
+}
+
+// The memory plot's frame: where it sits and its vertical scale.
+struct MemoryPlot {
+  int top;
+  int height;
+  double y_max;  // bytes at the top
+  int bottom() const { return top + height; }
+  double y(double bytes) const { return bottom() - height * bytes / y_max; }
+};
+
+// The grid lines and GiB labels of the vertical axis.
+void memory_axis(Out out, const MemoryPlot& plot) {
+  const double gib_step = nice_step(gib(plot.y_max) / 6);
+  fmt::format_to(out, "<g class=\"axis\">\n");
+  for (int i = 0;; ++i) {
+    const double v = i * gib_step;
+    if (v > gib(plot.y_max)) break;
+    const double y = plot.y(v * (1ull << 30));
+    fmt::format_to(out, "<line class=\"grid\" x1=\"{}\" y1=\"{:.1f}\" x2=\"{}\" y2=\"{:.1f}\"/>\n",
+                   kLeft - 4, y, kLeft + kPlotWidth, y);
+    fmt::format_to(out, "<text x=\"{}\" y=\"{:.1f}\" text-anchor=\"end\">{:g} GiB</text>\n",
+                   kLeft - 7, y + 4, v);
+  }
+  fmt::format_to(out, "</g>\n");
+}
+
+// Each rank's level over time, a step curve from what it holds throughout.
+void memory_curves(Out out, const MemoryPlot& plot, const std::vector<MemoryEvent>& events,
+                   const Window& w, const std::vector<int64_t>& held,
+                   const std::vector<int64_t>& peak) {
+  const TimeScale scale{w.end};
+  const int ranks = static_cast<int>(held.size());
+  std::vector<int64_t> level = held;
+  std::vector<Curve> curves(ranks);
+  for (int r = 0; r < ranks; ++r) curves[r].add(scale.x(0), plot.y(level[r]));
+  for (const MemoryEvent& e : events) {
+    if (e.time > w.end) break;
+    if (e.rank < 0 || e.rank >= ranks) continue;
+    const double x = scale.x(e.time);
+    curves[e.rank].add(x, plot.y(level[e.rank]));
+    level[e.rank] += e.delta_bytes;
+    curves[e.rank].add(x, plot.y(level[e.rank]));
+  }
+  for (int r = 0; r < ranks; ++r) {
+    curves[r].add(scale.x(w.end), plot.y(level[r]));
+    // data-peak: the highest level drawn, in bytes, for programs to check
+    // against the summary's peak.
+    fmt::format_to(out,
+                   "<polyline class=\"mem\" data-rank=\"{}\" data-peak=\"{}\" stroke=\"{}\" "
+                   "points=\"{}\"><title>rank {}: {:.4g} GiB held throughout, {:.4g} GiB at "
+                   "most</title></polyline>\n",
+                   r, peak[r], rank_color(r), curves[r].finish(), r,
+                   gib(static_cast<double>(held[r])), gib(static_cast<double>(peak[r])));
+  }
+}
+
 }  // namespace
 
 void memory_chart(Out out, const ReportEntry& entry, const Timeline& t, const Window& w) {
   const Summary& s = *entry.summary;
   const int p = std::max(t.num_ranks, 1);
-  std::vector<int64_t> level(p, 0);
-  for (int r = 0; r < p; ++r) {
-    if (static_cast<size_t>(r) < t.static_bytes.size()) level[r] = t.static_bytes[r];
-    // Extra weight versions (asynchronous schedules) are held throughout.
-    if (static_cast<size_t>(r) < s.devices.size()) level[r] += s.devices[r].weight_version_bytes;
-  }
-  // Only the drawn window's events: for a cut timeline, the events of the
-  // actions that start in it (an event is never before its action starts).
-  std::vector<MemoryEvent> events;
-  if (w.drawn == t.actions.size()) {
-    events = memory_events(t);
-  } else {
-    Timeline part;
-    part.num_ranks = t.num_ranks;
-    part.num_slices = t.num_slices;
-    part.stage_memory = t.stage_memory;
-    part.actions.reserve(w.drawn);
-    for (const ActionRecord& a : t.actions) {
-      if (a.start < w.end) part.actions.push_back(a);
-    }
-    events = memory_events(part);
-  }
+  const std::vector<int64_t> held = held_bytes(s, t, p);
+  const std::vector<MemoryEvent> events = window_events(t, w);
+  const std::vector<int64_t> peak = drawn_peaks(held, events, w);
   // The scale: the highest level reached, and the capacity.
-  std::vector<int64_t> running = level;
-  std::vector<int64_t> peak = level;  // per rank, the highest level drawn
-  for (const MemoryEvent& e : events) {
-    if (e.time > w.end) break;
-    if (e.rank < 0 || e.rank >= p) continue;
-    running[e.rank] += e.delta_bytes;
-    peak[e.rank] = std::max(peak[e.rank], running[e.rank]);
-  }
-  const int64_t top = *std::max_element(peak.begin(), peak.end());
-  double y_max = static_cast<double>(top);
+  double y_max = static_cast<double>(*std::max_element(peak.begin(), peak.end()));
   if (s.memory_capacity_bytes) y_max = std::max(y_max, *s.memory_capacity_bytes);
   y_max = y_max > 0 ? y_max * 1.05 : 1;
-  const double gib_step = nice_step(gib(y_max) / 6);
 
   std::vector<LegendItem> items;
   for (int r = 0; r < p; ++r) items.push_back({"", rank_color(r), fmt::format("rank {}", r), true});
@@ -162,53 +228,18 @@ void memory_chart(Out out, const ReportEntry& entry, const Timeline& t, const Wi
   }
   std::string legend_svg;
   const int plot_top = legend(std::back_inserter(legend_svg), items, kLeft, 16) + 10;
-  const int plot_height = 240;
-  const int plot_bottom = plot_top + plot_height;
-  const auto y_of = [&](double bytes) { return plot_bottom - plot_height * bytes / y_max; };
+  const MemoryPlot plot{plot_top, 240, y_max};
 
-  svg_open(out, "memory", plot_bottom + 40, fmt::format(" data-schedule=\"{}\"", esc(entry.name)),
+  svg_open(out, "memory", plot.bottom() + 40, fmt::format(" data-schedule=\"{}\"", esc(entry.name)),
            "Memory per rank of " + entry.name);
   fmt::format_to(out, "{}", legend_svg);
   fmt::format_to(out, "<rect class=\"plot\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\"/>\n",
-                 kLeft, plot_top, kPlotWidth, plot_height);
-  fmt::format_to(out, "<g class=\"axis\">\n");
-  for (int i = 0;; ++i) {
-    const double v = i * gib_step;
-    if (v > gib(y_max)) break;
-    const double y = y_of(v * (1ull << 30));
-    fmt::format_to(out, "<line class=\"grid\" x1=\"{}\" y1=\"{:.1f}\" x2=\"{}\" y2=\"{:.1f}\"/>\n",
-                   kLeft - 4, y, kLeft + kPlotWidth, y);
-    fmt::format_to(out, "<text x=\"{}\" y=\"{:.1f}\" text-anchor=\"end\">{:g} GiB</text>\n",
-                   kLeft - 7, y + 4, v);
-  }
-  fmt::format_to(out, "</g>\n");
-  const TimeScale scale{w.end};
-  time_axis(out, scale, plot_top, plot_bottom);
-
-  const std::vector<int64_t> held = level;
-  std::vector<Curve> curves(p);
-  for (int r = 0; r < p; ++r) curves[r].add(scale.x(0), y_of(level[r]));
-  for (const MemoryEvent& e : events) {
-    if (e.time > w.end) break;
-    if (e.rank < 0 || e.rank >= p) continue;
-    const double x = scale.x(e.time);
-    curves[e.rank].add(x, y_of(level[e.rank]));
-    level[e.rank] += e.delta_bytes;
-    curves[e.rank].add(x, y_of(level[e.rank]));
-  }
-  for (int r = 0; r < p; ++r) {
-    curves[r].add(scale.x(w.end), y_of(level[r]));
-    // data-peak: the highest level drawn, in bytes, for programs to check
-    // against the summary's peak.
-    fmt::format_to(out,
-                   "<polyline class=\"mem\" data-rank=\"{}\" data-peak=\"{}\" stroke=\"{}\" "
-                   "points=\"{}\"><title>rank {}: {:.4g} GiB held throughout, {:.4g} GiB at "
-                   "most</title></polyline>\n",
-                   r, peak[r], rank_color(r), curves[r].finish(), r,
-                   gib(static_cast<double>(held[r])), gib(static_cast<double>(peak[r])));
-  }
+                 kLeft, plot.top, kPlotWidth, plot.height);
+  memory_axis(out, plot);
+  time_axis(out, TimeScale{w.end}, plot.top, plot.bottom());
+  memory_curves(out, plot, events, w, held, peak);
   if (s.memory_capacity_bytes) {
-    const double y = y_of(*s.memory_capacity_bytes);
+    const double y = plot.y(*s.memory_capacity_bytes);
     fmt::format_to(
         out,
         "<line class=\"cap\" x1=\"{}\" y1=\"{:.1f}\" x2=\"{}\" y2=\"{:.1f}\"><title>device "
