@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <tuple>
 
 #include "real_runtime/rank_executor_impl.h"
@@ -33,6 +34,28 @@ Result<bool> check_schedule(const Schedule& schedule) {
   return steps_in_programs(schedule);
 }
 
+// RunSettings::fail_at's action: one the rank runs, in an iteration the run
+// has (a hook that can never fire would let a fault test pass unexercised).
+Result<Action> fail_action(const Schedule& schedule, const RunSettings& settings) {
+  const FailAt& at = *settings.fail_at;
+  Result<Action> a = parse_action(at.action);
+  if (!a) return a.error();
+  if (at.rank < 0 || at.rank >= schedule.num_ranks) {
+    return Error{fmt::format("fail_at: rank {}: the schedule has ranks 0 to {}", at.rank,
+                             schedule.num_ranks - 1)};
+  }
+  const std::vector<Action>& program = schedule.programs[at.rank];
+  if (std::find(program.begin(), program.end(), *a) == program.end()) {
+    return Error{fmt::format("fail_at: rank {} does not run {} in schedule {}", at.rank, at.action,
+                             schedule.name)};
+  }
+  if (at.iteration < 0 || at.iteration >= settings.iterations) {
+    return Error{fmt::format("fail_at: iteration {}: the run has iterations 0 to {}", at.iteration,
+                             settings.iterations - 1)};
+  }
+  return a;
+}
+
 }  // namespace
 
 Result<RunPlan> plan_run(const Schedule& schedule, const RuntimeModel& model,
@@ -44,6 +67,12 @@ Result<RunPlan> plan_run(const Schedule& schedule, const RuntimeModel& model,
     return Error{
         fmt::format("run settings: iterations must be at least 1, got {}", settings.iterations)};
   }
+  if (!std::isfinite(settings.learning_rate) || settings.learning_rate < 0) {
+    return Error{
+        fmt::format("run settings: the learning rate must be a finite number, 0 or more, "
+                    "got {}",
+                    settings.learning_rate)};
+  }
   RunPlan plan;
   plan.schedule = &schedule;
   plan.model = model;
@@ -53,7 +82,7 @@ Result<RunPlan> plan_run(const Schedule& schedule, const RuntimeModel& model,
   if (!lengths) return lengths.error();
   plan.lengths = std::move(*lengths);
   if (settings.fail_at) {
-    Result<Action> a = parse_action(settings.fail_at->action);
+    Result<Action> a = fail_action(schedule, settings);
     if (!a) return a.error();
     plan.fail_action = *a;
   }

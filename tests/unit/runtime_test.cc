@@ -167,6 +167,30 @@ TEST(RuntimeTest, RejectsWhatItCannotRun) {
   EXPECT_THAT(unknown.error().message, HasSubstr("\"not an action\" is not an action"));
 }
 
+// A fault hook that can never fire would let a fault test pass without its
+// fault: a rank the schedule lacks, an action of another rank, an iteration
+// past the run's (until 2026-12-05 each ran to the end, exit code 0), and a
+// step size that is not a number, are errors before anything runs.
+TEST(RuntimeTest, RejectsSettingsThatCannotTakeEffect) {
+  const Schedule schedule = schedule_of("1f1b", 2, 4);
+  const auto error_of = [&](const RunSettings& settings) {
+    Result<RunResult> run = run_threads(schedule, tiny_model(), settings);
+    return run.ok() ? std::string("ran") : run.error().message;
+  };
+  RunSettings settings = three_iterations();
+  settings.fail_at = FailAt{2, "1F0", 0};
+  EXPECT_THAT(error_of(settings), HasSubstr("rank 2: the schedule has ranks 0 to 1"));
+  settings.fail_at = FailAt{0, "1F0", 0};  // stage 1 runs on rank 1
+  EXPECT_THAT(error_of(settings), HasSubstr("rank 0 does not run 1F0 in schedule 1f1b"));
+  settings.fail_at = FailAt{1, "1F0", 3};
+  EXPECT_THAT(error_of(settings), HasSubstr("iteration 3: the run has iterations 0 to 2"));
+  settings.fail_at.reset();
+  settings.learning_rate = std::nan("");
+  EXPECT_THAT(error_of(settings), HasSubstr("a finite number, 0 or more"));
+  settings.learning_rate = -0.1;
+  EXPECT_THAT(error_of(settings), HasSubstr("a finite number, 0 or more"));
+}
+
 TEST(RuntimeTest, PeakActivationBytesFollowTheKernelsBytesRule) {
   // GPipe, p = 2, m = 2: each rank holds both microbatches' activations
   // before the first backward. Per block after F (gpt_block.h), with b = 2
