@@ -30,6 +30,7 @@
 #endif
 #include "sim/cli/options.h"
 #include "sim/config/config.h"
+#include "sim/cost/cost_model.h"
 #include "sim/plan/metrics.h"
 #include "sim/plan/simulate.h"
 #include "sim/report/summary.h"
@@ -267,6 +268,21 @@ Result<runtime::RunResult> run_on_backend(const Args& args, bool cuda_mpi, const
   return Error{fmt::format("--backend {}: this ppsim was built without it", args.backend)};
 }
 
+// The threads backend holds every rank's weights and gradients in this
+// process: a model whose weights alone outgrow the machine's memory is an
+// error before anything is allocated (it would thrash, or be killed).
+Status check_fits(const Config& config, const runtime::RuntimeModel& model) {
+  const int64_t parameters = model_parameters(*config.model);
+  const int scalar_bytes = model.precision == runtime::Precision::kFloat64 ? 8 : 4;
+  const Status fits = cli::check_memory(
+      2.0 * static_cast<double>(parameters) * scalar_bytes,
+      fmt::format("the model's {:.4g} billion weights and their gradients, in fp{},",
+                  parameters / 1e9, 8 * scalar_bytes));
+  if (fits) return fits;
+  return Error{fits.message() +
+               ": run a smaller model (e.g. --set model.layers=2), or simulate this one"};
+}
+
 // Rank 0's report: the summary table and losses, the JSON and the trace.
 int report(const Args& args, const Config& config, const Schedule& schedule,
            runtime::RunResult* run, const std::string& measured_on) {
@@ -339,6 +355,9 @@ int tool_main(int argc, char** argv) {
   if (!settings) return error_once(settings.error().message);
 
   const runtime::RuntimeModel model = runtime::model_for(*config, *lengths);
+  if (args.backend == "threads") {
+    if (Status st = check_fits(*config, model); !st) return error_once(st.message());
+  }
   std::string measured_on;
   Result<runtime::RunResult> run =
       run_on_backend(args, cuda_mpi, *schedule, model, *settings, &measured_on);

@@ -57,6 +57,16 @@ Status check_cores(int ranks, bool force, bool warn) {
   return {};
 }
 
+Status check_memory(double bytes, const std::string& what) {
+  const long pages = ::sysconf(_SC_PHYS_PAGES);
+  const long page_bytes = ::sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || page_bytes <= 0) return {};  // not known
+  const double memory = static_cast<double>(pages) * static_cast<double>(page_bytes);
+  if (bytes <= memory) return {};
+  return Error{fmt::format("{} take {:.1f} GiB, more than this machine's {:.1f} GiB of memory",
+                           what, bytes / (1ull << 30), memory / (1ull << 30))};
+}
+
 Status check_writable(const std::string& path) {
   if (path.empty() || path == "-") return {};
   std::filesystem::path file(path);

@@ -65,6 +65,11 @@ Status write_output(const std::string& path, const std::string& text);
 // (the reporting rank).
 Status check_cores(int ranks, bool force, bool warn);
 
+// The real runtime's threads backend holds every rank's weights in one
+// process: `bytes` (what `what` takes) past this machine's memory would
+// thrash or be killed. An error then, naming both figures.
+Status check_memory(double bytes, const std::string& what);
+
 // Parses a command's arguments (without the program and command names)
 // against `desc`, with the positional argument stored as option "config".
 // Returns -1 to go on; otherwise the exit code to stop with: 0 after
