@@ -336,35 +336,35 @@ std::vector<std::pair<Candidate, Config>> enumerate_candidates(const Sweep& swee
   return out;
 }
 
-ExploreResult explore(const Sweep& sweep, const ExploreOptions& options) {
-  ExploreResult result;
-  result.memory_cap_bytes = sweep.search.memory_cap_gib * kGiB;
-  auto work = enumerate_candidates(sweep, &result.layouts_skipped);
-  const size_t n = work.size();
-  std::vector<Engine> engines(thread_count(options.threads));
+namespace {
 
-  const Result<Calibration> calibration = calibration_for(sweep.base, nullptr);
-  std::vector<size_t> all(n);
-  for (size_t i = 0; i < n; ++i) all[i] = i;
-  parallel_for(all, engines, [&](size_t i, Engine&) {
-    prepare(work[i].first, work[i].second, result.memory_cap_bytes, calibration);
-  });
-  size_t decided = 0;
+using Work = std::vector<std::pair<Candidate, Config>>;
+
+// The candidates prepare() left to simulate, best lower bound first, ties
+// in enumeration order: promising candidates set a good best early, and the
+// order is the same for any thread count. *decided counts the others.
+std::vector<size_t> simulation_queue(const Work& work, size_t* decided) {
   std::vector<size_t> queue;
-  for (size_t i = 0; i < n; ++i) {
+  for (size_t i = 0; i < work.size(); ++i) {
     if (work[i].first.status == CandidateStatus::kToSimulate) {
       queue.push_back(i);
     } else {
-      ++decided;
+      ++*decided;
     }
   }
-  // Best lower bound first, ties in enumeration order: promising candidates
-  // set a good best early, and the order is the same for any thread count.
   std::stable_sort(queue.begin(), queue.end(), [&](size_t a, size_t b) {
     return work[a].first.lower_bound_s < work[b].first.lower_bound_s;
   });
+  return queue;
+}
+
+// Simulates the queue in waves of options.wave; a candidate whose lower
+// bound cannot beat the best found before its wave is pruned unsimulated.
+void simulate_in_waves(Work& work, const std::vector<size_t>& queue, double cap_bytes,
+                       const Result<Calibration>& calibration, const ExploreOptions& options,
+                       std::vector<Engine>& engines, size_t decided) {
   double best = std::numeric_limits<double>::infinity();
-  if (options.progress) options.progress(decided, n);
+  if (options.progress) options.progress(decided, work.size());
   for (size_t start = 0; start < queue.size(); start += options.wave) {
     std::vector<size_t> wave;
     for (size_t k = start; k < std::min(queue.size(), start + options.wave); ++k) {
@@ -381,25 +381,22 @@ ExploreResult explore(const Sweep& sweep, const ExploreOptions& options) {
       }
     }
     parallel_for(wave, engines, [&](size_t i, Engine& engine) {
-      // Only candidates prepare() accepted get here, so the calibration was read.
-      run_simulation(work[i].first, work[i].second, result.memory_cap_bytes, *calibration, engine);
+      // Only candidates prepare() accepted are queued, so the calibration was read.
+      run_simulation(work[i].first, work[i].second, cap_bytes, *calibration, engine);
     });
     for (size_t i : wave) {
       const Candidate& cand = work[i].first;
       if (cand.feasible()) best = std::min(best, cand.summary->iteration_time_s);
     }
     decided += wave.size();
-    if (options.progress) options.progress(decided, n);
+    if (options.progress) options.progress(decided, work.size());
   }
+}
 
-  result.candidates.reserve(n);
-  result.configs.reserve(n);
-  for (auto& [cand, config] : work) {
-    result.candidates.push_back(std::move(cand));
-    result.configs.push_back(std::move(config));
-  }
-  mark_equivalents(result.candidates);
-  for (size_t i = 0; i < n; ++i) {
+// The feasible candidates, best throughput first (among equals, the one
+// needing less memory), and the Pareto front of throughput and memory.
+void rank(ExploreResult& result) {
+  for (size_t i = 0; i < result.candidates.size(); ++i) {
     if (result.candidates[i].feasible()) result.ranking.push_back(i);
   }
   const auto throughput = [&](size_t i) {
@@ -408,14 +405,13 @@ ExploreResult explore(const Sweep& sweep, const ExploreOptions& options) {
   const auto peak = [&](size_t i) {
     return fullest_device(*result.candidates[i].summary)->peak_memory_bytes;
   };
-  // Best throughput first; among equals, the one needing less memory.
   std::stable_sort(result.ranking.begin(), result.ranking.end(), [&](size_t a, size_t b) {
     if (throughput(a) != throughput(b)) return throughput(a) > throughput(b);
     return peak(a) < peak(b);
   });
-  // Pareto front: walking the ranking, keep each candidate that needs less
-  // memory than every one before it (all at least as fast, and the equally
-  // fast ones no larger).
+  // Walking the ranking, keep each candidate that needs less memory than
+  // every one before it (all at least as fast, and the equally fast ones no
+  // larger).
   int64_t least = std::numeric_limits<int64_t>::max();
   for (size_t i : result.ranking) {
     if (peak(i) < least) {
@@ -423,6 +419,32 @@ ExploreResult explore(const Sweep& sweep, const ExploreOptions& options) {
       least = peak(i);
     }
   }
+}
+
+}  // namespace
+
+ExploreResult explore(const Sweep& sweep, const ExploreOptions& options) {
+  ExploreResult result;
+  result.memory_cap_bytes = sweep.search.memory_cap_gib * kGiB;
+  Work work = enumerate_candidates(sweep, &result.layouts_skipped);
+  std::vector<Engine> engines(thread_count(options.threads));
+  const Result<Calibration> calibration = calibration_for(sweep.base, nullptr);
+  std::vector<size_t> all(work.size());
+  for (size_t i = 0; i < work.size(); ++i) all[i] = i;
+  parallel_for(all, engines, [&](size_t i, Engine&) {
+    prepare(work[i].first, work[i].second, result.memory_cap_bytes, calibration);
+  });
+  size_t decided = 0;
+  const std::vector<size_t> queue = simulation_queue(work, &decided);
+  simulate_in_waves(work, queue, result.memory_cap_bytes, calibration, options, engines, decided);
+  result.candidates.reserve(work.size());
+  result.configs.reserve(work.size());
+  for (auto& [cand, config] : work) {
+    result.candidates.push_back(std::move(cand));
+    result.configs.push_back(std::move(config));
+  }
+  mark_equivalents(result.candidates);
+  rank(result);
   return result;
 }
 
