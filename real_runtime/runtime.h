@@ -38,6 +38,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "schedules/schedule.h"
@@ -72,6 +73,14 @@ struct RuntimeModel {
 // The runtime's model for a config's model and micro-batch, cut into the
 // given token slices (empty: not sliced). REQUIRES: config.model.
 RuntimeModel model_for(const Config& config, const std::vector<int>& slice_lengths);
+
+// The runtime executes a pipeline's schedule as the config gives it, but
+// not every setting the simulator prices: one replica (no data
+// parallelism), every activation kept (no recomputation), sends that do not
+// wait for their receives, a synchronous optimizer step. A config that asks
+// for another is an error naming its key, since `tool` (ppsim run,
+// validate) would otherwise measure a run that is not the one predicted.
+Status check_executable(const Config& config, std::string_view tool);
 
 // Test hook: the action `action` (text form, "1F3") of iteration
 // `iteration` on `rank` throws before it computes anything, or with `kill`

@@ -68,6 +68,34 @@ RuntimeModel model_for(const Config& config, const std::vector<int>& slice_lengt
   return model;
 }
 
+Status check_executable(const Config& config, std::string_view tool) {
+  const auto refuse = [&](std::string_view key, const std::string& value, std::string_view why,
+                          const std::string& fix) {
+    return Error{fmt::format(
+        "{}: {}: {}: the runtime {}, so {} would measure a run other than the config's; set {}",
+        config.source, key, value, why, tool, fix)};
+  };
+  if (config.parallel.data > 1) {
+    return refuse("parallel.data", std::to_string(config.parallel.data),
+                  "runs one pipeline replica", "parallel.data=1");
+  }
+  if (config.training.recompute != Recompute::kNone) {
+    return refuse("training.recompute", to_string(config.training.recompute),
+                  "keeps every activation and does not recompute", "training.recompute=none");
+  }
+  if (config.training.blocking_p2p) {
+    return refuse("training.blocking_p2p", "true", "sends without waiting for the receive",
+                  "training.blocking_p2p=false");
+  }
+  if (config.training.optimizer_step != OptimizerStep::kSynchronous) {
+    return refuse(
+        "training.optimizer_step", to_string(config.training.optimizer_step),
+        "steps after a barrier at the end of each iteration",
+        fmt::format("training.optimizer_step={}", to_string(OptimizerStep::kSynchronous)));
+  }
+  return {};
+}
+
 Result<double> max_relative_error(const std::vector<StageWeights>& a,
                                   const std::vector<StageWeights>& b) {
   const auto by_name = [](const std::vector<StageWeights>& set) {

@@ -344,6 +344,9 @@ int tool_main(int argc, char** argv) {
   Result<Config> config = load_config(args.config_path, *overrides);
   if (!config) return error_once(config.error().message);
   if (Status st = check_runnable_model(*config, "ppsim run"); !st) return error_once(st.message());
+  if (Status st = runtime::check_executable(*config, "ppsim run"); !st) {
+    return error_once(st.message());
+  }
   if (Status st = check_cores(config->parallel.pipeline, args.force, mpi_scope.reports()); !st) {
     return error_once(st.message());
   }

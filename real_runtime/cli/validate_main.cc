@@ -397,6 +397,9 @@ Result<Config> load_checked(Args* args) {
   Result<Config> config = load_config(args->config_path, *overrides);
   if (!config) return config;
   if (Status st = check_runnable_model(*config, "ppsim validate"); !st) return Error{st.message()};
+  if (Status st = runtime::check_executable(*config, "ppsim validate"); !st) {
+    return Error{st.message()};
+  }
   Result<std::vector<std::string>> entries = parse_schedule_list(args->schedules);
   if (!entries) return entries.error();
   args->options.schedules = *entries;

@@ -60,6 +60,8 @@ check error_validate_no_dir 1 stderr -- validate configs/validate/cpu-small.yaml
   --runs-out no-such-dir/runs.json
 check error_validate_one_iteration 1 stderr -- validate configs/validate/cpu-small.yaml \
   --warmup 0 --iterations 1
+check error_validate_recompute 1 stderr -- validate configs/validate/cpu-small.yaml \
+  --set training.recompute=full
 check error_run_no_dir 1 stderr -- run configs/validate/cpu-small.yaml --trace no-such-dir/t.json
 check error_profile_no_dir 1 stderr -- profile configs/validate/cpu-small.yaml \
   -o no-such-dir/p.yaml

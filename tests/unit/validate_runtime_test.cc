@@ -174,6 +174,41 @@ TEST(ValidateRuntime, MeasuredBubbleSetsEachIterationAgainstItsOwnPeriod) {
   EXPECT_NEAR(bubble, 0.4, 1e-9);
 }
 
+// What the runtime does not execute would make validate compare a
+// prediction with a run of another config (with training.recompute: full,
+// cpu-small's 1F1B was predicted 38 % slow, until 2026-12-05): each such
+// setting is an error naming its key, and the defaults pass.
+TEST(ValidateRuntime, RefusesSettingsTheRuntimeDoesNotExecute) {
+  const auto error_of = [](int data, const std::string& training) {
+    Result<Config> config = parse_config(
+        "model: {layers: 4, hidden: 16, ffn_hidden: 32, heads: 2, seq_len: 8, vocab: 32, "
+        "dtype: fp32}\n"
+        "hardware: {preset: cpu-2core, gpus_per_node: " +
+            std::to_string(2 * data) +
+            ", nodes: 1}\nparallel: {pipeline: 2, data: " + std::to_string(data) +
+            "}\ntraining: {global_batch: 8, micro_batch: 2" + training + "}\n",
+        "tiny.yaml");
+    if (!config) return "config: " + config.error().message;
+    const Status st = check_executable(*config, "ppsim validate");
+    return st.ok() ? std::string("ok") : st.message();
+  };
+  EXPECT_EQ(error_of(1, ""), "ok");
+  EXPECT_EQ(error_of(1, ", recompute: full"),
+            "tiny.yaml: training.recompute: full: the runtime keeps every activation and does "
+            "not recompute, so ppsim validate would measure a run other than the config's; set "
+            "training.recompute=none");
+  const auto starts = [](const std::string& text, const std::string& prefix) {
+    return text.rfind(prefix, 0) == 0;
+  };
+  EXPECT_TRUE(starts(error_of(2, ""),
+                     "tiny.yaml: parallel.data: 2: the runtime runs one "
+                     "pipeline replica"))
+      << error_of(2, "");
+  EXPECT_TRUE(starts(error_of(1, ", blocking_p2p: true"), "tiny.yaml: training.blocking_p2p: "));
+  EXPECT_TRUE(starts(error_of(1, ", optimizer_step: post_validation"),
+                     "tiny.yaml: training.optimizer_step: post_validation: "));
+}
+
 // The first measured iteration is timed from the end of the one before it:
 // with no warm-up and one iteration there is nothing to time it from (that
 // ran, and crashed, until 2026-12-05), nor with no iteration at all.
