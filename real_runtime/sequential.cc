@@ -1,5 +1,6 @@
 // The sequential reference (run_sequential) and the weight comparison.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -78,6 +79,14 @@ Status check_executable(const Config& config, std::string_view tool) {
   if (config.parallel.data > 1) {
     return refuse("parallel.data", std::to_string(config.parallel.data),
                   "runs one pipeline replica", "parallel.data=1");
+  }
+  const std::vector<int>& split = config.parallel.layers_per_stage;
+  if (!split.empty() && std::any_of(split.begin(), split.end(), [&](int layers) {
+        return layers != split.front() ||
+               layers * static_cast<int64_t>(split.size()) != config.model->layers;
+      })) {
+    return refuse("parallel.layers_per_stage", fmt::format("[{}]", fmt::join(split, ", ")),
+                  "splits the layers evenly over the stages", "parallel.layers_per_stage=[]");
   }
   if (config.training.recompute != Recompute::kNone) {
     return refuse("training.recompute", to_string(config.training.recompute),

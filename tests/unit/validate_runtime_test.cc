@@ -179,13 +179,14 @@ TEST(ValidateRuntime, MeasuredBubbleSetsEachIterationAgainstItsOwnPeriod) {
 // cpu-small's 1F1B was predicted 38 % slow, until 2026-12-05): each such
 // setting is an error naming its key, and the defaults pass.
 TEST(ValidateRuntime, RefusesSettingsTheRuntimeDoesNotExecute) {
-  const auto error_of = [](int data, const std::string& training) {
+  const auto error_of = [](int data, const std::string& training,
+                           const std::string& parallel = "") {
     Result<Config> config = parse_config(
         "model: {layers: 4, hidden: 16, ffn_hidden: 32, heads: 2, seq_len: 8, vocab: 32, "
         "dtype: fp32}\n"
         "hardware: {preset: cpu-2core, gpus_per_node: " +
             std::to_string(2 * data) +
-            ", nodes: 1}\nparallel: {pipeline: 2, data: " + std::to_string(data) +
+            ", nodes: 1}\nparallel: {pipeline: 2, data: " + std::to_string(data) + parallel +
             "}\ntraining: {global_batch: 8, micro_batch: 2" + training + "}\n",
         "tiny.yaml");
     if (!config) return "config: " + config.error().message;
@@ -205,6 +206,10 @@ TEST(ValidateRuntime, RefusesSettingsTheRuntimeDoesNotExecute) {
                      "pipeline replica"))
       << error_of(2, "");
   EXPECT_TRUE(starts(error_of(1, ", blocking_p2p: true"), "tiny.yaml: training.blocking_p2p: "));
+  EXPECT_EQ(error_of(1, "", ", layers_per_stage: [2, 2]"), "ok");  // the even split, written out
+  EXPECT_TRUE(starts(error_of(1, "", ", layers_per_stage: [1, 3]"),
+                     "tiny.yaml: parallel.layers_per_stage: [1, 3]: the runtime splits the "
+                     "layers evenly over the stages"));
   EXPECT_TRUE(starts(error_of(1, ", optimizer_step: post_validation"),
                      "tiny.yaml: training.optimizer_step: post_validation: "));
 }
