@@ -78,9 +78,9 @@ RuntimeModel model_for(const Config& config, const std::vector<int>& slice_lengt
 // not every setting the simulator prices: one replica (no data
 // parallelism), the layers split evenly over the stages, every activation
 // kept (no recomputation), sends that do not wait for their receives, a
-// synchronous optimizer step. A config that asks
-// for another is an error naming its key, since `tool` (ppsim run,
-// validate) would otherwise measure a run that is not the one predicted.
+// synchronous optimizer step. A config that asks for another is an error
+// naming its key, since `tool` (ppsim run, validate) would otherwise measure
+// a run that is not the one predicted.
 Status check_executable(const Config& config, std::string_view tool);
 
 // Test hook: the action `action` (text form, "1F3") of iteration

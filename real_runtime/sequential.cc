@@ -1,4 +1,5 @@
-// The sequential reference (run_sequential) and the weight comparison.
+// The sequential reference (run_sequential), the weight comparison, and the
+// runtime's reading of a config (model_for, check_executable).
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 

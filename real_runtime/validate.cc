@@ -98,6 +98,7 @@ Status check_counts(const ValidateOptions& options) {
 
 std::vector<ScheduleValidation> validate(const Config& config, const ValidateOptions& options) {
   PPSIM_CHECK(check_counts(options).ok());
+  PPSIM_CHECK(check_executable(config, "validate").ok());
   std::vector<ScheduleValidation> out;
   for (const std::string& entry : options.schedules) {
     ScheduleValidation v;

@@ -69,8 +69,9 @@ struct ScheduleValidation {
 Status check_counts(const ValidateOptions& options);
 
 // REQUIRES: config.model and config.profile_path set (the profile of this
-// machine), check_counts(options) ok. Schedules that cannot run (a layout the model does not split
-// into) are returned with their reason. An asynchronous schedule
+// machine), check_counts(options) and check_executable(config) ok. Schedules
+// that cannot run (a layout the model does not split into) are returned
+// with their reason. An asynchronous schedule
 // (pipedream, pipedream-2bw) is predicted as one run of simulate()'s stream
 // of batches and run `warmup + iterations` times; its iteration time, on
 // both sides, is a steady batch in the middle of a run of the stream.

@@ -65,9 +65,9 @@ Status write_output(const std::string& path, const std::string& text);
 // (the reporting rank).
 Status check_cores(int ranks, bool force, bool warn);
 
-// The real runtime's threads backend holds every rank's weights in one
-// process: `bytes` (what `what` takes) past this machine's memory would
-// thrash or be killed. An error then, naming both figures.
+// OK when `bytes` (what `what` takes, as "the weights take") fit in this
+// machine's physical memory, or when that is not known; past it a process
+// would thrash or be killed: an error naming both figures.
 Status check_memory(double bytes, const std::string& what);
 
 // Parses a command's arguments (without the program and command names)
